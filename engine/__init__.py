@@ -1,0 +1,63 @@
+"""redisflow's engine: workflows (DAGs) whose whole state lives in Redis.
+
+Public API::
+
+    from engine import Engine, Workflow, Agent
+"""
+
+from __future__ import annotations
+
+from .agent import Agent
+from .client import Engine
+from .definition import TaskDef, Workflow
+from .embedded import EmbeddedRedis
+from .errors import (
+    DefinitionError,
+    LeaseLostError,
+    NotFoundError,
+    RedisflowError,
+    StateError,
+    UnreachableError,
+)
+from .handlers import Task, TaskFailed, exec_handler, import_handler
+from .loader import load_file, load_text
+from .model import (
+    AgentInfo,
+    AgentState,
+    Event,
+    Stats,
+    TaskState,
+    TaskStatus,
+    WorkflowState,
+    WorkflowStatus,
+    WorkflowSummary,
+)
+
+__all__ = [
+    "Agent",
+    "AgentInfo",
+    "AgentState",
+    "DefinitionError",
+    "EmbeddedRedis",
+    "Engine",
+    "Event",
+    "LeaseLostError",
+    "NotFoundError",
+    "RedisflowError",
+    "StateError",
+    "Stats",
+    "Task",
+    "TaskDef",
+    "TaskFailed",
+    "TaskState",
+    "TaskStatus",
+    "UnreachableError",
+    "Workflow",
+    "WorkflowState",
+    "WorkflowStatus",
+    "WorkflowSummary",
+    "exec_handler",
+    "import_handler",
+    "load_file",
+    "load_text",
+]

@@ -1,0 +1,369 @@
+"""The agent: claims ready tasks of its types, runs their handlers, reports outcomes.
+
+One loop per agent. Each turn reports the outcomes gathered so far and claims as many
+tasks as there are free slots, in one pipelined round trip. With ``concurrency=1``
+handlers run inline (the fastest path for short tasks); otherwise in a thread pool. An
+idle agent blocks on its types' wake-up channels, with a slow timer as a safety net
+because pub/sub can lose messages. A second thread renews the lease and does the
+shared housekeeping (reaping dead agents, promoting retries, retention).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+
+from .client import Engine
+from .errors import RedisflowError
+from .handlers import Handler, Task, TaskFailed
+from .model import decode_json
+
+log = logging.getLogger("redisflow.agent")
+
+Outcome = tuple[str, int, int, str, str]  # wid, idx, attempt, "ok"|"err", value
+
+
+class Agent:
+    """A worker that runs tasks of the types it has handlers for.
+
+    Example:
+        >>> agent = Agent(engine, agent_id="sampleApp", handlers={"": lambda task: None})
+        >>> agent.run(until_idle=True)
+
+    Args:
+        engine: the deployment to work for.
+        agent_id: unique per logical worker; a restart with the same id takes back the
+            tasks recorded as this agent's.
+        handlers: task type -> callable taking a :class:`Task`; its return value (any JSON
+            value) is the task's output, an exception fails the attempt.
+        concurrency: how many tasks run at once.
+        batch: how many tasks one claim takes at most (default: ``concurrency``, at
+            least 32 when handlers run inline).
+        lease_s: how long the agent's tasks stay its own without a heartbeat.
+        heartbeat_s: how often the lease is renewed (default a third of the lease).
+        idle_check_s: the safety timer of an idle agent.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        agent_id: str,
+        handlers: Mapping[str, Handler],
+        *,
+        concurrency: int = 1,
+        batch: int | None = None,
+        lease_s: float = 15.0,
+        heartbeat_s: float | None = None,
+        idle_check_s: float = 2.0,
+        maintain_s: float = 2.0,
+        max_lost: int = 5,
+    ) -> None:
+        if not handlers:
+            raise ValueError("an agent needs at least one handler")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.engine = engine
+        self.id = agent_id
+        self.handlers = dict(handlers)
+        self.types = sorted(self.handlers)
+        self.concurrency = concurrency
+        self.batch = batch or (max(32, concurrency) if concurrency == 1 else concurrency)
+        self.lease_s = lease_s
+        self.heartbeat_s = heartbeat_s or lease_s / 3
+        self.idle_check_s = idle_check_s
+        self.maintain_s = maintain_s
+        self.max_lost = max_lost
+        self.processed = 0
+        self.rejected = 0
+        self._stopping = threading.Event()
+        self._lease_lost = threading.Event()
+        self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._inflight = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._shards = engine.keys.all_shards()
+        self._max_output = engine.max_payload
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming; in-flight tasks finish and are reported, then :meth:`run` returns."""
+        self._stopping.set()
+
+    def _info(self) -> str:
+        return json.dumps(
+            {
+                "types": self.types,
+                "concurrency": self.concurrency,
+                "lease_s": self.lease_s,
+                "heartbeat_s": self.heartbeat_s,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "started_at": time.time(),
+            }
+        )
+
+    def _register(self) -> list[Task]:
+        tasks: list[Task] = []
+        for shard in self._shards:
+            rows = self.engine.scripts.register(
+                keys=[shard.agents],
+                args=[*self.engine._common(shard), self.id, self._info(), int(self.lease_s * 1000)],
+            )
+            tasks.extend(_row_task(r) for r in rows)
+        self._lease_lost.clear()
+        if tasks:
+            log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
+        return tasks
+
+    def run(self, until_idle: bool = False) -> None:
+        """Work until :meth:`stop` (SIGTERM/SIGINT), or until no work is left if ``until_idle``."""
+        installed = self._install_signals()
+        if self.concurrency > 1:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rf-{self.id}")
+        pubsub = self.engine.redis.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(*[s.wake(t) for s in self._shards for t in self.types])
+        beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        try:
+            self._start(self._register())
+            beat.start()
+            self._loop(pubsub, until_idle)
+        finally:
+            self._stopping.set()
+            self._drain_inflight()
+            try:
+                self._leave()
+            except redis.RedisError as e:
+                log.warning("agent %s could not deregister: %s", self.id, e)
+            pubsub.close()
+            if self._pool:
+                self._pool.shutdown(wait=True)
+            if beat.is_alive():
+                beat.join(timeout=self.heartbeat_s + 1)
+            for sig, old in installed:
+                signal.signal(sig, old)
+
+    def _install_signals(self) -> list[tuple[int, Any]]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            installed.append((sig, signal.signal(sig, lambda *_: self.stop())))
+        return installed
+
+    def _leave(self) -> None:
+        self._report()
+        for shard in self._shards:
+            self.engine.scripts.stop(
+                keys=[shard.agents_live], args=[*self.engine._common(shard), self.id]
+            )
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _loop(self, pubsub: Any, until_idle: bool) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            try:
+                if self._lease_lost.is_set():
+                    log.warning("agent %s lost its lease; registering again", self.id)
+                    self._start(self._register())
+                claimed = self._turn()
+                backoff = 0.1
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                log.warning(
+                    "agent %s: Redis unreachable (%s); retrying in %.1fs", self.id, e, backoff
+                )
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if claimed:
+                continue
+            if self._inflight:
+                self._wait_result(self.idle_check_s)
+                continue
+            if until_idle and self._nothing_left():
+                return
+            self._wait_wakeup(pubsub)
+
+    def _turn(self) -> int:
+        """Report outcomes and claim free slots' worth of tasks in one round trip."""
+        outcomes = self._collect()
+        free = self.concurrency - self._inflight if self._pool else self.batch
+        pipe = self.engine.redis.pipeline(transaction=False)
+        if outcomes:
+            self._queue_report(pipe, outcomes)
+        claims = 0
+        if free > 0 and not self._stopping.is_set():
+            for shard in self._shards:
+                for t in self.types:
+                    self.engine.scripts.claim(
+                        keys=[shard.queue(t)],
+                        args=[*self.engine._common(shard), self.id, min(free, self.batch)],
+                        client=pipe,
+                    )
+                    claims += 1
+        if not outcomes and not claims:
+            return 0
+        replies = pipe.execute(raise_on_error=False)
+        reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
+        self._count_reports(reported)
+        tasks: list[Task] = []
+        for reply in replies[len(reported) :]:
+            if isinstance(reply, redis.ResponseError):
+                if "RFLEASE" in str(reply):
+                    self._lease_lost.set()
+                    continue
+                raise reply
+            tasks.extend(_row_task(r) for r in reply)
+        self._start(tasks)
+        return len(tasks)
+
+    def _start(self, tasks: list[Task]) -> None:
+        if not tasks:
+            return
+        if self._pool is None:
+            for t in tasks:
+                self._results.put(self._execute(t))
+            return
+        self._inflight += len(tasks)
+        for t in tasks:
+            self._pool.submit(lambda t=t: self._results.put(self._execute(t)))
+
+    def _execute(self, task: Task) -> Outcome:
+        try:
+            out = self.handlers[task.type](task)
+            text = "" if out is None else json.dumps(out, separators=(",", ":"))
+            if len(text) > self._max_output:
+                raise TaskFailed(
+                    f"output is {len(text)} bytes, over the {self._max_output}-byte limit"
+                )
+            return (task.workflow_id, task.index, task.attempt, "ok", text)
+        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+            if isinstance(e, TaskFailed):
+                msg = str(e)
+            else:
+                tb = traceback.format_exception_only(type(e), e)
+                msg = "".join(tb).strip()
+            return (task.workflow_id, task.index, task.attempt, "err", msg[:65536])
+
+    def _collect(self) -> list[Outcome]:
+        out: list[Outcome] = []
+        while True:
+            try:
+                out.append(self._results.get_nowait())
+            except queue.Empty:
+                break
+        if self._pool is not None:
+            self._inflight -= len(out)
+        return out
+
+    def _wait_result(self, timeout: float) -> None:
+        try:
+            first = self._results.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._results.put(first)
+
+    def _report_shards(self, outcomes: list[Outcome]) -> dict[int, list[Outcome]]:
+        by: dict[int, list[Outcome]] = {}
+        for o in outcomes:
+            by.setdefault(self.engine.keys.shard_of(o[0]).shard, []).append(o)
+        return by
+
+    def _queue_report(self, pipe: Any, outcomes: list[Outcome]) -> None:
+        for shard_index, items in sorted(self._report_shards(outcomes).items()):
+            shard = self.engine.keys.shard(shard_index)
+            args: list[Any] = [*self.engine._common(shard), self.id, len(items)]
+            for wid, idx, attempt, how, value in items:
+                args += [wid, idx, attempt, how, value]
+            self.engine.scripts.complete(keys=[shard.stats], args=args, client=pipe)
+
+    def _count_reports(self, replies: list[Any]) -> None:
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+            self.processed += sum(1 for r in reply if r == 1)
+            self.rejected += sum(1 for r in reply if r == 0)
+
+    def _report(self) -> None:
+        outcomes = self._collect()
+        if not outcomes:
+            return
+        pipe = self.engine.redis.pipeline(transaction=False)
+        self._queue_report(pipe, outcomes)
+        self._count_reports(pipe.execute(raise_on_error=False))
+
+    def _drain_inflight(self) -> None:
+        while self._inflight > 0:
+            self._wait_result(1.0)
+            try:
+                self._report()
+            except redis.RedisError as e:
+                log.warning("agent %s could not report: %s", self.id, e)
+                return
+
+    def _wait_wakeup(self, pubsub: Any) -> None:
+        deadline = time.monotonic() + self.idle_check_s
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                msg = pubsub.get_message(timeout=min(left, 0.5))
+            except (redis.ConnectionError, redis.TimeoutError):
+                return
+            if msg is not None:
+                while pubsub.get_message(timeout=0) is not None:
+                    pass
+                return
+
+    def _nothing_left(self) -> bool:
+        """True when none of our queues hold work and nothing anywhere could make more."""
+        r = self.engine.redis
+        pipe = r.pipeline(transaction=False)
+        for shard in self._shards:
+            for t in self.types:
+                pipe.zcard(shard.queue(t))
+            pipe.zcard(shard.delayed)
+            pipe.hget(shard.stats, "t:running")
+        replies = pipe.execute()
+        return all(int(x or 0) <= 0 for x in replies)
+
+    # -- lease --------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        next_maintain = 0.0
+        while not self._stopping.wait(min(self.heartbeat_s, self.maintain_s)):
+            try:
+                for shard in self._shards:
+                    ok = self.engine.scripts.heartbeat(
+                        keys=[shard.agents_live],
+                        args=[*self.engine._common(shard), self.id, int(self.lease_s * 1000)],
+                    )
+                    if not ok:
+                        self._lease_lost.set()
+                if time.monotonic() >= next_maintain:
+                    self.engine.maintain(max_lost=self.max_lost)
+                    next_maintain = time.monotonic() + self.maintain_s
+            except (redis.RedisError, RedisflowError) as e:
+                log.warning("agent %s heartbeat failed: %s", self.id, e)
+
+
+def _row_task(row: list[Any]) -> Task:
+    wid, idx, name, typ, payload, attempt, parent_pairs = row
+    parents = {
+        parent_pairs[k]: decode_json(parent_pairs[k + 1] or None)
+        for k in range(0, len(parent_pairs), 2)
+    }
+    return Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)

@@ -1,0 +1,90 @@
+"""``redisflow-agent``: a headless agent process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from ..agent import Agent
+from ..errors import DefinitionError
+from ..handlers import exec_handler, import_handler
+from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, guarded
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="redisflow-agent",
+        parents=[connection_options()],
+        description="Run tasks of the given types until SIGTERM (in-flight tasks finish first).",
+    )
+    p.add_argument(
+        "--id",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="agent id, unique per logical worker; a restart with the same id takes back "
+        "its own tasks (default: host-pid)",
+    )
+    p.add_argument(
+        "--type",
+        action="append",
+        dest="types",
+        metavar="T",
+        help='a task type to serve (repeat for several; default: the "" type)',
+    )
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--handler", metavar="MODULE:FUNCTION", help="a Python callable per task")
+    how.add_argument(
+        "--exec",
+        dest="command",
+        metavar="COMMAND",
+        help="a command run per task (no shell): task JSON on stdin, output on stdout",
+    )
+    p.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
+    p.add_argument("--batch", type=int, default=None, help="tasks claimed per round trip")
+    p.add_argument("--lease", type=float, default=15.0, help="lease seconds (default 15)")
+    p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
+    p.add_argument("--verbose", "-v", action="store_true")
+    return p
+
+
+@guarded
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    if args.concurrency < 1:
+        raise DefinitionError("--concurrency must be at least 1")
+    handler = import_handler(args.handler) if args.handler else exec_handler(args.command)
+    types = args.types or [""]
+    engine = connect(args)
+    try:
+        agent = Agent(
+            engine,
+            args.id,
+            {t: handler for t in types},
+            concurrency=args.concurrency,
+            batch=args.batch,
+            lease_s=args.lease,
+        )
+        agent.run(until_idle=args.until_idle)
+        print(
+            f"redisflow-agent {args.id}: {agent.processed} tasks done, {agent.rejected} rejected",
+            file=sys.stderr,
+        )
+    finally:
+        engine.close()
+    return EXIT_OK
+
+
+def main() -> None:
+    """Entry point of ``redisflow-agent``."""
+    try:
+        code = run()
+    except SystemExit as e:
+        code = EXIT_BAD_INPUT if e.code not in (0, None) else 0
+    sys.exit(code)

@@ -1,0 +1,533 @@
+"""The client API: push, steer and read workflows."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis
+
+from .definition import DEFAULT_MAX_PAYLOAD, Workflow, compile_workflow
+from .embedded import EmbeddedRedis, url_from_env
+from .errors import NotFoundError, StateError, UnreachableError
+from .events import EventListener, decode_batch, iter_stream
+from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
+from .model import (
+    AgentInfo,
+    AgentState,
+    Event,
+    Stats,
+    TaskState,
+    TaskStatus,
+    WorkflowState,
+    WorkflowStatus,
+    WorkflowSummary,
+    decode_json,
+)
+from .scripts import Scripts
+
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+DEFAULT_EVENT_CAP = 2000
+PUSH_BATCH = 64  # workflows per push.lua call
+SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
+
+
+def _script_error(e: redis.ResponseError) -> Exception:
+    text = str(e)
+    for code, cls in (("RFSTATE ", StateError), ("RFNOTFOUND ", NotFoundError)):
+        at = text.find(code)
+        if at >= 0:
+            return cls(text[at + len(code) :].split(" script:")[0].strip())
+    return e
+
+
+def _ms(value: Any) -> float | None:
+    return None if value in (None, "") else int(value) / 1000.0
+
+
+class Engine:
+    """A handle on one redisflow deployment (a namespace in one Redis).
+
+    Example:
+        >>> engine = Engine.connect("redis://127.0.0.1:6379/0")
+        >>> wid = engine.push(wf)
+        >>> engine.status(wid).state
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        shards: int = 1,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        event_cap: int = DEFAULT_EVENT_CAP,
+        retention_s: float = DEFAULT_RETENTION_S,
+        embedded: EmbeddedRedis | None = None,
+    ) -> None:
+        self.redis = client
+        self.keys = Keyspace(namespace, shards)
+        self.max_payload = max_payload
+        self.event_cap = event_cap
+        self.retention_s = retention_s
+        self.embedded = embedded
+        self.scripts = Scripts(client)
+        self._rr = itertools.count()
+        self._lock = threading.Lock()
+
+    # -- connecting ---------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, url: str | None = None, **options: Any) -> Engine:
+        """Connect to ``url``, else ``REDISFLOW_URL``, else a private embedded redis-server.
+
+        Raises :class:`UnreachableError` when Redis does not answer.
+        """
+        url = url or url_from_env()
+        embedded = None
+        if url is None:
+            embedded = EmbeddedRedis().start()
+            url = embedded.url
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
+        )
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            raise UnreachableError(f"cannot reach Redis at {url}: {e}") from None
+        return cls(client, embedded=embedded, **options)
+
+    @property
+    def url(self) -> str:
+        kw = self.redis.connection_pool.connection_kwargs
+        return f"redis://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+    def close(self) -> None:
+        """Close the connection pool and stop the embedded server if this handle started one."""
+        self.redis.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _common(self, shard: ShardKeys) -> list[Any]:
+        return [shard.prefix, self.event_cap]
+
+    def _call(self, script: Any, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        try:
+            return script(keys=keys, args=args, client=client)
+        except redis.ResponseError as e:
+            raise _script_error(e) from None
+
+    # -- pushing ------------------------------------------------------------------------
+
+    def push(self, wf: Workflow) -> str:
+        """Validate ``wf`` and store it; its root tasks become ready. Returns its id.
+
+        Nothing is written when the definition is invalid (:class:`DefinitionError`).
+        """
+        return self.push_many([wf])[0]
+
+    def push_many(self, workflows: Iterable[Workflow]) -> list[str]:
+        """Validate every workflow first, then store them all in few round trips.
+
+        Returns their ids in order. Nothing is written if any definition is invalid.
+        """
+        compiled = [compile_workflow(wf, self.max_payload) for wf in workflows]
+        ids: list[str] = []
+        pipe = self.redis.pipeline(transaction=False)
+        calls = 0
+        for start in range(0, len(compiled), PUSH_BATCH):
+            batch = compiled[start : start + PUSH_BATCH]
+            shard = self.keys.shard(next(self._rr) % self.keys.shards)
+            args: list[Any] = [*self._common(shard), self.keys.shards, shard.shard, len(batch)]
+            for c in batch:
+                args.extend(c.args)
+            self.scripts.push(keys=[shard.seq], args=args, client=pipe)
+            calls += 1
+            if calls >= 16:
+                for result in pipe.execute():
+                    ids.extend(result)
+                calls = 0
+        if calls:
+            for result in pipe.execute():
+                ids.extend(result)
+        return [str(i) for i in ids]
+
+    # -- steering -----------------------------------------------------------------------
+
+    def _control(self, name: str, wid: str | int, *extra: Any) -> Any:
+        shard = self.keys.shard_of(wid)
+        script = getattr(self.scripts, name)
+        return self._call(script, [shard.workflow(wid)], [*self._common(shard), str(wid), *extra])
+
+    def pause(self, wid: str | int) -> int:
+        """Hold a running workflow; returns how many ready tasks were held back."""
+        return int(self._control("pause", wid))
+
+    def release(self, wid: str | int) -> int:
+        """Resume a paused workflow; returns how many held tasks went back to the queues."""
+        return int(self._control("release", wid))
+
+    def cancel(self, wid: str | int) -> int:
+        """Cancel a running or paused workflow; returns how many tasks were cancelled."""
+        return int(self._control("cancel", wid))
+
+    def retry(self, wid: str | int, tasks: Iterable[str] | None = None) -> int:
+        """Run failed tasks again, inputs unchanged; returns how many tasks were reset.
+
+        Without ``tasks``: every failed and skipped task of a failed workflow. With task
+        names: those failed tasks and the skipped tasks that depend only on them.
+        """
+        indexes: list[int] = []
+        if tasks is not None:
+            names = self._task_names(wid)
+            for name in tasks:
+                if name not in names:
+                    raise NotFoundError(f"workflow {wid} has no task named {name!r}")
+                indexes.append(names.index(name))
+        return int(self._control("retry", wid, *indexes))
+
+    def cleanup(self, wid: str | int) -> None:
+        """Delete a finished workflow and everything kept of it."""
+        self._control("cleanup", wid)
+
+    def cleanup_finished(self, older_than_s: float = 0.0) -> int:
+        """Clean up every finished workflow that finished more than ``older_than_s`` ago."""
+        cutoff = int((self.server_time() - older_than_s) * 1000)
+        removed = 0
+        for shard in self.keys.all_shards():
+            for state in ("succeeded", "failed", "cancelled"):
+                while True:
+                    wids = self.redis.zrangebyscore(shard.by_state(state), "-inf", cutoff, 0, 500)
+                    if not wids:
+                        break
+                    for wid in wids:
+                        try:
+                            self.cleanup(wid)
+                            removed += 1
+                        except (StateError, NotFoundError):
+                            pass  # changed meanwhile (retried, or cleaned by another)
+        return removed
+
+    def count_finished(self, older_than_s: float = 0.0) -> int:
+        """How many workflows :meth:`cleanup_finished` would remove now."""
+        cutoff = int((self.server_time() - older_than_s) * 1000)
+        return sum(
+            int(self.redis.zcount(shard.by_state(s), "-inf", cutoff))
+            for shard in self.keys.all_shards()
+            for s in ("succeeded", "failed", "cancelled")
+        )
+
+    def maintain(self, max_lost: int = 5, limit: int = 200) -> list[int]:
+        """One round of housekeeping on every shard (see ``reap.lua``); agents call this."""
+        totals = [0, 0, 0, 0]
+        for shard in self.keys.all_shards():
+            args = [*self._common(shard), int(self.retention_s * 1000), max_lost, limit]
+            out = self.scripts.reap(keys=[shard.agents_live], args=args)
+            totals = [a + int(b) for a, b in zip(totals, out, strict=True)]
+        return totals
+
+    # -- reading ------------------------------------------------------------------------
+
+    def server_time(self) -> float:
+        """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
+        sec, usec = self.redis.time()
+        return sec + usec / 1e6
+
+    def _task_names(self, wid: str | int) -> list[str]:
+        key = self.keys.shard_of(wid).workflow(wid)
+        n = self.redis.hget(key, "n")
+        if n is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        return list(self.redis.hmget(key, [f"{i}N" for i in range(int(n))]))
+
+    def status(self, wid: str | int) -> WorkflowStatus:
+        """Everything stored of one workflow: state, counts by task state, every task."""
+        raw = self.redis.hgetall(self.keys.shard_of(wid).workflow(wid))
+        if not raw:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        return parse_status(str(wid), raw)
+
+    def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
+        """The list fields of several workflows in one round trip (missing ones left out)."""
+        wids = list(wids)
+        pipe = self.redis.pipeline(transaction=False)
+        for wid in wids:
+            pipe.hmget(self.keys.shard_of(wid).workflow(wid), SUMMARY_FIELDS)
+        out = []
+        for wid, row in zip(wids, pipe.execute(), strict=True):
+            if row[0] is not None:
+                out.append(parse_summary(wid, row))
+        return out
+
+    def _index_key(self, shard: ShardKeys, state: str | None, name: str | None) -> str:
+        if name is not None:
+            return shard.by_name(name)
+        if state is not None:
+            return shard.by_state(WorkflowState(state).value)
+        return shard.all
+
+    def list_ids(
+        self,
+        state: str | None = None,
+        name: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> list[str]:
+        """Workflow ids, newest first, one page at a time; filter by state and/or name."""
+        if self.keys.shards == 1 and (state is None or name is None):
+            key = self._index_key(self.keys.shard(0), state, name)
+            return list(self.redis.zrevrange(key, offset, offset + limit - 1))
+        # several shards, or both filters: merge newest-first across indexes
+        ids: list[str] = []
+        for shard in self.keys.all_shards():
+            key = self._index_key(shard, state if name is None else None, name)
+            ids.extend(self.redis.zrevrange(key, 0, offset + limit * 4 - 1))
+        ids.sort(key=int, reverse=True)
+        if state is not None and name is not None:
+            rows = self.summaries(ids)
+            ids = [r.id for r in rows if r.state == state]
+        return ids[offset : offset + limit]
+
+    def list(
+        self,
+        state: str | None = None,
+        name: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> list[WorkflowSummary]:
+        """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
+        return self.summaries(self.list_ids(state, name, offset, limit))
+
+    def count(self, state: str | None = None, name: str | None = None) -> int:
+        """How many workflows match (O(1) per shard for one filter)."""
+        return sum(
+            int(self.redis.zcard(self._index_key(s, state, name))) for s in self.keys.all_shards()
+        )
+
+    def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
+        """Workflow names with how many workflows have them, most common first."""
+        counts: dict[str, int] = {}
+        for shard in self.keys.all_shards():
+            for name, score in self.redis.zrevrange(shard.names, 0, -1, withscores=True):
+                if name.startswith(prefix):
+                    counts[name] = counts.get(name, 0) + int(score)
+        return sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+
+    def stats(self) -> Stats:
+        """Totals of tasks and workflows by state, and queue depth per type."""
+        tasks = {s.value: 0 for s in TaskState}
+        workflows = {s.value: 0 for s in WorkflowState}
+        pushed_t = pushed_w = 0
+        queued: dict[str, int] = {}
+        for shard in self.keys.all_shards():
+            raw = self.redis.hgetall(shard.stats)
+            for field, value in raw.items():
+                kind, _, what = field.partition(":")
+                if what == "pushed":
+                    if kind == "t":
+                        pushed_t += int(value)
+                    else:
+                        pushed_w += int(value)
+                elif kind == "t":
+                    tasks[what] = tasks.get(what, 0) + int(value)
+                elif kind == "w":
+                    workflows[what] = workflows.get(what, 0) + int(value)
+            types = sorted(self.redis.smembers(shard.types))
+            pipe = self.redis.pipeline(transaction=False)
+            for t in types:
+                pipe.zcard(shard.queue(t))
+            for t, n in zip(types, pipe.execute(), strict=True):
+                queued[t] = queued.get(t, 0) + int(n)
+        return Stats(tasks, workflows, pushed_t, pushed_w, queued)
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent known, with liveness from its heartbeat age and lease."""
+        now = self.server_time()
+        out: list[AgentInfo] = []
+        for shard in self.keys.all_shards():
+            infos = self.redis.hgetall(shard.agents)
+            states = self.redis.hgetall(shard.agents_state)
+            seen = dict(self.redis.zrange(shard.agents_seen, 0, -1, withscores=True))
+            pipe = self.redis.pipeline(transaction=False)
+            ids = sorted(infos)
+            for agent_id in ids:
+                pipe.smembers(shard.running_of(agent_id))
+            for agent_id, running in zip(ids, pipe.execute(), strict=True):
+                info = json.loads(infos[agent_id])
+                age = now - seen[agent_id] / 1000.0 if agent_id in seen else None
+                lease = float(info.get("lease_s", 30))
+                beat = float(info.get("heartbeat_s", lease / 3))
+                stored = states.get(agent_id, "online")
+                if stored == "online":
+                    if age is not None and age > lease:
+                        state = AgentState.DEAD
+                    elif age is not None and age > 2 * beat:
+                        state = AgentState.STALE
+                    else:
+                        state = AgentState.ONLINE
+                else:
+                    state = AgentState(stored)
+                out.append(
+                    AgentInfo(
+                        id=agent_id,
+                        types=list(info.get("types", [])),
+                        concurrency=int(info.get("concurrency", 1)),
+                        state=state,
+                        heartbeat_age=age,
+                        lease_s=lease,
+                        heartbeat_s=beat,
+                        running=sorted(running),
+                        host=info.get("host", ""),
+                        pid=int(info.get("pid", 0)),
+                        started_at=info.get("started_at"),
+                    )
+                )
+        return out
+
+    def events(self, count: int = 200) -> list[Event]:
+        """The most recent lifecycle events from the capped stream, newest first."""
+        out: list[Event] = []
+        for shard in self.keys.all_shards():
+            entries = self.redis.xrevrange(shard.events, count=count)
+            for entry_id, fields in entries:
+                out.extend(reversed(decode_batch(fields["e"], entry_id)))
+        out.sort(key=lambda e: e.ts, reverse=True)
+        return out[:count]
+
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
+        """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
+        streams = {s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()}
+        reply = self.redis.xread(streams, block=block_ms or None, count=1000)
+        out: list[Event] = []
+        for key, entries in reply or []:
+            shard = next(s for s in self.keys.all_shards() if s.events == key)
+            if entries:
+                last_ids[shard.shard] = entries[-1][0]
+            out.extend(iter_stream(entries))
+        return out
+
+    def listen(self, callback: Callable[[Event], None]) -> EventListener:
+        """Call ``callback`` for every live event, from a background thread, until closed."""
+        return EventListener(
+            self.redis, [s.event_channel for s in self.keys.all_shards()], callback
+        )
+
+    def on_workflow_finished(
+        self,
+        complete: Callable[[str], None] | None = None,
+        failed: Callable[[str], None] | None = None,
+    ) -> EventListener:
+        """Register callbacks for workflows that succeed (``complete``) or fail.
+
+        This is seed 000's ``WorkflowComplete`` / ``WorkflowFailed``. Close the returned
+        listener to stop.
+        """
+
+        def dispatch(event: Event) -> None:
+            if event.kind == "workflow.succeeded" and complete:
+                complete(event.wid)
+            elif event.kind == "workflow.failed" and failed:
+                failed(event.wid)
+
+        return self.listen(dispatch)
+
+    def state(self, wid: str | int) -> WorkflowState:
+        """The current state of one workflow."""
+        st = self.redis.hget(self.keys.shard_of(wid).workflow(wid), "st")
+        if st is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        return WorkflowState(st)
+
+    def wait(self, wid: str | int, timeout: float | None = None) -> WorkflowState:
+        """Block until the workflow finishes; returns its final state.
+
+        Woken by the event channel, and re-reads the state every second as well, since
+        pub/sub can lose messages. Raises :class:`TimeoutError` after ``timeout`` seconds.
+        """
+        wake = threading.Event()
+        wanted = str(wid)
+
+        def on_event(event: Event) -> None:
+            if event.wid == wanted and event.kind.startswith("workflow."):
+                wake.set()
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.listen(on_event):
+            while True:
+                st = self.state(wid)
+                if st.finished:
+                    return st
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"workflow {wid} still {st} after {timeout}s")
+                wake.wait(1.0 if left is None else min(1.0, left))
+                wake.clear()
+
+
+def parse_summary(wid: str, row: list[Any]) -> WorkflowSummary:
+    name, st, n, ok, bad, skip, ct, ft = row
+    return WorkflowSummary(
+        id=str(wid),
+        name=name,
+        state=WorkflowState(st),
+        total=int(n),
+        succeeded=int(ok or 0),
+        failed=int(bad or 0),
+        skipped=int(skip or 0),
+        created_at=int(ct) / 1000.0,
+        finished_at=_ms(ft),
+    )
+
+
+def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
+    """Build a :class:`WorkflowStatus` from a workflow hash (see ``lua/_lib.lua``)."""
+    summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
+    ct = int(raw["ct"])
+    n = summary.total
+    names = [raw.get(f"{i}N", str(i)) for i in range(n)]
+
+    def at(i: int, f: str) -> float | None:
+        v = raw.get(f"{i}{f}")
+        return None if v is None else (ct + int(float(v))) / 1000.0
+
+    def idx_list(v: str | None) -> list[str]:
+        return [names[int(x)] for x in v.split(",")] if v else []
+
+    tasks = []
+    counts = {s.value: 0 for s in TaskState}
+    for i in range(n):
+        state = TaskState(raw.get(f"{i}s", "waiting"))
+        counts[state.value] += 1
+        tasks.append(
+            TaskStatus(
+                index=i,
+                name=names[i],
+                type=raw.get(f"{i}T", ""),
+                state=state,
+                priority=int(raw.get(f"{i}R", 0)),
+                payload=decode_json(raw.get(f"{i}P")),
+                parents=idx_list(raw.get(f"{i}U")),
+                children=idx_list(raw.get(f"{i}C")),
+                attempts=int(raw.get(f"{i}a", 0)),
+                failures=int(raw.get(f"{i}f", 0)),
+                max_attempts=int(raw.get(f"{i}M", 1)),
+                agent=raw.get(f"{i}g"),
+                output=decode_json(raw.get(f"{i}o")),
+                error=raw.get(f"{i}e"),
+                ready_at=at(i, "q"),
+                started_at=at(i, "b"),
+                finished_at=at(i, "d"),
+            )
+        )
+    return WorkflowStatus(**summary.__dict__, counts=counts, tasks=tasks)

@@ -1,0 +1,209 @@
+"""Workflow definitions: the builder, validation, and the compact form pushed to Redis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from .errors import DefinitionError
+
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+PRIORITY_RANGE = (-999, 999)
+MAX_TASKS = 100_000
+
+
+@dataclass
+class TaskDef:
+    """One task of a workflow definition.
+
+    Attributes:
+        name: unique within the workflow.
+        payload: any JSON value, handed to the handler.
+        type: agents serve tasks by type ("" is the default type).
+        priority: higher runs first among ready tasks of the same type.
+        after: names of the parent tasks, which must all succeed before this one runs.
+        max_attempts: how many times a failing handler is tried.
+        where: where the task was defined (file and line), for error messages.
+    """
+
+    name: str
+    payload: Any = None
+    type: str = ""
+    priority: int = 0
+    after: list[str] = field(default_factory=list)
+    max_attempts: int = 1
+    where: str | None = None
+
+
+class Workflow:
+    """A workflow definition built in Python.
+
+    Example:
+        >>> wf = Workflow("TestWorkflow")
+        >>> a = wf.task("TestNode1", payload="Node1")
+        >>> b = wf.task("TestNode2", payload="Node2", after=[a])
+    """
+
+    def __init__(self, name: str, *, retry_backoff: float = 1.0, where: str | None = None):
+        self.name = name
+        self.retry_backoff = retry_backoff
+        self.where = where
+        self.tasks: list[TaskDef] = []
+
+    def task(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        type: str = "",
+        priority: int = 0,
+        after: Iterable[TaskDef | str] = (),
+        max_attempts: int = 1,
+        where: str | None = None,
+    ) -> TaskDef:
+        """Add a task and return it; pass it (or its name) in another task's ``after``."""
+        parents = [p.name if isinstance(p, TaskDef) else p for p in after]
+        t = TaskDef(name, payload, type, priority, parents, max_attempts, where)
+        self.tasks.append(t)
+        return t
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r}, {len(self.tasks)} tasks)"
+
+
+def _at(where: str | None) -> str:
+    return f"{where}: " if where else ""
+
+
+def _fail(where: str | None, message: str) -> DefinitionError:
+    return DefinitionError(f"{_at(where)}{message}")
+
+
+@dataclass
+class CompiledWorkflow:
+    """A validated workflow in the flat form ``push.lua`` takes."""
+
+    name: str
+    args: list[Any]
+    size: int
+
+
+def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
+    """Check a definition; raise :class:`DefinitionError` naming what and where.
+
+    Returns the JSON text of every task's payload (``None`` for no payload), in task order.
+    """
+    where = wf.where
+    if not isinstance(wf.name, str) or not wf.name.strip():
+        raise _fail(where, "the workflow has no name")
+    if not wf.tasks:
+        raise _fail(where, f"workflow {wf.name!r} has no tasks")
+    if len(wf.tasks) > MAX_TASKS:
+        raise _fail(where, f"workflow {wf.name!r} has {len(wf.tasks)} tasks; at most {MAX_TASKS}")
+    if not isinstance(wf.retry_backoff, int | float) or wf.retry_backoff < 0:
+        raise _fail(where, f"workflow {wf.name!r}: retry_backoff must be a number >= 0")
+    seen: dict[str, TaskDef] = {}
+    payloads: list[str] = []
+    lo, hi = PRIORITY_RANGE
+    for t in wf.tasks:
+        here = t.where or where
+        if not isinstance(t.name, str) or not t.name:
+            raise _fail(here, f"a task of workflow {wf.name!r} has no name")
+        if t.name in seen:
+            first = seen[t.name].where
+            also = f" (first defined at {first})" if first else ""
+            raise _fail(here, f"duplicate task name {t.name!r}{also}")
+        seen[t.name] = t
+        if not isinstance(t.type, str):
+            raise _fail(here, f"task {t.name!r}: type must be a string, not {t.type!r}")
+        if isinstance(t.priority, bool) or not isinstance(t.priority, int):
+            raise _fail(here, f"task {t.name!r}: priority must be an integer, not {t.priority!r}")
+        if not lo <= t.priority <= hi:
+            raise _fail(here, f"task {t.name!r}: priority {t.priority} is outside {lo}..{hi}")
+        if isinstance(t.max_attempts, bool) or not isinstance(t.max_attempts, int):
+            raise _fail(here, f"task {t.name!r}: max_attempts must be an integer")
+        if t.max_attempts < 1:
+            raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
+        if t.payload is None:
+            payloads.append("")
+            continue
+        try:
+            text = json.dumps(t.payload, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise _fail(here, f"task {t.name!r}: payload is not JSON-serialisable ({e})") from None
+        size = len(text.encode())
+        if size > max_payload:
+            raise _fail(
+                here, f"task {t.name!r}: payload is {size} bytes, over the {max_payload}-byte limit"
+            )
+        payloads.append(text)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(seen)
+    for t in wf.tasks:
+        for p in t.after:
+            if p == t.name:
+                raise _fail(t.where or where, f"task {t.name!r} depends on itself")
+            if p not in seen:
+                raise _fail(t.where or where, f"task {t.name!r} depends on unknown task {p!r}")
+            graph.add_edge(p, t.name)
+        if len(set(t.after)) != len(t.after):
+            raise _fail(t.where or where, f"task {t.name!r} lists a parent twice")
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return payloads
+    path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+    raise _fail(where, f"workflow {wf.name!r} has a cycle: {path}")
+
+
+def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> CompiledWorkflow:
+    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
+    payloads = validate(wf, max_payload)
+    index = {t.name: i for i, t in enumerate(wf.tasks)}
+    children: list[list[int]] = [[] for _ in wf.tasks]
+    for i, t in enumerate(wf.tasks):
+        for p in t.after:
+            children[index[p]].append(i)
+    fields: list[Any] = ["n", len(wf.tasks), "left", len(wf.tasks), "ok", 0, "bad", 0, "skip", 0]
+    if wf.retry_backoff != 1.0:
+        fields += ["bk", int(wf.retry_backoff * 1000)]
+    roots: list[Any] = []
+    types: list[str] = []
+    for i, t in enumerate(wf.tasks):
+        fields += [f"{i}N", t.name]
+        if t.type:
+            fields += [f"{i}T", t.type]
+        if payloads[i]:
+            fields += [f"{i}P", payloads[i]]
+        if t.priority:
+            fields += [f"{i}R", t.priority]
+        if t.max_attempts != 1:
+            fields += [f"{i}M", t.max_attempts]
+        if children[i]:
+            fields += [f"{i}C", ",".join(map(str, children[i]))]
+        if t.after:
+            fields += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
+            fields += [f"{i}s", "waiting", f"{i}w", len(t.after)]
+        else:
+            fields += [f"{i}s", "ready", f"{i}q", 0]
+            roots += [i, t.type, t.priority]
+        if t.type not in types:
+            types.append(t.type)
+    args: list[Any] = [wf.name, len(roots) // 3, *roots, len(types), *types]
+    args += [len(wf.tasks), len(fields) // 2, *fields]
+    return CompiledWorkflow(wf.name, args, sum(len(str(a)) for a in args))
+
+
+def task_index(wf_tasks: Sequence[str], name: str) -> int:
+    """The index of task ``name`` in a list of task names."""
+    try:
+        return list(wf_tasks).index(name)
+    except ValueError:
+        raise DefinitionError(f"no task named {name!r}") from None

@@ -1,0 +1,117 @@
+"""Task handlers: what an agent runs for a task, as a Python callable or a command."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import DefinitionError
+
+
+@dataclass
+class Task:
+    """A claimed task, as a handler sees it.
+
+    Attributes:
+        workflow_id: the workflow it belongs to.
+        index: its index in the workflow.
+        name: its name.
+        type: its type.
+        payload: the payload it was defined with (any JSON value).
+        attempt: which execution this is (1 for the first); with ``workflow_id`` and
+            ``index`` it makes :attr:`idempotency_key`.
+        parents: each parent's name mapped to its output.
+    """
+
+    workflow_id: str
+    index: int
+    name: str
+    type: str
+    payload: Any
+    attempt: int
+    parents: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Unique per execution: a handler can use it to make side effects run once."""
+        return f"{self.workflow_id}:{self.index}:{self.attempt}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workflow_id": self.workflow_id,
+            "index": self.index,
+            "name": self.name,
+            "type": self.type,
+            "payload": self.payload,
+            "attempt": self.attempt,
+            "parents": self.parents,
+            "idempotency_key": self.idempotency_key,
+        }
+
+
+Handler = Callable[[Task], Any]
+
+
+class TaskFailed(Exception):
+    """Raise (or let any exception escape) from a handler to fail the attempt."""
+
+
+def import_handler(spec: str) -> Handler:
+    """Load ``module:function`` (the current directory is importable)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise DefinitionError(f"--handler {spec!r}: expected module:function")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise DefinitionError(f"--handler {spec!r}: cannot import {module_name!r} ({e})") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise DefinitionError(f"--handler {spec!r}: {module_name} has no callable {attr!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+def exec_handler(command: str, timeout: float | None = None) -> Handler:
+    """A handler that runs ``command`` (no shell) once per task.
+
+    The task (payload, parents' outputs, ids) goes to the command's stdin as JSON; its
+    stdout is the output (parsed as JSON when it is JSON, else kept as text); a non-zero
+    exit fails the attempt with stderr as the error.
+    """
+    argv = shlex.split(command)
+    if not argv:
+        raise DefinitionError("--exec: empty command")
+
+    def run(task: Task) -> Any:
+        try:
+            proc = subprocess.run(
+                argv,
+                input=json.dumps(task.to_dict()).encode(),
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise TaskFailed(f"command not found: {argv[0]}") from None
+        except subprocess.TimeoutExpired:
+            raise TaskFailed(f"command timed out after {timeout}s: {command}") from None
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip()
+            raise TaskFailed(err or f"{argv[0]} exited with code {proc.returncode}")
+        text = proc.stdout.decode(errors="replace").strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    return run

@@ -1,0 +1,148 @@
+"""The whole Redis key schema of redisflow, in one place.
+
+Every key starts with the namespace (default ``rf``) and carries the hash tag of its
+*shard*, ``{<namespace>:<shard>}``, so every Lua script touches the keys of one shard
+only and a shard can live on one Redis Cluster slot. One shard is the default.
+
+Per shard ``S`` (``P = <namespace>:{<namespace>:S}``):
+
+============================  ======  =====================================================
+key                           type    holds
+============================  ======  =====================================================
+``P:seq``                     string  last workflow sequence number of this shard
+``P:w:<wid>``                 hash    one workflow: meta fields and every task's fields
+                                      (see :mod:`engine.definition` for the field names)
+``P:q:<type>``                zset    ready tasks of one type, ``<wid>:<idx>``, scored by
+                                      priority then workflow age (lowest pops first)
+``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms
+``P:all``                     zset    every workflow id, scored by sequence number
+``P:ws:<state>``              zset    workflow ids in one state; running/paused scored by
+                                      creation ms, finished states by finish ms
+``P:wn:<name>``               zset    workflow ids of one name, scored by sequence number
+``P:names``                   zset    workflow names, scored by how many workflows exist
+``P:stats``                   hash    counters: ``t:<task state>``, ``w:<workflow state>``,
+                                      ``t:pushed``, ``w:pushed``
+``P:types``                   set     every task type ever pushed (queue discovery)
+``P:agents``                  hash    agent id -> JSON (types, concurrency, lease, host, pid)
+``P:agents:seen``             zset    agent id -> last heartbeat ms (kept after death)
+``P:agents:live``             zset    agent id -> lease deadline ms (removed when reaped)
+``P:agents:state``            hash    agent id -> online | stopped | dead
+``P:run:<agent>``             set     ``<wid>:<idx>`` of the tasks the agent is running
+``P:events``                  stream  capped lifecycle log, one entry per script call
+============================  ======  =====================================================
+
+Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
+agents; ``P:ev`` the same JSON event batches that go into the stream.
+
+Workflow ids are decimal integers. Shard ``S`` of ``N`` hands out ``S, S+N, S+2N, ...``
+so ``shard = wid % N`` needs no lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_NAMESPACE = "rf"
+
+
+@dataclass(frozen=True)
+class ShardKeys:
+    """Key names of one shard."""
+
+    namespace: str
+    shard: int
+
+    @property
+    def prefix(self) -> str:
+        """The common prefix, hash tag included: ``ns:{ns:S}``."""
+        return f"{self.namespace}:{{{self.namespace}:{self.shard}}}"
+
+    def workflow(self, wid: int | str) -> str:
+        return f"{self.prefix}:w:{wid}"
+
+    def queue(self, task_type: str) -> str:
+        return f"{self.prefix}:q:{task_type}"
+
+    def wake(self, task_type: str) -> str:
+        return f"{self.prefix}:wake:{task_type}"
+
+    def by_state(self, state: str) -> str:
+        return f"{self.prefix}:ws:{state}"
+
+    def by_name(self, name: str) -> str:
+        return f"{self.prefix}:wn:{name}"
+
+    def running_of(self, agent_id: str) -> str:
+        return f"{self.prefix}:run:{agent_id}"
+
+    @property
+    def seq(self) -> str:
+        return f"{self.prefix}:seq"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.prefix}:delayed"
+
+    @property
+    def all(self) -> str:
+        return f"{self.prefix}:all"
+
+    @property
+    def names(self) -> str:
+        return f"{self.prefix}:names"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.prefix}:stats"
+
+    @property
+    def types(self) -> str:
+        return f"{self.prefix}:types"
+
+    @property
+    def agents(self) -> str:
+        return f"{self.prefix}:agents"
+
+    @property
+    def agents_seen(self) -> str:
+        return f"{self.prefix}:agents:seen"
+
+    @property
+    def agents_live(self) -> str:
+        return f"{self.prefix}:agents:live"
+
+    @property
+    def agents_state(self) -> str:
+        return f"{self.prefix}:agents:state"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}:events"
+
+    @property
+    def event_channel(self) -> str:
+        return f"{self.prefix}:ev"
+
+
+@dataclass(frozen=True)
+class Keyspace:
+    """Key names of a whole deployment: a namespace over ``shards`` shards."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    shards: int = 1
+
+    def shard(self, index: int) -> ShardKeys:
+        """Keys of shard ``index``."""
+        return ShardKeys(self.namespace, index)
+
+    def shard_of(self, wid: int | str) -> ShardKeys:
+        """Keys of the shard that holds workflow ``wid``."""
+        return self.shard(int(wid) % self.shards)
+
+    def all_shards(self) -> list[ShardKeys]:
+        return [self.shard(i) for i in range(self.shards)]
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this namespace."""
+        return f"{self.namespace}:*"

@@ -1,0 +1,194 @@
+-- _lib.lua: helpers shared by every script. engine/scripts.py prepends this file to each
+-- script, so each one stays a single atomic EVALSHA.
+--
+-- Conventions for every script:
+--   KEYS[1]  a key of the shard (routes the call in a cluster)
+--   ARGV[1]  the shard prefix, "ns:{ns:S}"; ARGV[2] the event stream's approximate cap
+--   Script-specific arguments start at ARGV[3].
+-- Every script validates before its first write; errors are returned as
+-- "RFSTATE ..." (operation not allowed in this state) or "RFNOTFOUND ..." replies.
+--
+-- Workflow hash fields (P:w:<wid>):
+--   name st n left ok bad skip ct ft bk      name, state, task count, tasks not terminal,
+--                                            succeeded, failed, skipped, created ms,
+--                                            finished ms, retry backoff base ms
+--   <i>N <i>T <i>P <i>R <i>M <i>C <i>U       task i: name, type, payload JSON, priority,
+--                                            max attempts, children csv, parents csv
+--   <i>s <i>w <i>a <i>f <i>l <i>g            state, parents still unfinished, attempts
+--                                            started (the fencing token), failures,
+--                                            leases lost, agent
+--   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
+--                                            as ms after ct
+-- Absent fields take their defaults: T "", R 0, M 1, C/U none, w/f/l 0.
+
+local P = ARGV[1]
+local EVMAX = ARGV[2]
+local T = redis.call('TIME')
+local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+
+local counters = {}
+local events = {}
+local wake = {}
+
+local function count(field, delta)
+  counters[field] = (counters[field] or 0) + delta
+end
+
+local function move_count(old, new)
+  count('t:' .. old, -1)
+  count('t:' .. new, 1)
+end
+
+local function wkey(wid)
+  return P .. ':w:' .. wid
+end
+
+-- An event is [kind, wid, task index or -1, extra or null], encoded as JSON.
+local function emit(kind, wid, idx, extra)
+  local x = 'null'
+  if extra ~= nil then x = cjson.encode(extra) end
+  events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. x .. ']'
+end
+
+local function split_csv(s)
+  local out = {}
+  if s == nil or s == false or s == '' then return out end
+  for part in string.gmatch(s, '[^,]+') do out[#out + 1] = part end
+  return out
+end
+
+local function split_member(member)
+  local c = string.find(member, ':', 1, true)
+  return string.sub(member, 1, c - 1), string.sub(member, c + 1)
+end
+
+local function queue_score(priority, wid)
+  -- Higher priority first, then older workflow first: lowest score pops first.
+  return string.format('%.0f', (1000 - priority) * 1000000000000 + tonumber(wid))
+end
+
+-- Put task i of workflow wid into its type's ready queue and wake that type's agents.
+local function enqueue(wid, wk, i)
+  local f = redis.call('HMGET', wk, i .. 'T', i .. 'R')
+  local typ = f[1] or ''
+  redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
+  wake[typ] = true
+end
+
+-- Take task i out of whichever ready structure holds it (queue or backoff).
+local function dequeue(wid, wk, i)
+  local member = wid .. ':' .. i
+  local typ = redis.call('HGET', wk, i .. 'T') or ''
+  redis.call('ZREM', P .. ':q:' .. typ, member)
+  redis.call('ZREM', P .. ':delayed', member)
+end
+
+local function set_wstate(wid, wk, old, new, score)
+  redis.call('HSET', wk, 'st', new)
+  redis.call('ZREM', P .. ':ws:' .. old, wid)
+  redis.call('ZADD', P .. ':ws:' .. new, score, wid)
+  count('w:' .. old, -1)
+  count('w:' .. new, 1)
+end
+
+-- Mark every waiting descendant of task i skipped. Returns how many were skipped.
+local function skip_descendants(wid, wk, i)
+  local skipped = 0
+  local stack = split_csv(redis.call('HGET', wk, i .. 'C'))
+  while #stack > 0 do
+    local c = table.remove(stack)
+    if redis.call('HGET', wk, c .. 's') == 'waiting' then
+      redis.call('HSET', wk, c .. 's', 'skipped')
+      move_count('waiting', 'skipped')
+      skipped = skipped + 1
+      for _, g in ipairs(split_csv(redis.call('HGET', wk, c .. 'C'))) do stack[#stack + 1] = g end
+    end
+  end
+  if skipped > 0 then
+    redis.call('HINCRBY', wk, 'skip', skipped)
+    redis.call('HINCRBY', wk, 'left', -skipped)
+  end
+  return skipped
+end
+
+-- Close a workflow whose last unfinished task just ended.
+local function finish_if_done(wid, wk)
+  local m = redis.call('HMGET', wk, 'st', 'left', 'ok', 'n')
+  if (m[1] == 'running' or m[1] == 'paused') and tonumber(m[2]) <= 0 then
+    local final = 'failed'
+    if tonumber(m[3]) == tonumber(m[4]) then final = 'succeeded' end
+    set_wstate(wid, wk, m[1], final, NOW)
+    redis.call('HSET', wk, 'ft', NOW)
+    emit(final, wid, -1)
+  end
+end
+
+-- The parents' outputs of task i, as a flat {name, output, ...} list.
+local function parent_outputs(wk, parents_csv)
+  local out = {}
+  for _, p in ipairs(split_csv(parents_csv)) do
+    local f = redis.call('HMGET', wk, p .. 'N', p .. 'o')
+    out[#out + 1] = f[1]
+    out[#out + 1] = f[2] or ''
+  end
+  return out
+end
+
+-- Start (or restart) task i for agent: bump the fencing token, record who and when.
+-- Returns the reply row {wid, i, name, type, payload, attempt, {parent outputs}}.
+local function start_task(wid, wk, i, agent, ct)
+  local a = redis.call('HINCRBY', wk, i .. 'a', 1)
+  redis.call('HSET', wk, i .. 's', 'running', i .. 'g', agent, i .. 'b', NOW - ct)
+  redis.call('HDEL', wk, i .. 'd')
+  redis.call('SADD', P .. ':run:' .. agent, wid .. ':' .. i)
+  local f = redis.call('HMGET', wk, i .. 'N', i .. 'T', i .. 'P', i .. 'U')
+  emit('claimed', wid, i, agent)
+  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, parent_outputs(wk, f[4])}
+end
+
+-- Move tasks whose retry backoff is over into their queues (held if paused).
+local function promote_due(limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', NOW, 'LIMIT', 0, limit)
+  for _, member in ipairs(due) do
+    redis.call('ZREM', P .. ':delayed', member)
+    local wid, i = split_member(member)
+    local wk = wkey(wid)
+    local f = redis.call('HMGET', wk, 'st', i .. 's')
+    if f[1] == 'running' and f[2] == 'ready' then enqueue(wid, wk, i) end
+  end
+  return #due
+end
+
+-- Delete every key and index entry of a finished workflow, and its counters.
+local function remove_workflow(wid, wk, st)
+  local m = redis.call('HMGET', wk, 'name', 'n')
+  local n = tonumber(m[2])
+  for i = 0, n - 1 do
+    local s = redis.call('HGET', wk, i .. 's')
+    if s then count('t:' .. s, -1) end
+  end
+  redis.call('DEL', wk)
+  redis.call('ZREM', P .. ':all', wid)
+  redis.call('ZREM', P .. ':ws:' .. st, wid)
+  redis.call('ZREM', P .. ':wn:' .. m[1], wid)
+  if tonumber(redis.call('ZINCRBY', P .. ':names', -1, m[1])) <= 0 then
+    redis.call('ZREM', P .. ':names', m[1])
+  end
+  count('w:' .. st, -1)
+  emit('cleaned', wid, -1)
+end
+
+-- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
+local function flush()
+  for field, delta in pairs(counters) do
+    if delta ~= 0 then redis.call('HINCRBY', P .. ':stats', field, delta) end
+  end
+  if #events > 0 then
+    local body = '{"ts":' .. NOW .. ',"ev":[' .. table.concat(events, ',') .. ']}'
+    redis.call('XADD', P .. ':events', 'MAXLEN', '~', EVMAX, '*', 'e', body)
+    redis.call('PUBLISH', P .. ':ev', body)
+  end
+  for typ, _ in pairs(wake) do
+    redis.call('PUBLISH', P .. ':wake:' .. typ, '')
+  end
+end

@@ -1,0 +1,26 @@
+-- cancel.lua: end a running or paused workflow as cancelled. Tasks not yet started are
+-- cancelled; running tasks finish and their outcome is recorded, but nothing more starts.
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid.
+local wid, wk = ARGV[3], KEYS[1]
+local m = redis.call('HMGET', wk, 'st', 'n')
+if not m[1] then return redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist') end
+if m[1] ~= 'running' and m[1] ~= 'paused' then
+  return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. m[1] .. '; only a running or paused workflow can be cancelled')
+end
+local cancelled = 0
+for i = 0, tonumber(m[2]) - 1 do
+  local s = redis.call('HGET', wk, i .. 's')
+  if s == 'waiting' or s == 'ready' then
+    if s == 'ready' then dequeue(wid, wk, i) end
+    redis.call('HSET', wk, i .. 's', 'cancelled')
+    redis.call('HDEL', wk, i .. 'w')
+    move_count(s, 'cancelled')
+    cancelled = cancelled + 1
+  end
+end
+redis.call('HINCRBY', wk, 'left', -cancelled)
+set_wstate(wid, wk, m[1], 'cancelled', NOW)
+redis.call('HSET', wk, 'ft', NOW)
+emit('cancelled', wid, -1, cancelled)
+flush()
+return cancelled

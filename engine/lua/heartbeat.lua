@@ -1,0 +1,10 @@
+-- heartbeat.lua: renew an agent's lease.
+-- KEYS[1]  P:agents:live
+-- ARGV[3] agent id; ARGV[4] lease ms.
+-- Returns 1, or 0 when the lease had already expired and been reaped: the agent's tasks
+-- were handed on and it must register again.
+local agent = ARGV[3]
+if not redis.call('ZSCORE', KEYS[1], agent) then return 0 end
+redis.call('ZADD', KEYS[1], NOW + tonumber(ARGV[4]), agent)
+redis.call('ZADD', P .. ':agents:seen', NOW, agent)
+return 1

@@ -1,0 +1,70 @@
+-- reap.lua: housekeeping any agent runs every few seconds; every step is idempotent.
+--  1. agents whose lease expired: their running tasks go back to ready (or fail after
+--     too many lost leases), the agent is marked dead;
+--  2. retries whose backoff is over go to their queues;
+--  3. finished workflows older than the retention period are cleaned up;
+--  4. agents not seen for a day are forgotten.
+-- KEYS[1]  P:agents:live
+-- ARGV[3] retention ms (0 = keep forever); ARGV[4] max lost leases per task;
+-- ARGV[5] at most this many workflows cleaned per call.
+-- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned}.
+local retention = tonumber(ARGV[3])
+local max_lost = tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
+local reaped, requeued, cleaned = 0, 0, 0
+for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT', 0, 100)) do
+  local run_key = P .. ':run:' .. agent
+  for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
+    local wid, i = split_member(member)
+    local wk = wkey(wid)
+    local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g')
+    if f[3] == 'running' and f[4] == agent then
+      local ct = tonumber(f[2])
+      local lost = redis.call('HINCRBY', wk, i .. 'l', 1)
+      if f[1] ~= 'running' and f[1] ~= 'paused' then
+        -- its workflow was cancelled meanwhile: the task will not run again
+        redis.call('HSET', wk, i .. 's', 'cancelled', i .. 'd', NOW - ct)
+        move_count('running', 'cancelled')
+      elseif lost > max_lost then
+        redis.call('HSET', wk, i .. 's', 'failed', i .. 'd', NOW - ct,
+          i .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
+        move_count('running', 'failed')
+        redis.call('HINCRBY', wk, 'bad', 1)
+        redis.call('HINCRBY', wk, 'left', -1)
+        emit('failed', wid, tonumber(i), 'agent lost')
+        skip_descendants(wid, wk, i)
+        finish_if_done(wid, wk)
+      else
+        redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct)
+        move_count('running', 'ready')
+        if f[1] == 'running' then enqueue(wid, wk, i) end
+        emit('requeued', wid, tonumber(i), agent)
+        requeued = requeued + 1
+      end
+    end
+  end
+  redis.call('DEL', run_key)
+  redis.call('ZREM', KEYS[1], agent)
+  redis.call('HSET', P .. ':agents:state', agent, 'dead')
+  emit('agent.dead', 0, -1, agent)
+  reaped = reaped + 1
+end
+local promoted = promote_due(1000)
+if retention > 0 then
+  for _, st in ipairs({'succeeded', 'failed', 'cancelled'}) do
+    local old = redis.call('ZRANGEBYSCORE', P .. ':ws:' .. st, '-inf', NOW - retention, 'LIMIT', 0, limit)
+    for _, wid in ipairs(old) do
+      remove_workflow(wid, wkey(wid), st)
+      cleaned = cleaned + 1
+    end
+  end
+end
+for _, agent in ipairs(redis.call('ZRANGEBYSCORE', P .. ':agents:seen', '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do
+  if not redis.call('ZSCORE', KEYS[1], agent) then
+    redis.call('ZREM', P .. ':agents:seen', agent)
+    redis.call('HDEL', P .. ':agents', agent)
+    redis.call('HDEL', P .. ':agents:state', agent)
+  end
+end
+flush()
+return {reaped, requeued, promoted, cleaned}

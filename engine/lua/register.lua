@@ -1,0 +1,25 @@
+-- register.lua: an agent starts (or restarts) and takes back the tasks recorded as its own.
+-- KEYS[1]  P:agents
+-- ARGV[3] agent id; ARGV[4] info JSON; ARGV[5] lease ms.
+-- Returns the rows of the tasks it held (see start_task): each restarts with a new
+-- attempt number, so a lingering older process of the same id is fenced off.
+local agent = ARGV[3]
+local run_key = P .. ':run:' .. agent
+redis.call('HSET', P .. ':agents', agent, ARGV[4])
+redis.call('HSET', P .. ':agents:state', agent, 'online')
+redis.call('ZADD', P .. ':agents:live', NOW + tonumber(ARGV[5]), agent)
+redis.call('ZADD', P .. ':agents:seen', NOW, agent)
+local rows = {}
+for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
+  local wid, i = split_member(member)
+  local wk = wkey(wid)
+  local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g')
+  if f[3] == 'running' and f[4] == agent and (f[1] == 'running' or f[1] == 'paused') then
+    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]))
+  else
+    redis.call('SREM', run_key, member)
+  end
+end
+emit('agent.online', 0, -1, {agent, #rows})
+flush()
+return rows

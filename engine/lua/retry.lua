@@ -1,0 +1,81 @@
+-- retry.lua: run failed tasks again with their inputs unchanged.
+-- Without task indexes: every failed and skipped task of a failed workflow.
+-- With task indexes: those failed tasks (workflow running, paused or failed) and the
+-- skipped descendants that then have every parent succeeded or retried.
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4..] task indexes (optional).
+local wid, wk = ARGV[3], KEYS[1]
+local m = redis.call('HMGET', wk, 'st', 'n', 'ct')
+if not m[1] then return redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist') end
+local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
+local reset = {}
+local order = {}
+local function add(i) if not reset[i] then reset[i] = true; order[#order + 1] = i end end
+if #ARGV < 4 then
+  if st ~= 'failed' then
+    return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; only a failed workflow can be retried')
+  end
+  for i = 0, n - 1 do
+    local s = redis.call('HGET', wk, i .. 's')
+    if s == 'failed' or s == 'skipped' then add(tostring(i)) end
+  end
+else
+  if st ~= 'failed' and st ~= 'running' and st ~= 'paused' then
+    return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; its tasks cannot be retried')
+  end
+  for k = 4, #ARGV do
+    local s = redis.call('HGET', wk, ARGV[k] .. 's')
+    if s ~= 'failed' then
+      local name = redis.call('HGET', wk, ARGV[k] .. 'N') or ARGV[k]
+      return redis.error_reply('RFSTATE task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed task can be retried')
+    end
+    add(ARGV[k])
+  end
+  -- skipped descendants join once all their parents are succeeded or retried
+  local changed = true
+  while changed do
+    changed = false
+    for i = 0, n - 1 do
+      local si = tostring(i)
+      if not reset[si] and redis.call('HGET', wk, si .. 's') == 'skipped' then
+        local ok = true
+        local parents = split_csv(redis.call('HGET', wk, si .. 'U'))
+        local any_reset = false
+        for _, p in ipairs(parents) do
+          if reset[p] then any_reset = true
+          elseif redis.call('HGET', wk, p .. 's') ~= 'succeeded' then ok = false end
+        end
+        if ok and any_reset then add(si); changed = true end
+      end
+    end
+  end
+end
+local live = (st == 'running')
+if st == 'failed' then
+  set_wstate(wid, wk, 'failed', 'running', ct)
+  redis.call('HDEL', wk, 'ft')
+  live = true
+end
+local bad, skip = 0, 0
+for _, i in ipairs(order) do
+  local s = redis.call('HGET', wk, i .. 's')
+  if s == 'failed' then bad = bad + 1 else skip = skip + 1 end
+  local waiting = 0
+  for _, p in ipairs(split_csv(redis.call('HGET', wk, i .. 'U'))) do
+    if reset[p] or redis.call('HGET', wk, p .. 's') ~= 'succeeded' then waiting = waiting + 1 end
+  end
+  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'd', i .. 'o')
+  if waiting == 0 then
+    redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct)
+    move_count(s, 'ready')
+    if live then enqueue(wid, wk, i) end
+  else
+    redis.call('HSET', wk, i .. 's', 'waiting', i .. 'w', waiting)
+    move_count(s, 'waiting')
+  end
+end
+redis.call('HINCRBY', wk, 'bad', -bad)
+redis.call('HINCRBY', wk, 'skip', -skip)
+redis.call('HINCRBY', wk, 'left', #order)
+emit('retried', wid, -1, #order)
+flush()
+return #order

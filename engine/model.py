@@ -1,0 +1,190 @@
+"""States and the read-side records the engine returns."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TaskState(StrEnum):
+    """Where a task is in its life. Stored in Redis as these exact strings."""
+
+    WAITING = "waiting"  # some parent has not succeeded yet
+    READY = "ready"  # in its type's queue (or held while its workflow is paused)
+    RUNNING = "running"  # claimed by an agent holding a lease
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # failed its last allowed attempt
+    SKIPPED = "skipped"  # an ancestor failed: it will not run
+    CANCELLED = "cancelled"  # its workflow was cancelled before it ran
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_TASK_STATES
+
+
+TERMINAL_TASK_STATES = frozenset(
+    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELLED}
+)
+
+
+class WorkflowState(StrEnum):
+    """Where a workflow is in its life. Stored in Redis as these exact strings."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_WORKFLOW_STATES
+
+
+FINISHED_WORKFLOW_STATES = frozenset(
+    {WorkflowState.SUCCEEDED, WorkflowState.FAILED, WorkflowState.CANCELLED}
+)
+
+
+class AgentState(StrEnum):
+    """Liveness of an agent as the console shows it."""
+
+    ONLINE = "online"  # heartbeat within two heartbeat intervals
+    STALE = "stale"  # heartbeat late, lease not yet expired
+    DEAD = "dead"  # lease expired (its tasks were or will be handed on)
+    STOPPED = "stopped"  # left cleanly
+
+
+def decode_json(text: str | None) -> Any:
+    """Decode a stored JSON value; ``None`` stays ``None``, non-JSON stays text."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass
+class TaskStatus:
+    """One task of a workflow as stored now."""
+
+    index: int
+    name: str
+    type: str
+    state: TaskState
+    priority: int = 0
+    payload: Any = None
+    parents: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    attempts: int = 0
+    failures: int = 0
+    max_attempts: int = 1
+    agent: str | None = None
+    output: Any = None
+    error: str | None = None
+    ready_at: float | None = None  # epoch seconds
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["state"] = str(self.state)
+        return d
+
+
+@dataclass
+class WorkflowSummary:
+    """The few fields a list shows of a workflow."""
+
+    id: str
+    name: str
+    state: WorkflowState
+    total: int
+    succeeded: int
+    failed: int
+    skipped: int
+    created_at: float
+    finished_at: float | None
+
+    @property
+    def done(self) -> int:
+        return self.succeeded
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["state"] = str(self.state)
+        return d
+
+
+@dataclass
+class WorkflowStatus(WorkflowSummary):
+    """A whole workflow: summary, counts by task state and every task."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    tasks: list[TaskStatus] = field(default_factory=list)
+
+    def task(self, name: str) -> TaskStatus:
+        """The task called ``name``."""
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = WorkflowSummary.to_dict(self)
+        d["tasks"] = [t.to_dict() for t in self.tasks]
+        return d
+
+
+@dataclass
+class AgentInfo:
+    """One agent as the registry knows it."""
+
+    id: str
+    types: list[str]
+    concurrency: int
+    state: AgentState
+    heartbeat_age: float | None  # seconds since the last heartbeat
+    lease_s: float
+    heartbeat_s: float
+    running: list[str]  # "<wid>:<idx>" of the tasks it holds
+    host: str = ""
+    pid: int = 0
+    started_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["state"] = str(self.state)
+        return d
+
+
+@dataclass
+class Stats:
+    """Counters read in O(1) per shard and summed."""
+
+    tasks: dict[str, int]
+    workflows: dict[str, int]
+    tasks_pushed: int
+    workflows_pushed: int
+    queued: dict[str, int]  # ready tasks waiting per type
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class Event:
+    """One lifecycle event. ``kind`` is e.g. ``task.succeeded`` or ``workflow.failed``."""
+
+    kind: str
+    wid: str
+    ts: float
+    task: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    id: str = ""  # the stream entry id the event came in
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
