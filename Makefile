@@ -1,0 +1,30 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   installs into .venv and opens the console on a private Redis with demo load
+#   make test   installs into .venv (redis-server included) and runs the whole suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench screenshots clean
+
+$(BIN)/redisflow: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,embedded,serve]'
+	touch $@
+
+demo: $(BIN)/redisflow
+	$(BIN)/redisflow-tui --demo
+
+test: $(BIN)/redisflow
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+bench: $(BIN)/redisflow
+	$(BIN)/redisflow-demo --shape fan10 --workflows 10000 --agents 2
+
+screenshots: $(BIN)/redisflow
+	$(BIN)/python scripts/screenshots.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
