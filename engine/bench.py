@@ -1,0 +1,506 @@
+"""The load generator behind ``redisflow-demo``: push W workflows, run them with A agents.
+
+The benchmark runs the code path users run: workflows are built with the public
+:class:`~engine.definition.Workflow` builder, stored with :meth:`Engine.push_many`, and run
+by :class:`~engine.agent.Agent` loops in separate processes, so every Lua transition,
+lease, counter and event happens as in production.
+
+Phases:
+
+* ``overlap`` (default): agents are released when the push starts, so pushing and running
+  overlap; ``run_s`` then spans from the first push to the last finished workflow.
+* ``split``: agents wait until every workflow is stored, so the memory of the pushed
+  (not yet run) workflows can be measured alone; ``run_s`` starts after the push.
+
+Memory: ``used_memory`` is sampled while the benchmark runs, and Redis's own
+``used_memory_peak`` is used when it rose during the run (Redis cannot reset it).
+``bytes_per_task`` is (peak - baseline) / tasks: the whole cost at the highest point,
+finished workflows, indexes, queues and the event stream included.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from .client import Engine
+from .definition import Workflow
+from .handlers import Task, TaskFailed
+from .keys import ShardKeys
+from .shapes import SHAPES, random_dag
+
+SHAPE_NAMES = ("diamond4", "chain9", "chain10", "fan10", "random")
+PUSH_CHUNK = 1024  # workflows per push_many call
+POLL_S = 0.02  # how often the monitor reads the counters
+
+
+@dataclass
+class BenchConfig:
+    """What to run."""
+
+    url: str
+    namespace: str = "rf"
+    shape: str = "fan10"
+    workflows: int = 1000
+    agents: int = 2
+    task_ms: float = 0.0
+    fail_rate: float = 0.0
+    concurrency: int = 1
+    claim_batch: int | None = None
+    phases: str = "overlap"  # overlap | split
+    latency_sample: int = 2000
+    seed: int = 0
+    max_payload: int = 1024 * 1024
+    timeout_s: float = 3600.0
+
+
+@dataclass
+class BenchResult:
+    """What ``--json`` prints (one line)."""
+
+    shape: str
+    workflows: int
+    tasks: int
+    agents: int
+    push_s: float
+    run_s: float
+    total_s: float
+    workflows_pushed_per_s: float
+    tasks_per_s: float
+    redis_peak_mb: float
+    bytes_per_task: float
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    ok: bool
+    phases: str = "overlap"
+    task_ms: float = 0.0
+    fail_rate: float = 0.0
+    drain_s: float = 0.0
+    agents_start_s: float = 0.0
+    redis_baseline_mb: float = 0.0
+    redis_pushed_mb: float | None = None
+    bytes_per_task_pushed: float | None = None
+    bytes_per_task_basis: str = "peak"
+    latency_sampled_tasks: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    skipped: int = 0
+    processed: int = 0
+    rejected: int = 0
+    redis_version: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- workflows ----------------------------------------------------------------------------
+
+
+def shape_factory(shape: str, seed: int = 0) -> Callable[[int], Workflow]:
+    """A function building the ``i``-th workflow of a shape (random DAGs differ per ``i``)."""
+    if shape not in SHAPE_NAMES:
+        raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPE_NAMES)}")
+    if shape == "random":
+        return lambda i: random_dag(10, 0.3, seed=seed * 1_000_003 + i)
+    build = SHAPES[shape]
+    return lambda i: build()
+
+
+def iter_chunks(make: Callable[[int], Workflow], total: int, size: int) -> Iterator[list[Workflow]]:
+    """The workflows ``0..total-1`` in lists of ``size``, built lazily."""
+    for start in range(0, total, size):
+        yield [make(i) for i in range(start, min(total, start + size))]
+
+
+# -- agents -------------------------------------------------------------------------------
+
+
+def _agent_handler(task_ms: float, fail_rate: float, seed: int) -> Callable[[Task], Any]:
+    rng = random.Random(seed)
+    delay = task_ms / 1000.0
+
+    def handler(task: Task) -> None:
+        if delay:
+            time.sleep(delay)
+        if fail_rate and rng.random() < fail_rate:
+            raise TaskFailed("injected failure (--fail-rate)")
+        return None
+
+    return handler
+
+
+def agent_process(
+    cfg: BenchConfig,
+    index: int,
+    go: Any,
+    stop: Any,
+    report: Any,
+) -> None:
+    """Body of one agent process: register, wait for ``go``, run until ``stop``."""
+    from .agent import Agent
+
+    engine = Engine.connect(cfg.url, namespace=cfg.namespace, max_payload=cfg.max_payload)
+    handler = _agent_handler(cfg.task_ms, cfg.fail_rate, cfg.seed * 7919 + index)
+    agent = Agent(
+        engine,
+        agent_id=f"demo-{os.getpid()}-{index}",
+        handlers={"": handler},
+        concurrency=cfg.concurrency,
+        batch=cfg.claim_batch,
+    )
+    report.put(("ready", index, 0, 0))
+    go.wait()
+
+    def stopper() -> None:
+        stop.wait()
+        agent.stop()
+
+    threading.Thread(target=stopper, daemon=True).start()
+    try:
+        agent.run()
+    finally:
+        report.put(("done", index, agent.processed, agent.rejected))
+        engine.close()
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+COUNTER_FIELDS = (
+    "t:pushed",
+    "w:pushed",
+    "t:succeeded",
+    "t:failed",
+    "t:skipped",
+    "t:cancelled",
+    "t:running",
+    "t:ready",
+    "t:waiting",
+    "w:succeeded",
+    "w:failed",
+    "w:running",
+)
+
+
+def read_counters(r: redis.Redis, shards: list[ShardKeys]) -> dict[str, int]:
+    """The stats counters summed over shards."""
+    pipe = r.pipeline(transaction=False)
+    for s in shards:
+        pipe.hmget(s.stats, COUNTER_FIELDS)
+    out = dict.fromkeys(COUNTER_FIELDS, 0)
+    for row in pipe.execute():
+        for name, value in zip(COUNTER_FIELDS, row, strict=True):
+            out[name] += int(value or 0)
+    return out
+
+
+def used_memory(r: redis.Redis) -> tuple[int, int]:
+    """``(used_memory, used_memory_peak)`` in bytes."""
+    info = r.info("memory")
+    return int(info["used_memory"]), int(info["used_memory_peak"])
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """The ``p``-th percentile (nearest rank) of ``values``, or None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, int(round(p / 100.0 * len(ordered) + 0.5)) - 1))
+    return ordered[rank]
+
+
+class Monitor(threading.Thread):
+    """Polls counters and memory until told to stop; tracks the memory peak."""
+
+    def __init__(self, r: redis.Redis, shards: list[ShardKeys]) -> None:
+        super().__init__(name="rf-bench-monitor", daemon=True)
+        self.r = r
+        self.shards = shards
+        self.counters = read_counters(r, shards)
+        self.peak = 0
+        self.halt = threading.Event()
+        self.changed = threading.Event()
+
+    def sample_memory(self) -> int:
+        used, _ = used_memory(self.r)
+        self.peak = max(self.peak, used)
+        return used
+
+    def run(self) -> None:
+        last_mem = 0.0
+        while not self.halt.wait(POLL_S):
+            try:
+                self.counters = read_counters(self.r, self.shards)
+                self.changed.set()
+                now = time.monotonic()
+                if now - last_mem >= 0.1:
+                    self.sample_memory()
+                    last_mem = now
+            except redis.RedisError:
+                continue
+
+
+def delta(now: dict[str, int], base: dict[str, int]) -> dict[str, int]:
+    return {k: now[k] - base.get(k, 0) for k in now}
+
+
+def recount(engine: Engine, wids: list[str]) -> dict[str, Any]:
+    """Read every pushed workflow back: states of workflows and tasks, attempts run."""
+    r = engine.redis
+    wstates: dict[str, int] = {}
+    tstates: dict[str, int] = {}
+    attempts = 0
+    tasks = 0
+    step = 2000
+    sizes: dict[str, int] = {}
+    for start in range(0, len(wids), step):
+        chunk = wids[start : start + step]
+        pipe = r.pipeline(transaction=False)
+        for wid in chunk:
+            pipe.hget(engine.keys.shard_of(wid).workflow(wid), "n")
+        ns = pipe.execute()
+        pipe = r.pipeline(transaction=False)
+        for wid, n in zip(chunk, ns, strict=True):
+            count = int(n or 0)
+            sizes[wid] = count
+            fields = ["st"] + [f"{i}s" for i in range(count)] + [f"{i}a" for i in range(count)]
+            pipe.hmget(engine.keys.shard_of(wid).workflow(wid), fields)
+        for wid, row in zip(chunk, pipe.execute(), strict=True):
+            count = sizes[wid]
+            st = row[0] or "missing"
+            wstates[st] = wstates.get(st, 0) + 1
+            tasks += count
+            for s in row[1 : 1 + count]:
+                key = s or "missing"
+                tstates[key] = tstates.get(key, 0) + 1
+            attempts += sum(int(a or 0) for a in row[1 + count :])
+    return {"workflows": wstates, "tasks": tstates, "attempts": attempts, "total_tasks": tasks}
+
+
+def sample_latency(engine: Engine, wids: list[str], sample: int) -> list[float]:
+    """Ready-to-start delays in ms, from ``engine.status`` of evenly spaced workflows."""
+    if not wids or sample <= 0:
+        return []
+    step = max(1, len(wids) // sample)
+    out: list[float] = []
+    for wid in wids[::step][:sample]:
+        for t in engine.status(wid).tasks:
+            if t.ready_at is not None and t.started_at is not None:
+                out.append((t.started_at - t.ready_at) * 1000.0)
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def _noop_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def run_bench(
+    cfg: BenchConfig,
+    engine: Engine,
+    progress: ProgressFn = _noop_progress,
+) -> BenchResult:
+    """Run one benchmark on ``engine`` (already connected and, if wanted, flushed)."""
+    r = redis.Redis.from_url(engine.url, decode_responses=True)
+    shards = engine.keys.all_shards()
+    make = shape_factory(cfg.shape, cfg.seed)
+    tasks_total = (
+        sum(len(make(i)) for i in range(cfg.workflows))
+        if cfg.shape == "random"
+        else (len(make(0)) * cfg.workflows)
+    )
+
+    ctx = mp.get_context("spawn")
+    go, stop = ctx.Event(), ctx.Event()
+    report: Any = ctx.Queue()
+    t_spawn = time.monotonic()
+    procs = [
+        ctx.Process(target=agent_process, args=(cfg, i, go, stop, report), daemon=True)
+        for i in range(cfg.agents)
+    ]
+    for p in procs:
+        p.start()
+    processed = rejected = 0
+    done_agents = 0
+    try:
+        ready = 0
+        while ready < cfg.agents:
+            kind, *_ = report.get(timeout=60)
+            ready += kind == "ready"
+        agents_start_s = time.monotonic() - t_spawn
+
+        base_counters = read_counters(r, shards)
+        baseline, peak_before = used_memory(r)
+        monitor = Monitor(r, shards)
+        monitor.peak = baseline
+        monitor.start()
+
+        wids: list[str] = []
+        t0 = time.monotonic()
+        if cfg.phases == "overlap":
+            go.set()
+        run_start = t0
+        for chunk in iter_chunks(make, cfg.workflows, PUSH_CHUNK):
+            wids.extend(engine.push_many(chunk))
+            progress("push", len(wids), cfg.workflows)
+            if cfg.phases == "overlap":
+                _report_run(monitor, base_counters, tasks_total, progress)
+        t_push = time.monotonic()
+        pushed_mem: int | None = None
+        if cfg.phases == "split":
+            pushed_mem = monitor.sample_memory()
+            run_start = time.monotonic()
+            go.set()
+
+        deadline = t0 + cfg.timeout_s
+        while True:
+            d = delta(monitor.counters, base_counters)
+            _report_run(monitor, base_counters, tasks_total, progress)
+            if d["w:succeeded"] + d["w:failed"] >= cfg.workflows:
+                break
+            if time.monotonic() > deadline:
+                break
+            if not any(p.is_alive() for p in procs):
+                break
+            monitor.changed.wait(0.5)
+            monitor.changed.clear()
+        t_end = time.monotonic()
+        monitor.halt.set()
+        monitor.join()
+        final = delta(read_counters(r, shards), base_counters)
+        progress("run", _finished_tasks(final), tasks_total)
+        used_end, peak_end = used_memory(r)
+        peak = max(monitor.peak, used_end)
+        if peak_end > peak_before:
+            peak = max(peak, peak_end)
+    finally:
+        stop.set()
+        go.set()
+        deadline_join = time.monotonic() + 30
+        while done_agents < len(procs) and time.monotonic() < deadline_join:
+            try:
+                kind, _, n_ok, n_rej = report.get(timeout=1)
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs):
+                    break
+                continue
+            if kind == "done":
+                done_agents += 1
+                processed += n_ok
+                rejected += n_rej
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+
+    counted = recount(engine, wids)
+    lat = sample_latency(engine, wids, cfg.latency_sample)
+    problems = _check(cfg, tasks_total, wids, final, counted, processed, rejected, done_agents)
+    push_s = t_push - t0
+    run_s = t_end - run_start
+    total_s = t_end - t0
+    info = r.info("server")
+    r.close()
+    return BenchResult(
+        shape=cfg.shape,
+        workflows=cfg.workflows,
+        tasks=tasks_total,
+        agents=cfg.agents,
+        push_s=round(push_s, 3),
+        run_s=round(run_s, 3),
+        total_s=round(total_s, 3),
+        workflows_pushed_per_s=round(cfg.workflows / push_s, 1) if push_s > 0 else 0.0,
+        tasks_per_s=round(tasks_total / run_s, 1) if run_s > 0 else 0.0,
+        redis_peak_mb=round(peak / 1e6, 2),
+        bytes_per_task=round((peak - baseline) / max(1, tasks_total), 1),
+        latency_p50_ms=_round(percentile(lat, 50)),
+        latency_p99_ms=_round(percentile(lat, 99)),
+        ok=not problems,
+        phases=cfg.phases,
+        task_ms=cfg.task_ms,
+        fail_rate=cfg.fail_rate,
+        drain_s=round(t_end - t_push, 3),
+        agents_start_s=round(agents_start_s, 3),
+        redis_baseline_mb=round(baseline / 1e6, 2),
+        redis_pushed_mb=None if pushed_mem is None else round(pushed_mem / 1e6, 2),
+        bytes_per_task_pushed=(
+            None if pushed_mem is None else round((pushed_mem - baseline) / max(1, tasks_total), 1)
+        ),
+        latency_sampled_tasks=len(lat),
+        succeeded=counted["tasks"].get("succeeded", 0),
+        failed=counted["tasks"].get("failed", 0),
+        skipped=counted["tasks"].get("skipped", 0),
+        processed=processed,
+        rejected=rejected,
+        redis_version=str(info.get("redis_version", "")),
+        problems=problems,
+    )
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
+def _finished_tasks(d: dict[str, int]) -> int:
+    return d["t:succeeded"] + d["t:failed"] + d["t:skipped"] + d["t:cancelled"]
+
+
+def _report_run(monitor: Monitor, base: dict[str, int], total: int, progress: ProgressFn) -> None:
+    progress("run", _finished_tasks(delta(monitor.counters, base)), total)
+
+
+def _check(
+    cfg: BenchConfig,
+    tasks_total: int,
+    wids: list[str],
+    d: dict[str, int],
+    counted: dict[str, Any],
+    processed: int,
+    rejected: int,
+    done_agents: int,
+) -> list[str]:
+    """Every way the run could be wrong, as messages (empty when all is well)."""
+    problems: list[str] = []
+
+    def expect(what: str, got: Any, want: Any) -> None:
+        if got != want:
+            problems.append(f"{what}: {got} != {want}")
+
+    expect("workflows pushed", len(wids), cfg.workflows)
+    expect("tasks read back", counted["total_tasks"], tasks_total)
+    expect("counter w:pushed", d["w:pushed"], cfg.workflows)
+    expect("counter t:pushed", d["t:pushed"], tasks_total)
+    ws, ts = counted["workflows"], counted["tasks"]
+    for state in ("running", "ready", "waiting"):
+        expect(f"counter t:{state}", d[f"t:{state}"], 0)
+        expect(f"tasks {state}", ts.get(state, 0), 0)
+    expect("counter w:running", d["w:running"], 0)
+    for state in ("succeeded", "failed", "skipped"):
+        expect(f"counter t:{state} vs recount", d[f"t:{state}"], ts.get(state, 0))
+    for state in ("succeeded", "failed"):
+        expect(f"counter w:{state} vs recount", d[f"w:{state}"], ws.get(state, 0))
+    finished = ws.get("succeeded", 0) + ws.get("failed", 0)
+    expect("workflows finished", finished, cfg.workflows)
+    ran = ts.get("succeeded", 0) + ts.get("failed", 0)
+    expect("attempts recorded vs tasks run", counted["attempts"], ran)
+    expect("agents reported", done_agents, cfg.agents)
+    expect("outcomes recorded by agents", processed, ran)
+    expect("outcomes rejected", rejected, 0)
+    if cfg.fail_rate == 0:
+        expect("tasks succeeded", ts.get("succeeded", 0), tasks_total)
+        expect("workflows succeeded", ws.get("succeeded", 0), cfg.workflows)
+    return problems

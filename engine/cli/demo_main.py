@@ -1,0 +1,201 @@
+"""``redisflow-demo``: the load generator and benchmark.
+
+Pushes W workflows of a shape, runs them with A agent processes (no-op handlers, or
+``--task-ms`` of simulated work), shows progress, then a summary; ``--json`` prints one
+line instead. Without ``--url`` it runs on a private Redis started for the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from ..bench import SHAPE_NAMES, BenchConfig, BenchResult, run_bench
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    connect,
+    connection_options,
+    fail,
+    guarded,
+    print_json,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="redisflow-demo",
+        parents=[connection_options()],
+        description="Push W workflows of a shape and run them with A agent processes; "
+        "print a summary (or one JSON line).",
+    )
+    p.add_argument("--workflows", "-w", type=int, default=1000, metavar="W")
+    p.add_argument("--shape", choices=SHAPE_NAMES, default="fan10")
+    p.add_argument("--agents", "-a", type=int, default=2, metavar="A", help="agent processes")
+    p.add_argument(
+        "--task-ms", type=float, default=0.0, help="simulated work per task (default: none)"
+    )
+    p.add_argument(
+        "--fail-rate",
+        type=float,
+        default=0.0,
+        help="probability that a task's handler fails (default: 0)",
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=1, help="tasks each agent runs at once (default: 1)"
+    )
+    p.add_argument("--claim-batch", type=int, default=None, help="tasks one claim takes at most")
+    p.add_argument(
+        "--phases",
+        choices=("overlap", "split"),
+        default="overlap",
+        help="overlap: agents run while the push streams in (default); split: push "
+        "everything first, measure its memory, then run",
+    )
+    p.add_argument(
+        "--latency-sample",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="workflows read back for the ready-to-start latency (default: 2000)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of random shapes and failures")
+    p.add_argument(
+        "--flush",
+        action="store_true",
+        help="empty the Redis database first (never done with --url unless given)",
+    )
+    p.add_argument("--timeout", type=float, default=3600.0, help="give up after this many s")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
+    return p
+
+
+class _Bars:
+    """Two rich progress bars, push and run, on stderr."""
+
+    def __init__(self, cfg: BenchConfig, enabled: bool) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<5}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not enabled,
+            refresh_per_second=8,
+        )
+        self.ids = {
+            "push": self.progress.add_task("push", total=cfg.workflows),
+            "run": self.progress.add_task("run", total=None),
+        }
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.progress.update(self.ids[phase], completed=done, total=total)
+
+    def __enter__(self) -> _Bars:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def summary_table(res: BenchResult) -> Table:
+    """The human summary of one run."""
+    t = Table(title=f"redisflow-demo: {res.workflows} x {res.shape}", show_header=False)
+    t.add_column("what", style="bold")
+    t.add_column("value", justify="right")
+
+    def row(name: str, value: Any) -> None:
+        t.add_row(name, "-" if value is None else str(value))
+
+    row("workflows / tasks", f"{res.workflows:,} / {res.tasks:,}")
+    row("agents (processes)", res.agents)
+    row("phases", res.phases)
+    row("push", f"{res.push_s:.2f} s  ({res.workflows_pushed_per_s:,.0f} workflows/s)")
+    row("run", f"{res.run_s:.2f} s  ({res.tasks_per_s:,.0f} tasks/s)")
+    row("total", f"{res.total_s:.2f} s")
+    row("Redis peak", f"{res.redis_peak_mb:.1f} MB  (baseline {res.redis_baseline_mb:.1f} MB)")
+    row("bytes per task (at peak)", f"{res.bytes_per_task:.0f}")
+    if res.bytes_per_task_pushed is not None:
+        row("bytes per task (pushed, not run)", f"{res.bytes_per_task_pushed:.0f}")
+    row("ready-to-start p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
+    row("succeeded / failed / skipped", f"{res.succeeded} / {res.failed} / {res.skipped}")
+    row("ok", "[green]yes[/]" if res.ok else "[red]NO[/]")
+    return t
+
+
+@guarded
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the benchmark, print the outcome; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.workflows < 1 or args.agents < 1 or args.concurrency < 1:
+        return fail("--workflows, --agents and --concurrency must be at least 1", EXIT_BAD_INPUT)
+    if not 0.0 <= args.fail_rate <= 1.0:
+        return fail("--fail-rate must be between 0 and 1", EXIT_BAD_INPUT)
+    engine = connect(args)
+    try:
+        if args.flush:
+            engine.redis.flushdb()
+        elif engine.embedded is None and engine.redis.exists(*_shard_stats(engine)):
+            return fail(
+                f"namespace {args.namespace!r} at {engine.url} already holds data: the demo's "
+                "agents would run its tasks; use another --namespace, or --flush to empty "
+                "the database first",
+                EXIT_BAD_INPUT,
+            )
+        cfg = BenchConfig(
+            url=engine.url,
+            namespace=args.namespace,
+            shape=args.shape,
+            workflows=args.workflows,
+            agents=args.agents,
+            task_ms=args.task_ms,
+            fail_rate=args.fail_rate,
+            concurrency=args.concurrency,
+            claim_batch=args.claim_batch,
+            phases=args.phases,
+            latency_sample=args.latency_sample,
+            seed=args.seed,
+            max_payload=args.max_payload,
+            timeout_s=args.timeout,
+        )
+        show = sys.stderr.isatty()
+        with _Bars(cfg, enabled=show) as bars:
+            res = run_bench(cfg, engine, progress=bars)
+    finally:
+        engine.close()
+    if args.json:
+        print_json(res.to_dict())
+    else:
+        Console().print(summary_table(res))
+        for problem in res.problems:
+            print(f"redisflow-demo: check failed: {problem}", file=sys.stderr)
+    return EXIT_OK if res.ok else EXIT_FAILED
+
+
+def _shard_stats(engine: Any) -> list[str]:
+    return [s.stats for s in engine.keys.all_shards()]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()
