@@ -101,7 +101,9 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
     Returns the JSON text of every task's payload (``None`` for no payload), in task order.
     """
     where = wf.where
-    if not isinstance(wf.name, str) or not wf.name.strip():
+    if not isinstance(wf.name, str):
+        raise _fail(where, f"workflow name must be a string, not {wf.name!r} (quote it)")
+    if not wf.name.strip():
         raise _fail(where, "the workflow has no name")
     if not wf.tasks:
         raise _fail(where, f"workflow {wf.name!r} has no tasks")
@@ -114,7 +116,9 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
     lo, hi = PRIORITY_RANGE
     for t in wf.tasks:
         here = t.where or where
-        if not isinstance(t.name, str) or not t.name:
+        if not isinstance(t.name, str):
+            raise _fail(here, f"task name must be a string, not {t.name!r} (quote it)")
+        if not t.name:
             raise _fail(here, f"a task of workflow {wf.name!r} has no name")
         if t.name in seen:
             first = seen[t.name].where

@@ -24,6 +24,8 @@ optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must a
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.scanner
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +66,49 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _Located:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+class _JSONLineDecoder(json.JSONDecoder):
+    """A JSON decoder whose objects remember their line, like :class:`_LineLoader`'s.
+
+    JSON is parsed as JSON, not as YAML: YAML 1.1 reads ``1e3`` as a string and
+    rejects tab indentation, both valid JSON.
+    """
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+
+        def parse_object(
+            s_and_end: tuple[str, int], strict: bool, scan_once: Any, *_: Any
+        ) -> tuple[_Located, int]:
+            s, end = s_and_end
+            pairs, after = json.decoder.JSONObject(  # type: ignore[attr-defined]
+                s_and_end, strict, scan_once, None, list, self.memo
+            )
+            located = _Located()
+            located.line = s.count("\n", 0, end) + 1
+            for key, value in pairs:
+                if key in located:
+                    raise DefinitionError(
+                        f"{source}:{located.line}: invalid JSON: duplicate key {key!r}"
+                    )
+                located[key] = value
+            return located, after
+
+        self.memo: dict[str, str] = {}
+        self.parse_object = parse_object
+        # The C scanner ignores parse_object; the pure-Python one calls it.
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+
 def _parse(text: str, source: str) -> Any:
     if source.endswith(".json"):
+        if not text.strip():
+            return None
         try:
-            json.loads(text)
+            return _JSONLineDecoder(source).decode(text)
         except json.JSONDecodeError as e:
             raise DefinitionError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        except RecursionError:
+            raise DefinitionError(f"{source}: invalid JSON: nested too deeply") from None
     try:
         return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as e:
@@ -202,6 +241,15 @@ def _seed000(doc: Any, source: str) -> list[Workflow]:
         nodes.append((t, here))
         name = name or t.get("Workflow")
     wf = Workflow(name or Path(source).stem, where=where)
+    first: dict[Any, str] = {}
+    for t, here in nodes:
+        # Checked before the edges, which are looked up by name.
+        if t.get("Name") in first:
+            raise DefinitionError(
+                f"{here}: duplicate task name {t.get('Name')!r} "
+                f"(first defined at {first[t.get('Name')]})"
+            )
+        first[t.get("Name")] = here
     parents_of = {t.get("Name"): _names(t.get("Parents"), "Parents", h) for t, h in nodes}
     for t, here in nodes:
         me = t.get("Name")

@@ -1,0 +1,185 @@
+"""Helpers the engine tests share: recounts, keyspace checks, agents and the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from engine import Agent, Engine, Task
+
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parent.parent
+AGENT_DEFAULTS: dict[str, Any] = {"idle_check_s": 0.2, "maintain_s": 0.2}
+
+
+def recount(engine: Engine) -> tuple[Counter[str], Counter[str]]:
+    """Task and workflow counts by state, recounted from every workflow's status."""
+    tasks: Counter[str] = Counter()
+    workflows: Counter[str] = Counter()
+    for shard in engine.keys.all_shards():
+        for wid in engine.redis.zrange(shard.all, 0, -1):
+            st = engine.status(wid)
+            workflows[st.state.value] += 1
+            for t in st.tasks:
+                tasks[t.state.value] += 1
+    return tasks, workflows
+
+
+def assert_stats_agree(engine: Engine) -> None:
+    """The O(1) counters equal a recount from the stored workflows."""
+    tasks, workflows = recount(engine)
+    stats = engine.stats()
+    assert {k: v for k, v in stats.tasks.items() if v} == dict(tasks)
+    assert {k: v for k, v in stats.workflows.items() if v} == dict(workflows)
+    for state, n in workflows.items():
+        assert engine.count(state) == n
+
+
+def scan_keys(client: redis.Redis) -> set[str]:
+    """Every key in the database, read with SCAN."""
+    return {k if isinstance(k, str) else k.decode() for k in client.scan_iter(count=1000)}
+
+
+def snapshot(client: redis.Redis) -> dict[str, Any]:
+    """A comparable picture of the whole keyspace: every key with its type and dump."""
+    out: dict[str, Any] = {}
+    for key in scan_keys(client):
+        out[key] = client.dump(key)
+    return out
+
+
+def traces_of(engine: Engine, wid: str) -> list[str]:
+    """Keys and index members that still mention workflow ``wid``."""
+    found: list[str] = []
+    r = engine.redis
+    for key in scan_keys(r):
+        if key.endswith(f":w:{wid}"):
+            found.append(key)
+            continue
+        kind = r.type(key)
+        if kind == "zset":
+            for member in r.zrange(key, 0, -1):
+                if member == wid or member.startswith(f"{wid}:"):
+                    found.append(f"{key} {member}")
+        elif kind == "set":
+            for member in r.smembers(key):
+                if member == wid or member.startswith(f"{wid}:"):
+                    found.append(f"{key} {member}")
+    return found
+
+
+def run_agent(
+    engine: Engine,
+    handlers: Mapping[str, Callable[[Task], Any]],
+    agent_id: str = "a1",
+    **options: Any,
+) -> Agent:
+    """Run an in-process agent until no work is left; returns it for its counters."""
+    agent = Agent(engine, agent_id, handlers, **{**AGENT_DEFAULTS, **options})
+    agent.run(until_idle=True)
+    return agent
+
+
+@contextmanager
+def agent_thread(
+    engine: Engine,
+    handlers: Mapping[str, Callable[[Task], Any]],
+    agent_id: str = "a1",
+    **options: Any,
+) -> Iterator[Agent]:
+    """An agent running in a background thread until the block ends (then stopped)."""
+    agent = Agent(engine, agent_id, handlers, **{**AGENT_DEFAULTS, **options})
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            agent.run()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(e)
+
+    thread = threading.Thread(target=target, name=f"agent-{agent_id}", daemon=True)
+    thread.start()
+    try:
+        yield agent
+    finally:
+        agent.stop()
+        thread.join(30)
+    assert not thread.is_alive(), f"agent {agent_id} did not stop"
+    if errors:
+        raise errors[0]
+
+
+def cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    tool: str = "redisflow",
+    timeout: float = 60,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a console script to completion and capture its output."""
+    return subprocess.run(
+        [str(BIN / tool), *args],
+        env=dict(env) if env is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+        check=False,
+    )
+
+
+def spawn_agent(
+    *args: str, env: Mapping[str, str], cwd: Path | None = None
+) -> subprocess.Popen[str]:
+    """Start ``redisflow-agent`` as a separate process (a new session, killable alone)."""
+    return subprocess.Popen(
+        [str(BIN / "redisflow-agent"), *args],
+        env=dict(env),
+        cwd=cwd or ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop_process(proc: subprocess.Popen[str], sig: int = signal.SIGKILL) -> None:
+    """Signal a process we started (if still running) and reap it."""
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+    proc.communicate(timeout=30)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The stderr of a failed command, checked to be one line without a traceback."""
+    err = result.stderr.strip()
+    assert "Traceback" not in err, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("redisflow"), err
+    return err
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s.
+
+    The timeout only guards against a hang: no test asserts how fast anything is.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what or predicate}")
+        time.sleep(0.02)

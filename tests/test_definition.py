@@ -1,0 +1,140 @@
+"""Workflow definitions: the builder, validation and the compact form (no Redis)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import DefinitionError, Workflow
+from engine.definition import compile_workflow, validate
+
+
+def chain(*names: str) -> Workflow:
+    wf = Workflow("chain")
+    prev = None
+    for n in names:
+        prev = wf.task(n, after=[prev] if prev else [])
+    return wf
+
+
+def test_builder_accepts_tasks_or_names_as_parents() -> None:
+    wf = Workflow("w")
+    a = wf.task("a", payload={"x": 1})
+    wf.task("b", after=[a, "a"][:1])
+    wf.task("c", after=["a", "b"], type="io", priority=5, max_attempts=3)
+    assert [t.after for t in wf.tasks] == [[], ["a"], ["a", "b"]]
+    assert len(wf) == 3
+    assert validate(wf) == ['{"x":1}', "", ""]
+
+
+def test_cycle_is_named() -> None:
+    wf = Workflow("loop")
+    wf.task("a", after=["c"])
+    wf.task("b", after=["a"])
+    wf.task("c", after=["b"])
+    wf.task("free")
+    with pytest.raises(DefinitionError, match="cycle") as e:
+        validate(wf)
+    msg = str(e.value)
+    path = msg.split("cycle: ")[1].split(" -> ")
+    assert path[0] == path[-1]
+    assert set(path) == {"a", "b", "c"}
+    assert "free" not in msg
+
+
+def test_self_dependency() -> None:
+    wf = Workflow("w")
+    wf.task("a", after=["a"])
+    with pytest.raises(DefinitionError, match="'a' depends on itself"):
+        validate(wf)
+
+
+def test_unknown_parent_is_named() -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wf.task("b", after=["a", "ghost"], where="f.yaml:7")
+    with pytest.raises(DefinitionError, match=r"^f.yaml:7: task 'b' depends on unknown task 'gh"):
+        validate(wf)
+
+
+def test_duplicate_names_point_at_both_places() -> None:
+    wf = Workflow("w")
+    wf.task("a", where="f.yaml:3")
+    wf.task("a", where="f.yaml:9")
+    with pytest.raises(DefinitionError) as e:
+        validate(wf)
+    assert str(e.value) == "f.yaml:9: duplicate task name 'a' (first defined at f.yaml:3)"
+
+
+def test_parent_listed_twice() -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wf.task("b", after=["a", "a"])
+    with pytest.raises(DefinitionError, match="lists a parent twice"):
+        validate(wf)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda wf: None, "has no tasks"),
+        (lambda wf: wf.task(""), "has no name"),
+        (lambda wf: wf.task(7), "task name must be a string, not 7"),  # type: ignore[arg-type]
+        (lambda wf: wf.task("a", type=3), "type must be a string"),  # type: ignore[arg-type]
+        (lambda wf: wf.task("a", priority=1000), "outside -999..999"),
+        (lambda wf: wf.task("a", priority="hi"), "priority must be an integer"),  # type: ignore[arg-type]
+        (lambda wf: wf.task("a", priority=True), "priority must be an integer"),
+        (lambda wf: wf.task("a", max_attempts=0), "at least 1"),
+        (lambda wf: wf.task("a", payload={1, 2}), "not JSON-serialisable"),
+    ],
+)
+def test_bad_fields(build, message: str) -> None:
+    wf = Workflow("w")
+    build(wf)
+    with pytest.raises(DefinitionError, match=message):
+        validate(wf)
+
+
+def test_workflow_needs_a_name_and_a_sane_backoff() -> None:
+    wf = Workflow("  ")
+    wf.task("a")
+    with pytest.raises(DefinitionError, match="no name"):
+        validate(wf)
+    wf = Workflow("w", retry_backoff=-1)
+    wf.task("a")
+    with pytest.raises(DefinitionError, match="retry_backoff"):
+        validate(wf)
+
+
+def test_payload_limit_counts_encoded_bytes() -> None:
+    wf = Workflow("w")
+    wf.task("a", payload="é" * 10)  # 20 bytes of UTF-8, 22 with the quotes
+    validate(wf, max_payload=22)
+    with pytest.raises(DefinitionError, match="payload is 22 bytes, over the 21-byte limit"):
+        validate(wf, max_payload=21)
+
+
+def test_compiled_layout() -> None:
+    wf = Workflow("w", retry_backoff=0.25)
+    a = wf.task("a", payload="x", type="io", priority=3)
+    wf.task("b", after=[a], max_attempts=2)
+    c = compile_workflow(wf)
+    args = c.args
+    assert args[:5] == ["w", 1, 0, "io", 3]  # name, one root: index 0, type io, priority 3
+    assert args[5:9] == [2, "io", "", 2]  # two types, then two tasks
+    assert args[9] * 2 == len(args) - 10
+    fields = dict(zip(args[10::2], args[11::2], strict=True))
+    assert fields["bk"] == 250
+    assert fields["0N"] == "a" and fields["0T"] == "io" and fields["0P"] == '"x"'
+    assert fields["0C"] == "1" and fields["0s"] == "ready"
+    assert fields["1U"] == "0" and fields["1s"] == "waiting" and fields["1w"] == 1
+    assert fields["1M"] == 2
+    assert "1T" not in fields and "1R" not in fields  # defaults are not stored
+
+
+def test_long_chain_and_wide_fan_validate() -> None:
+    validate(chain(*[f"t{i}" for i in range(2000)]))
+    wf = Workflow("fan")
+    root = wf.task("root")
+    for i in range(500):
+        wf.task(f"leaf{i}", after=[root])
+    assert len(validate(wf)) == 501
