@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, Task
+from engine.agent import _row_task
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +185,59 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what or predicate}")
         time.sleep(0.02)
+
+
+class Hand:
+    """An agent driven step by step from a test: it calls the scripts directly."""
+
+    def __init__(self, engine: Engine, agent_id: str = "hand", lease_s: float = 60.0) -> None:
+        self.engine = engine
+        self.id = agent_id
+        self.lease_ms = int(lease_s * 1000)
+        self.shard = engine.keys.shard(0)
+        self.taken_back = self.register()
+
+    def _args(self, *extra: Any) -> list[Any]:
+        return [*self.engine._common(self.shard), self.id, *extra]
+
+    def register(self) -> list[Task]:
+        """Register (again); returns the tasks taken back."""
+        rows = self.engine.scripts.register(
+            keys=[self.shard.agents], args=self._args('{"types": [""]}', self.lease_ms)
+        )
+        return [_row_task(r) for r in rows]
+
+    def claim(self, task_type: str = "", count: int = 100) -> list[Task]:
+        """Claim up to ``count`` ready tasks of one type."""
+        rows = self.engine.scripts.claim(keys=[self.shard.queue(task_type)], args=self._args(count))
+        return [_row_task(r) for r in rows]
+
+    def claim_one(self, task_type: str = "") -> Task:
+        [task] = self.claim(task_type, 1)
+        return task
+
+    def report(self, task: Task, how: str, value: str) -> int:
+        """Report one outcome; 1 when recorded, 0 when rejected."""
+        args = self._args(1, task.workflow_id, task.index, task.attempt, how, value)
+        [ok] = self.engine.scripts.complete(keys=[self.shard.stats], args=args)
+        return int(ok)
+
+    def succeed(self, task: Task, output: Any = None) -> int:
+        return self.report(task, "ok", "" if output is None else json.dumps(output))
+
+    def fail(self, task: Task, error: str = "failed on purpose") -> int:
+        return self.report(task, "err", error)
+
+    def heartbeat(self) -> int:
+        return int(
+            self.engine.scripts.heartbeat(
+                keys=[self.shard.agents_live], args=self._args(self.lease_ms)
+            )
+        )
+
+    def expire(self) -> None:
+        """Make this agent's lease run out now (as if it stopped heartbeating long ago)."""
+        self.engine.redis.zadd(self.shard.agents_live, {self.id: 0})
+
+    def stop(self) -> None:
+        self.engine.scripts.stop(keys=[self.shard.agents_live], args=self._args())

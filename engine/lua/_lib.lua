@@ -160,12 +160,20 @@ local function promote_due(limit)
 end
 
 -- Delete every key and index entry of a finished workflow, and its counters.
+-- A cancelled workflow can still have running tasks: they leave their agent's set (the
+-- agent's late outcome is then rejected, as the hash is gone).
 local function remove_workflow(wid, wk, st)
   local m = redis.call('HMGET', wk, 'name', 'n')
   local n = tonumber(m[2])
   for i = 0, n - 1 do
-    local s = redis.call('HGET', wk, i .. 's')
+    local f = redis.call('HMGET', wk, i .. 's', i .. 'g')
+    local s = f[1]
     if s then count('t:' .. s, -1) end
+    if s == 'running' and f[2] then
+      redis.call('SREM', P .. ':run:' .. f[2], wid .. ':' .. i)
+    elseif s == 'ready' then
+      dequeue(wid, wk, i)
+    end
   end
   redis.call('DEL', wk)
   redis.call('ZREM', P .. ':all', wid)

@@ -18,7 +18,8 @@ for i = 0, tonumber(m[2]) - 1 do
     cancelled = cancelled + 1
   end
 end
-redis.call('HINCRBY', wk, 'left', -cancelled)
+-- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
+redis.call('HINCRBY', wk, 'left', 0 - cancelled)
 set_wstate(wid, wk, m[1], 'cancelled', NOW)
 redis.call('HSET', wk, 'ft', NOW)
 emit('cancelled', wid, -1, cancelled)

@@ -17,6 +17,11 @@ for r = 0, nres - 1 do
   if m[3] ~= 'running' or m[4] ~= attempt or m[5] ~= agent then
     out[#out + 1] = 0
     emit('rejected', wid, tonumber(i), {agent, tonumber(attempt)})
+    -- Not ours any more (handed on, finished or cleaned up): forget it. A newer attempt
+    -- of our own (taken back at a restart) stays in the set.
+    if m[3] ~= 'running' or m[5] ~= agent then
+      redis.call('SREM', run_key, wid .. ':' .. i)
+    end
   else
     out[#out + 1] = 1
     redis.call('SREM', run_key, wid .. ':' .. i)

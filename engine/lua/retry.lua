@@ -1,7 +1,7 @@
 -- retry.lua: run failed tasks again with their inputs unchanged.
 -- Without task indexes: every failed and skipped task of a failed workflow.
 -- With task indexes: those failed tasks (workflow running, paused or failed) and the
--- skipped descendants that then have every parent succeeded or retried.
+-- skipped descendants none of whose other parents failed, was skipped or cancelled.
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4..] task indexes (optional).
 local wid, wk = ARGV[3], KEYS[1]
 local m = redis.call('HMGET', wk, 'st', 'n', 'ct')
@@ -30,7 +30,9 @@ else
     end
     add(ARGV[k])
   end
-  -- skipped descendants join once all their parents are succeeded or retried
+  -- A skipped descendant joins once one of its parents is retried and none of the
+  -- others has failed, been skipped or cancelled: parents still waiting, ready or
+  -- running may yet succeed, and the descendant then waits for them.
   local changed = true
   while changed do
     changed = false
@@ -41,8 +43,12 @@ else
         local parents = split_csv(redis.call('HGET', wk, si .. 'U'))
         local any_reset = false
         for _, p in ipairs(parents) do
-          if reset[p] then any_reset = true
-          elseif redis.call('HGET', wk, p .. 's') ~= 'succeeded' then ok = false end
+          if reset[p] then
+            any_reset = true
+          else
+            local ps = redis.call('HGET', wk, p .. 's')
+            if ps == 'failed' or ps == 'skipped' or ps == 'cancelled' then ok = false end
+          end
         end
         if ok and any_reset then add(si); changed = true end
       end
@@ -73,8 +79,9 @@ for _, i in ipairs(order) do
     move_count(s, 'waiting')
   end
 end
-redis.call('HINCRBY', wk, 'bad', -bad)
-redis.call('HINCRBY', wk, 'skip', -skip)
+-- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
+redis.call('HINCRBY', wk, 'bad', 0 - bad)
+redis.call('HINCRBY', wk, 'skip', 0 - skip)
 redis.call('HINCRBY', wk, 'left', #order)
 emit('retried', wid, -1, #order)
 flush()

@@ -1,0 +1,593 @@
+"""Every state transition (the Lua scripts) on a real Redis, step by step."""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import Hand, assert_stats_agree, run_agent, traces_of, wait_for
+
+from engine import Engine, NotFoundError, StateError, Task, Workflow
+
+
+def diamond(name: str = "diamond", **kw: object) -> Workflow:
+    """a -> (b, c) -> d"""
+    wf = Workflow(name, **kw)  # type: ignore[arg-type]
+    a = wf.task("a", payload="A")
+    b = wf.task("b", payload="B", after=[a])
+    c = wf.task("c", payload="C", after=[a])
+    wf.task("d", payload="D", after=[b, c])
+    return wf
+
+
+def states(engine: Engine, wid: str) -> dict[str, str]:
+    return {t.name: t.state.value for t in engine.status(wid).tasks}
+
+
+def queued(engine: Engine, task_type: str = "") -> list[str]:
+    return engine.redis.zrange(engine.keys.shard(0).queue(task_type), 0, -1)
+
+
+# -- push and claim ---------------------------------------------------------------------
+
+
+def test_push_stores_roots_ready_and_the_rest_waiting(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    st = engine.status(wid)
+    assert (st.state, st.name, st.total) == ("running", "diamond", 4)
+    assert states(engine, wid) == {"a": "ready", "b": "waiting", "c": "waiting", "d": "waiting"}
+    assert st.task("d").parents == ["b", "c"] and st.task("a").children == ["b", "c"]
+    assert queued(engine) == [f"{wid}:0"]
+    assert engine.list() and engine.list()[0].id == wid
+    assert engine.list(name="diamond")[0].id == wid
+    assert engine.names() == [("diamond", 1)]
+    assert_stats_agree(engine)
+
+
+def test_invalid_push_writes_nothing(engine: Engine) -> None:
+    good = diamond()
+    bad = Workflow("bad")
+    bad.task("x", after=["y"])
+    with pytest.raises(Exception, match="unknown task 'y'"):
+        engine.push_many([good, bad])
+    assert engine.redis.dbsize() == 0
+
+
+def test_priority_then_older_workflow_first(engine: Engine) -> None:
+    older = Workflow("older")
+    for name, pri in (("o-low", -5), ("o-mid", 0), ("o-high", 7)):
+        older.task(name, priority=pri)
+    newer = Workflow("newer")
+    for name, pri in (("n-high", 7), ("n-top", 9), ("n-mid", 0)):
+        newer.task(name, priority=pri)
+    engine.push(older)
+    engine.push(newer)
+    hand = Hand(engine)
+    order = [hand.claim_one().name for _ in range(6)]
+    assert order == ["n-top", "o-high", "n-high", "o-mid", "n-mid", "o-low"]
+    assert hand.claim() == []
+
+
+def test_claim_is_batched_and_ordered(engine: Engine) -> None:
+    wf = Workflow("many")
+    for i in range(10):
+        wf.task(f"t{i}", priority=i)
+    engine.push(wf)
+    hand = Hand(engine)
+    batch = hand.claim(count=4)
+    assert [t.name for t in batch] == ["t9", "t8", "t7", "t6"]
+    assert all(t.attempt == 1 for t in batch)
+    assert len(hand.claim(count=100)) == 6
+
+
+def test_types_route_to_their_queues(engine: Engine) -> None:
+    wf = Workflow("typed")
+    wf.task("x1", type="x")
+    wf.task("y1", type="y")
+    wf.task("plain")
+    engine.push(wf)
+    hand = Hand(engine)
+    assert [t.name for t in hand.claim("y")] == ["y1"]
+    assert [t.name for t in hand.claim("x")] == ["x1"]
+    assert [t.name for t in hand.claim("")] == ["plain"]
+    assert engine.stats().queued == {"": 0, "x": 0, "y": 0}
+
+
+def test_claim_without_a_lease_is_refused(engine: Engine) -> None:
+    engine.push(diamond())
+    hand = Hand(engine)
+    hand.expire()
+    engine.maintain()
+    with pytest.raises(Exception, match="RFLEASE"):
+        hand.claim()
+    assert hand.heartbeat() == 0
+    hand.register()
+    assert [t.name for t in hand.claim()] == ["a"]
+
+
+# -- outcomes -----------------------------------------------------------------------------
+
+
+def test_outputs_reach_children_and_the_workflow_succeeds(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine)
+    a = hand.claim_one()
+    assert (a.name, a.payload, a.parents) == ("a", "A", {})
+    assert hand.succeed(a, {"from": "a"}) == 1
+    b, c = sorted(hand.claim(), key=lambda t: t.name)
+    assert b.parents == {"a": {"from": "a"}} and c.parents == {"a": {"from": "a"}}
+    assert hand.succeed(b, [1, 2]) == 1
+    assert hand.claim() == []  # d still waits for c
+    assert hand.succeed(c) == 1  # no output
+    d = hand.claim_one()
+    assert d.parents == {"b": [1, 2], "c": None}
+    hand.succeed(d, "done")
+    st = engine.status(wid)
+    assert st.state == "succeeded" and st.finished_at is not None
+    assert st.task("d").output == "done" and st.task("c").output is None
+    assert st.task("a").agent == "hand"
+    t = st.task("b")
+    assert t.ready_at is not None and t.started_at is not None and t.finished_at is not None
+    assert t.ready_at <= t.started_at <= t.finished_at
+    assert engine.redis.smembers(engine.keys.shard(0).running_of("hand")) == set()
+    assert_stats_agree(engine)
+
+
+def test_failure_skips_descendants_and_fails_the_workflow_once_nothing_runs(
+    engine: Engine,
+) -> None:
+    wf = Workflow("branches")
+    a = wf.task("a")
+    b = wf.task("b", after=[a])
+    wf.task("b2", after=[b])
+    c = wf.task("c")
+    wf.task("c2", after=[c])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    a, c = sorted(hand.claim(), key=lambda t: t.name)
+    hand.fail(a, "disk full")
+    assert states(engine, wid) == {
+        "a": "failed",
+        "b": "skipped",
+        "b2": "skipped",
+        "c": "running",
+        "c2": "waiting",
+    }
+    assert engine.state(wid) == "running"  # the independent branch keeps going
+    hand.succeed(c)
+    c2 = hand.claim_one()
+    assert c2.name == "c2" and engine.state(wid) == "running"
+    hand.succeed(c2)
+    st = engine.status(wid)
+    assert st.state == "failed"
+    assert (st.succeeded, st.failed, st.skipped) == (2, 1, 2)
+    assert st.task("a").error == "disk full"
+    finished = [e for e in engine.events() if e.kind.startswith("workflow.") and e.wid == wid]
+    assert [e.kind for e in finished].count("workflow.failed") == 1
+    assert_stats_agree(engine)
+
+
+def test_retries_back_off_exponentially_up_to_max_attempts(engine: Engine) -> None:
+    wf = Workflow("flaky", retry_backoff=0.05)
+    wf.task("f", max_attempts=3)
+    wf.task("g", after=["f"])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    delayed = engine.keys.shard(0).delayed
+    for attempt in (1, 2):
+        t = wait_for(lambda: hand.claim(), what="the retry")[0]
+        assert t.attempt == attempt
+        hand.fail(t, f"boom {attempt}")
+        assert engine.redis.zcard(delayed) == 1 and queued(engine) == []
+        assert states(engine, wid)["f"] == "ready"
+    t = wait_for(lambda: hand.claim(), what="the last retry")[0]
+    assert t.attempt == 3
+    hand.fail(t, "boom 3")
+    st = engine.status(wid)
+    assert st.state == "failed"
+    f = st.task("f")
+    assert (f.state, f.attempts, f.failures, f.error) == ("failed", 3, 3, "boom 3")
+    assert st.task("g").state == "skipped"
+    delays = [e.data["delay_ms"] for e in reversed(engine.events()) if e.kind == "task.retrying"]
+    assert delays == [50, 100]
+    assert_stats_agree(engine)
+
+
+def test_a_retried_task_can_succeed(engine: Engine) -> None:
+    wf = Workflow("flaky", retry_backoff=0.0)
+    wf.task("f", max_attempts=2)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    hand.fail(hand.claim_one())
+    t = wait_for(lambda: hand.claim())[0]
+    hand.succeed(t, 42)
+    f = engine.status(wid).task("f")
+    assert (f.state, f.attempts, f.failures, f.output) == ("succeeded", 2, 1, 42)
+    assert f.error is None
+    assert engine.state(wid) == "succeeded"
+
+
+def test_agent_handler_errors_are_stored(engine: Engine) -> None:
+    wf = Workflow("errs", retry_backoff=0.01)
+    wf.task("bad", max_attempts=2)
+    wid = engine.push(wf)
+
+    def handler(task: Task) -> None:
+        raise ValueError(f"broken on attempt {task.attempt}")
+
+    agent = run_agent(engine, {"": handler})
+    t = engine.status(wid).task("bad")
+    assert (t.state, t.attempts, t.failures) == ("failed", 2, 2)
+    assert t.error == "ValueError: broken on attempt 2"
+    assert agent.processed == 2
+
+
+# -- steering -----------------------------------------------------------------------------
+
+
+def test_pause_holds_ready_tasks_and_release_returns_them(engine: Engine) -> None:
+    wf = Workflow("steer")
+    a = wf.task("a")
+    wf.task("b", after=[a])
+    wf.task("c", after=[a])
+    wf.task("d")
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    running = hand.claim_one()  # a (both a and d are ready; a was defined first)
+    assert running.name in {"a", "d"}
+    if running.name == "d":
+        hand.succeed(running)
+        running = hand.claim_one()
+    assert engine.pause(wid) >= 0
+    assert engine.state(wid) == "paused"
+    assert hand.claim() == []  # nothing new starts
+    assert hand.succeed(running) == 1  # a running task finishes
+    assert {states(engine, wid)[n] for n in ("b", "c")} == {"ready"}  # ready, but held
+    assert hand.claim() == [] and queued(engine) == []
+    assert engine.stats().tasks["ready"] >= 2
+    assert engine.release(wid) >= 2
+    assert engine.state(wid) == "running"
+    names = {t.name for t in hand.claim()}
+    assert {"b", "c"} <= names
+    assert_stats_agree(engine)
+
+
+def test_pause_counts_held_tasks(engine: Engine) -> None:
+    wf = Workflow("roots")
+    for i in range(3):
+        wf.task(f"r{i}")
+    wid = engine.push(wf)
+    assert engine.pause(wid) == 3
+    assert queued(engine) == []
+    assert engine.release(wid) == 3
+    assert len(queued(engine)) == 3
+
+
+def test_a_retry_due_while_paused_waits_for_release(engine: Engine) -> None:
+    wf = Workflow("flaky", retry_backoff=0.0)
+    wf.task("f", max_attempts=2)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    hand.fail(hand.claim_one())
+    engine.pause(wid)
+    engine.maintain()  # the backoff is over: promoted, but held
+    assert hand.claim() == []
+    assert engine.redis.zcard(engine.keys.shard(0).delayed) == 0
+    engine.release(wid)
+    assert hand.claim_one().attempt == 2
+
+
+def test_a_task_finishing_after_pause_can_finish_the_workflow(engine: Engine) -> None:
+    wf = Workflow("one")
+    wf.task("only")
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    t = hand.claim_one()
+    engine.pause(wid)
+    hand.succeed(t)
+    assert engine.state(wid) == "succeeded"
+    assert_stats_agree(engine)
+
+
+def test_cancel_stops_everything_but_running_tasks_finish(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    other = engine.push(diamond("other"))
+    hand = Hand(engine)
+    first = hand.claim("", 1)[0]
+    assert first.workflow_id == wid
+    assert engine.cancel(wid) == 3  # b, c, d
+    st = engine.status(wid)
+    assert st.state == "cancelled" and st.finished_at is not None
+    assert states(engine, wid) == {
+        "a": "running",
+        "b": "cancelled",
+        "c": "cancelled",
+        "d": "cancelled",
+    }
+    assert hand.succeed(first, "late") == 1  # its outcome is recorded
+    assert engine.status(wid).task("a").output == "late"
+    assert [t.workflow_id for t in hand.claim()] == [other]  # nothing more of wid starts
+    assert engine.state(wid) == "cancelled"
+    assert_stats_agree(engine)
+
+
+def test_cancel_when_every_task_is_running(engine: Engine) -> None:
+    wid = engine.push(Workflow_one("busy"))
+    hand = Hand(engine)
+    t = hand.claim_one()
+    assert engine.cancel(wid) == 0
+    assert engine.state(wid) == "cancelled"
+    assert hand.fail(t, "interrupted") == 1
+    assert engine.status(wid).task("only").state == "failed"
+    assert_stats_agree(engine)
+
+
+def test_retry_a_lone_failed_task(engine: Engine) -> None:
+    wid = engine.push(Workflow_one("lone"))
+    hand = Hand(engine)
+    hand.fail(hand.claim_one())
+    assert engine.retry(wid) == 1
+    assert states(engine, wid) == {"only": "ready"}
+    hand.succeed(hand.claim_one())
+    assert engine.state(wid) == "succeeded"
+    assert_stats_agree(engine)
+
+
+def test_cancel_a_paused_workflow(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    engine.pause(wid)
+    assert engine.cancel(wid) == 4
+    assert set(states(engine, wid).values()) == {"cancelled"}
+    assert queued(engine) == []
+    assert_stats_agree(engine)
+
+
+def test_retry_a_failed_workflow_with_inputs_unchanged(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine)
+    hand.succeed(hand.claim_one(), "a-out")
+    b, c = sorted(hand.claim(), key=lambda t: t.name)
+    hand.fail(b, "b broke")
+    hand.succeed(c, "c-out")
+    assert engine.state(wid) == "failed"
+    assert engine.retry(wid) == 2  # b failed, d skipped
+    st = engine.status(wid)
+    assert st.state == "running" and st.finished_at is None
+    assert states(engine, wid) == {"a": "succeeded", "b": "ready", "c": "succeeded", "d": "waiting"}
+    assert st.task("b").error is None and st.task("b").failures == 0
+    b2 = hand.claim_one()
+    assert (b2.name, b2.payload, b2.parents, b2.attempt) == ("b", "B", {"a": "a-out"}, 2)
+    hand.succeed(b2, "b-out")
+    d = hand.claim_one()
+    assert d.parents == {"b": "b-out", "c": "c-out"}
+    hand.succeed(d)
+    assert engine.state(wid) == "succeeded"
+    assert_stats_agree(engine)
+
+
+def test_retry_one_task_while_the_workflow_still_runs(engine: Engine) -> None:
+    """A skipped task whose other parent is still running joins the retry."""
+    wf = Workflow("partial")
+    a = wf.task("a")
+    c = wf.task("c")
+    wf.task("d", after=[a, c])
+    wf.task("e", after=["d"])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    ta, tc = sorted(hand.claim(), key=lambda t: t.name)
+    hand.fail(ta)
+    assert states(engine, wid) == {"a": "failed", "c": "running", "d": "skipped", "e": "skipped"}
+    assert engine.retry(wid, tasks=["a"]) == 3
+    assert states(engine, wid) == {"a": "ready", "c": "running", "d": "waiting", "e": "waiting"}
+    hand.succeed(hand.claim_one())
+    assert hand.claim() == []  # d still waits for c
+    hand.succeed(tc)
+    d = hand.claim_one()
+    assert d.name == "d"
+    hand.succeed(d)
+    hand.succeed(hand.claim_one())
+    assert engine.state(wid) == "succeeded"
+    assert_stats_agree(engine)
+
+
+def test_retry_one_task_of_a_failed_workflow(engine: Engine) -> None:
+    wf = Workflow("two-failures")
+    x = wf.task("x")
+    wf.task("x2", after=[x])
+    y = wf.task("y")
+    wf.task("y2", after=[y])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    for t in hand.claim():
+        hand.fail(t)
+    assert engine.state(wid) == "failed"
+    assert engine.retry(wid, tasks=["x"]) == 2
+    assert states(engine, wid) == {"x": "ready", "x2": "waiting", "y": "failed", "y2": "skipped"}
+    assert engine.state(wid) == "running"
+    hand.succeed(hand.claim_one())
+    hand.succeed(hand.claim_one())
+    assert engine.state(wid) == "failed"  # y is still failed
+    assert_stats_agree(engine)
+
+
+def test_cleanup_leaves_no_trace(engine: Engine) -> None:
+    keep = engine.push(diamond("keep"))
+    wid = engine.push(diamond("gone"))
+    hand = Hand(engine)
+    while True:
+        tasks = [t for t in hand.claim() if t.workflow_id == wid]
+        if not tasks:
+            break
+        for t in tasks:
+            hand.succeed(t, "x")
+    assert engine.state(wid) == "succeeded"
+    engine.cleanup(wid)
+    assert traces_of(engine, wid) == []
+    with pytest.raises(NotFoundError):
+        engine.status(wid)
+    assert [s.id for s in engine.list()] == [keep]
+    assert engine.names() == [("keep", 1)]
+    assert_stats_agree(engine)
+
+
+def test_cleanup_of_a_cancelled_workflow_with_a_running_task(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine)
+    t = hand.claim_one()
+    engine.cancel(wid)
+    engine.cleanup(wid)
+    assert traces_of(engine, wid) == []
+    assert hand.succeed(t) == 0  # its hash is gone: the late outcome is dropped
+    assert traces_of(engine, wid) == []
+    assert engine.stats().tasks["running"] == 0
+    assert_stats_agree(engine)
+
+
+def test_cleanup_finished_with_older_than(engine: Engine) -> None:
+    done = [engine.push(Workflow_one(f"w{i}")) for i in range(3)]
+    live = engine.push(Workflow_one("live"))
+    hand = Hand(engine)
+    for t in hand.claim():
+        if t.workflow_id != live:
+            hand.succeed(t)
+    with pytest.raises(StateError):
+        engine.cancel(done[2])  # already succeeded
+    assert engine.count_finished() == 3
+    assert engine.cleanup_finished(older_than_s=3600) == 0
+    assert engine.cleanup_finished() == 3
+    for wid in done:
+        assert traces_of(engine, wid) == []
+    assert engine.state(live) == "running"
+    assert_stats_agree(engine)
+
+
+def Workflow_one(name: str) -> Workflow:  # noqa: N802 - reads like a constructor
+    wf = Workflow(name)
+    wf.task("only")
+    return wf
+
+
+def test_retention_cleans_finished_workflows(redis_url: str) -> None:
+    with Engine.connect(redis_url, retention_s=0.001) as engine:
+        old = engine.push(Workflow_one("old"))
+        live = engine.push(Workflow_one("live"))
+        hand = Hand(engine)
+        t_old, t_live = sorted(hand.claim(), key=lambda t: t.workflow_id != old)
+        hand.succeed(t_old)
+        wait_for(lambda: engine.maintain()[3] == 1, what="retention")
+        assert traces_of(engine, old) == []
+        assert engine.state(live) == "running"  # only finished workflows go
+        assert_stats_agree(engine)
+    with Engine.connect(redis_url, retention_s=0) as keep_forever:
+        again = Hand(keep_forever)  # the same id: takes back the live task
+        assert [t.workflow_id for t in again.taken_back] == [t_live.workflow_id]
+        again.succeed(again.taken_back[0])
+        assert keep_forever.state(live) == "succeeded"
+        assert keep_forever.maintain()[3] == 0
+        assert keep_forever.state(live) == "succeeded"
+
+
+# -- wrong states ---------------------------------------------------------------------------
+
+
+def test_wrong_state_operations_are_refused(engine: Engine) -> None:
+    wid = engine.push(Workflow_one("w"))
+    hand = Hand(engine)
+    with pytest.raises(StateError, match="only a paused workflow can be released"):
+        engine.release(wid)
+    with pytest.raises(StateError, match="only a failed workflow can be retried"):
+        engine.retry(wid)
+    with pytest.raises(StateError, match="only a failed task can be retried"):
+        engine.retry(wid, tasks=["only"])
+    with pytest.raises(StateError, match="only a finished workflow can be cleaned up"):
+        engine.cleanup(wid)
+    engine.pause(wid)
+    with pytest.raises(StateError, match="is paused; only a running workflow can be paused"):
+        engine.pause(wid)
+    with pytest.raises(StateError):
+        engine.cleanup(wid)
+    engine.release(wid)
+    hand.succeed(hand.claim_one())
+    for op in (engine.pause, engine.release, engine.cancel, engine.retry):
+        with pytest.raises(StateError, match="is succeeded"):
+            op(wid)
+    with pytest.raises(StateError, match="its tasks cannot be retried"):
+        engine.retry(wid, tasks=["only"])
+    engine.cleanup(wid)
+    for op in (
+        engine.pause,
+        engine.release,
+        engine.cancel,
+        engine.retry,
+        engine.cleanup,
+        engine.status,
+    ):
+        with pytest.raises(NotFoundError, match=f"workflow {wid} does not exist"):
+            op(wid)
+    other = engine.push(Workflow_one("w"))
+    with pytest.raises(NotFoundError, match="no task named 'nope'"):
+        engine.retry(other, tasks=["nope"])
+    engine.cancel(other)
+    with pytest.raises(StateError, match="is cancelled"):
+        engine.cancel(other)
+    assert_stats_agree(engine)
+
+
+# -- fencing --------------------------------------------------------------------------------
+
+
+def test_a_zombie_completion_is_rejected(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    zombie = Hand(engine, "zombie", lease_s=60)
+    t1 = zombie.claim_one()
+    zombie.expire()
+    assert engine.maintain()[:2] == [1, 1]  # one agent reaped, one task requeued
+    assert zombie.succeed(t1, "stale") == 0  # handed on, not yet re-claimed
+    heir = Hand(engine, "heir")
+    t2 = heir.claim_one()
+    assert (t2.name, t2.attempt) == ("a", 2)
+    assert zombie.succeed(t1, "stale") == 0  # the newer attempt owns it
+    assert zombie.fail(t1, "stale") == 0
+    assert heir.succeed(t2, "fresh") == 1
+    a = engine.status(wid).task("a")
+    assert (a.output, a.agent, a.attempts, a.failures) == ("fresh", "heir", 2, 0)
+    rejected = [e for e in engine.events() if e.kind == "task.rejected"]
+    assert {(e.data["agent"], e.data["attempt"]) for e in rejected} == {("zombie", 1)}
+    assert_stats_agree(engine)
+
+
+def test_a_restarted_agent_takes_back_its_tasks_with_a_new_attempt(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    old = Hand(engine, "same-id")
+    t1 = old.claim_one()
+    new = Hand(engine, "same-id")  # registers again before the lease ran out
+    [t2] = new.taken_back
+    assert (t2.workflow_id, t2.name, t2.attempt) == (wid, "a", 2)
+    assert old.succeed(t1, "old") == 0  # a lingering older process is fenced off
+    assert new.succeed(t2, "new") == 1
+    assert engine.status(wid).task("a").output == "new"
+    assert_stats_agree(engine)
+
+
+def test_lost_leases_are_capped(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    for k in range(3):
+        hand = Hand(engine, f"doomed{k}")
+        assert hand.claim_one().name == "a"
+        hand.expire()
+        engine.maintain(max_lost=2)
+    st = engine.status(wid)
+    assert st.state == "failed"
+    assert st.task("a").state == "failed" and "lost" in st.task("a").error
+    assert st.task("a").failures == 0  # lost leases are not handler failures
+    assert {st.task(n).state for n in "bcd"} == {"skipped"}
+    assert_stats_agree(engine)
+
+
+def test_stop_hands_running_tasks_back(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine, "leaver")
+    t = hand.claim_one()
+    hand.stop()
+    assert states(engine, wid)["a"] == "ready"
+    assert hand.succeed(t) == 0
+    assert [a.state for a in engine.agents() if a.id == "leaver"] == ["stopped"]
+    assert_stats_agree(engine)
