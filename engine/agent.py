@@ -88,6 +88,7 @@ class Agent:
         self.processed = 0
         self.rejected = 0
         self._stopping = threading.Event()
+        self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
@@ -141,11 +142,14 @@ class Agent:
             self._loop(pubsub, until_idle)
         finally:
             self._stopping.set()
+            # The heartbeat goes on while in-flight tasks finish, or a drain longer than
+            # the lease would see them handed on and their outcomes rejected.
             self._drain_inflight()
             try:
                 self._leave()
             except redis.RedisError as e:
                 log.warning("agent %s could not deregister: %s", self.id, e)
+            self._closed.set()
             pubsub.close()
             if self._pool:
                 self._pool.shutdown(wait=True)
@@ -206,13 +210,13 @@ class Agent:
         claims = 0
         if free > 0 and not self._stopping.is_set():
             for shard in self._shards:
-                for t in self.types:
-                    self.engine.scripts.claim(
-                        keys=[shard.queue(t)],
-                        args=[*self.engine._common(shard), self.id, min(free, self.batch)],
-                        client=pipe,
-                    )
-                    claims += 1
+                # one claim over all our types: never more tasks than free slots
+                self.engine.scripts.claim(
+                    keys=[shard.queue(t) for t in self.types],
+                    args=[*self.engine._common(shard), self.id, min(free, self.batch)],
+                    client=pipe,
+                )
+                claims += 1
         if not outcomes and not claims:
             return 0
         replies = pipe.execute(raise_on_error=False)
@@ -234,6 +238,8 @@ class Agent:
             return
         if self._pool is None:
             for t in tasks:
+                if self._stopping.is_set():
+                    break  # the rest of the batch goes back to ready when we leave
                 self._results.put(self._execute(t))
             return
         self._inflight += len(tasks)
@@ -242,7 +248,10 @@ class Agent:
 
     def _execute(self, task: Task) -> Outcome:
         try:
-            out = self.handlers[task.type](task)
+            handler = self.handlers.get(task.type)
+            if handler is None:  # taken back after a restart that dropped this type
+                raise TaskFailed(f"agent {self.id} has no handler for type {task.type!r}")
+            out = handler(task)
             text = "" if out is None else json.dumps(out, separators=(",", ":"))
             if len(text) > self._max_output:
                 raise TaskFailed(
@@ -313,8 +322,27 @@ class Agent:
                 log.warning("agent %s could not report: %s", self.id, e)
                 return
 
+    def _next_due(self) -> float:
+        """Seconds until the earliest retry backoff ends (``idle_check_s`` if none sooner)."""
+        pipe = self.engine.redis.pipeline(transaction=False)
+        pipe.time()
+        for shard in self._shards:
+            pipe.zrange(shard.delayed, 0, 0, withscores=True)
+        (sec, usec), *firsts = pipe.execute()
+        now_ms = sec * 1000 + usec / 1000
+        wait = self.idle_check_s
+        for first in firsts:
+            if first:
+                wait = min(wait, max(0.0, (first[0][1] - now_ms) / 1000))
+        return wait
+
     def _wait_wakeup(self, pubsub: Any) -> None:
-        deadline = time.monotonic() + self.idle_check_s
+        # Retries whose backoff ends send no wake-up: wait no longer than the first one.
+        try:
+            wait = self._next_due()
+        except (redis.ConnectionError, redis.TimeoutError):
+            wait = self.idle_check_s
+        deadline = time.monotonic() + wait
         while not self._stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -344,7 +372,7 @@ class Agent:
 
     def _heartbeat_loop(self) -> None:
         next_maintain = 0.0
-        while not self._stopping.wait(min(self.heartbeat_s, self.maintain_s)):
+        while not self._closed.wait(min(self.heartbeat_s, self.maintain_s)):
             try:
                 for shard in self._shards:
                     ok = self.engine.scripts.heartbeat(

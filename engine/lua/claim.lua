@@ -1,6 +1,8 @@
--- claim.lua: an agent takes up to `count` ready tasks of one type.
--- KEYS[1]  P:q:<type>
+-- claim.lua: an agent takes up to `count` ready tasks of the types it serves.
+-- KEYS     P:q:<type> for every type the agent serves (one or more)
 -- ARGV[3] agent id; ARGV[4] count.
+-- With several queues the best `count` tasks over all of them are taken (priority, then
+-- age), so an agent never claims more than it has room for, whatever its types.
 -- Returns one row per task (see start_task in _lib.lua), or the error "RFLEASE ..." when
 -- the agent holds no live lease (it was declared dead: it must register again).
 local agent = ARGV[3]
@@ -9,10 +11,33 @@ if not redis.call('ZSCORE', P .. ':agents:live', agent) then
   return redis.error_reply('RFLEASE agent ' .. agent .. ' holds no lease')
 end
 promote_due(100)
+local members = {}
+if #KEYS == 1 then
+  local popped = redis.call('ZPOPMIN', KEYS[1], want)
+  for k = 1, #popped, 2 do members[#members + 1] = popped[k] end
+else
+  local found = {}
+  for q = 1, #KEYS do
+    local popped = redis.call('ZPOPMIN', KEYS[q], want)
+    for k = 1, #popped, 2 do
+      found[#found + 1] = {popped[k], tonumber(popped[k + 1]), popped[k + 1], KEYS[q]}
+    end
+  end
+  table.sort(found, function(x, y)
+    if x[2] ~= y[2] then return x[2] < y[2] end
+    return x[1] < y[1]
+  end)
+  for k, f in ipairs(found) do
+    if k <= want then
+      members[#members + 1] = f[1]
+    else
+      redis.call('ZADD', f[4], f[3], f[1])  -- not taken: back where it was, same score
+    end
+  end
+end
 local rows = {}
-local popped = redis.call('ZPOPMIN', KEYS[1], want)
-for k = 1, #popped, 2 do
-  local wid, i = split_member(popped[k])
+for _, member in ipairs(members) do
+  local wid, i = split_member(member)
   local wk = wkey(wid)
   local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's')
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against

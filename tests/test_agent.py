@@ -1,0 +1,276 @@
+"""The in-process agent: routing, handlers, concurrency, stopping, leases."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import redis
+from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wait_for
+
+from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
+
+
+def fan(name: str, types: list[str], width: int = 3) -> Workflow:
+    """A root per type, each with ``width`` children of the same type."""
+    wf = Workflow(name)
+    for t in types:
+        root = wf.task(f"{t or 'plain'}-root", type=t, payload=t)
+        for k in range(width):
+            wf.task(f"{t or 'plain'}-{k}", type=t, after=[root])
+    return wf
+
+
+def test_each_agent_gets_only_its_types(engine: Engine) -> None:
+    seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def handler_for(agent_id: str):
+        def handle(task: Task) -> str:
+            with lock:
+                seen[agent_id].append((task.type, task.name))
+            return agent_id
+
+        return handle
+
+    serves = {"ax": ["x"], "ay": ["y"], "axz": ["x", "z"], "plain": [""]}
+    ids = [engine.push(fan(f"w{i}", ["x", "y", "z", ""])) for i in range(3)]
+    with (
+        agent_thread(engine, {t: handler_for("ax") for t in serves["ax"]}, "ax"),
+        agent_thread(engine, {t: handler_for("ay") for t in serves["ay"]}, "ay", concurrency=2),
+        agent_thread(engine, {t: handler_for("axz") for t in serves["axz"]}, "axz"),
+        agent_thread(engine, {t: handler_for("plain") for t in serves["plain"]}, "plain"),
+    ):
+        for wid in ids:
+            assert engine.wait(wid, timeout=60) == "succeeded"
+    for agent_id, runs in seen.items():
+        assert {t for t, _ in runs} <= set(serves[agent_id]), agent_id
+    assert {t for t, _ in seen["axz"]} >= {"z"}  # only axz serves z
+    for wid in ids:
+        for t in engine.status(wid).tasks:
+            assert t.type in serves[t.agent] and t.output == t.agent
+    assert sum(len(r) for r in seen.values()) == 3 * 16
+    assert_stats_agree(engine)
+
+
+def test_one_agent_claims_across_its_types_by_priority(engine: Engine) -> None:
+    wf = Workflow("mixed")
+    wf.task("x-low", type="x", priority=1)
+    wf.task("y-high", type="y", priority=9)
+    wf.task("x-mid", type="x", priority=5)
+    wf.task("y-low", type="y", priority=0)
+    engine.push(wf)
+    order: list[str] = []
+    run_agent(engine, {"x": lambda t: order.append(t.name), "y": lambda t: order.append(t.name)})
+    assert order == ["y-high", "x-mid", "x-low", "y-low"]
+
+
+def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
+    engine: Engine, redis_url: str
+) -> None:
+    limit = 3
+    wf = Workflow("wide")
+    for i in range(12):
+        wf.task(f"t{i}", type=("a", "b", "c")[i % 3])
+    wid = engine.push(wf)
+    barrier = threading.Barrier(limit, timeout=30)
+    lock = threading.Lock()
+    active = peak = 0
+    running_seen: list[int] = []
+    probe = redis.Redis.from_url(redis_url, decode_responses=True)
+    running_key = engine.keys.shard(0).stats
+
+    def handler(task: Task) -> None:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+            running_seen.append(int(probe.hget(running_key, "t:running") or 0))
+        barrier.wait()  # proves `limit` handlers run at once
+        with lock:
+            active -= 1
+
+    run_agent(engine, {"a": handler, "b": handler, "c": handler}, concurrency=limit)
+    probe.close()
+    assert engine.state(wid) == "succeeded"
+    assert peak == limit
+    assert max(running_seen) <= limit  # claims never exceed the free slots
+
+
+def test_exec_handler_runs_a_command_per_task(engine: Engine, tmp_path: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import json, sys\n"
+        "task = json.load(sys.stdin)\n"
+        "p = task['payload']\n"
+        "if p == 'fail':\n"
+        "    print('asked to fail', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "if p == 'text':\n"
+        "    print('plain words')\n"
+        "    sys.exit(0)\n"
+        "print(json.dumps({'up': str(p).upper(), 'parents': task['parents'],\n"
+        "                  'key': task['idempotency_key']}))\n"
+    )
+    wf = Workflow("exec")
+    a = wf.task("a", payload="hello")
+    wf.task("b", payload="world", after=[a])
+    wf.task("c", payload="fail")
+    wf.task("d", payload="text")
+    wid = engine.push(wf)
+    run_agent(engine, {"": exec_handler(f"{sys.executable} {script}")})
+    st = engine.status(wid)
+    assert st.task("a").output == {"up": "HELLO", "parents": {}, "key": f"{wid}:0:1"}
+    assert st.task("b").output["parents"] == {"a": st.task("a").output}
+    c = st.task("c")
+    assert (c.state, c.error) == ("failed", "asked to fail")
+    assert st.task("d").output == "plain words"
+    assert st.state == "failed"
+
+
+def test_exec_handler_reports_a_missing_command(engine: Engine) -> None:
+    wf = Workflow("exec")
+    wf.task("a")
+    wid = engine.push(wf)
+    run_agent(engine, {"": exec_handler("/nonexistent/worker --flag")})
+    assert engine.status(wid).task("a").error == "command not found: /nonexistent/worker"
+
+
+def test_output_over_the_limit_fails_the_attempt(redis_url: str) -> None:
+    with Engine.connect(redis_url, max_payload=100) as engine:
+        wf = Workflow("big")
+        wf.task("big")
+        wf.task("small")
+        wid = engine.push(wf)
+        run_agent(engine, {"": lambda t: "x" * 200 if t.name == "big" else "ok"})
+        st = engine.status(wid)
+        assert st.task("big").state == "failed"
+        assert "over the 100-byte limit" in st.task("big").error
+        assert st.task("small").output == "ok"
+
+
+def test_task_failed_message_is_stored_as_is(engine: Engine) -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wid = engine.push(wf)
+
+    def handler(task: Task) -> None:
+        raise TaskFailed("upstream returned 503")
+
+    run_agent(engine, {"": handler})
+    assert engine.status(wid).task("a").error == "upstream returned 503"
+
+
+def test_retries_run_again_without_waiting_for_the_idle_timer(engine: Engine) -> None:
+    wf = Workflow("flaky", retry_backoff=0.05)
+    wf.task("f", max_attempts=4)
+    wid = engine.push(wf)
+    attempts: list[int] = []
+
+    def handler(task: Task) -> str:
+        attempts.append(task.attempt)
+        if task.attempt < 4:
+            raise RuntimeError("not yet")
+        return "finally"
+
+    # A long idle timer: only the backoff's own deadline can wake the agent in time.
+    run_agent(engine, {"": handler}, idle_check_s=30.0, maintain_s=30.0)
+    assert attempts == [1, 2, 3, 4]
+    f = engine.status(wid).task("f")
+    assert (f.state, f.failures, f.output) == ("succeeded", 3, "finally")
+
+
+def test_stop_finishes_in_flight_tasks_and_starts_no_more(engine: Engine) -> None:
+    wf = Workflow("batch")
+    for i in range(5):
+        wf.task(f"t{i}", priority=-i)
+    wid = engine.push(wf)
+    ran: list[str] = []
+    agent = Agent(engine, "stopper", {"": lambda t: (ran.append(t.name), agent.stop())})
+    agent.run()  # inline, one batch of five claimed
+    assert ran == ["t0"]
+    st = engine.status(wid)
+    assert st.task("t0").state == "succeeded"
+    assert {st.task(f"t{i}").state for i in range(1, 5)} == {"ready"}  # handed back
+    assert len(engine.redis.zrange(engine.keys.shard(0).queue(""), 0, -1)) == 4
+    assert [a.state for a in engine.agents()] == [AgentState.STOPPED]
+    assert_stats_agree(engine)
+
+
+def test_a_drain_longer_than_the_lease_keeps_the_lease(engine: Engine) -> None:
+    wf = Workflow("slow")
+    wf.task("slow")
+    wid = engine.push(wf)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(task: Task) -> str:
+        started.set()
+        release.wait(30)
+        return "done"
+
+    with agent_thread(engine, {"": handler}, "drainer", lease_s=0.3, concurrency=2) as agent:
+        assert started.wait(30)
+        agent.stop()
+        # Several leases' worth of housekeeping while the task is still in flight.
+        before = engine.server_time()
+        wait_for(lambda: engine.maintain() and engine.server_time() - before > 1.0)
+        release.set()
+    st = engine.status(wid)
+    assert (st.state, st.task("slow").attempts) == ("succeeded", 1)
+    assert agent.rejected == 0 and agent.processed == 1
+    assert not [e for e in engine.events() if e.kind == "task.requeued"]
+
+
+def test_an_agent_takes_back_its_own_tasks_on_start(engine: Engine) -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wid = engine.push(wf)
+    Hand(engine, "same").claim_one()  # as if the previous process died mid-task
+    attempts: list[int] = []
+    run_agent(engine, {"": lambda t: attempts.append(t.attempt)}, "same")
+    assert attempts == [2]
+    assert engine.state(wid) == "succeeded"
+
+
+def test_an_agent_declared_dead_registers_again(engine: Engine) -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    with agent_thread(engine, {"": lambda t: "ok"}, "phoenix", heartbeat_s=30) as agent:
+        wait_for(lambda: any(a.id == "phoenix" for a in engine.agents()))
+        engine.redis.zadd(engine.keys.shard(0).agents_live, {"phoenix": 0})
+        engine.maintain()  # reaped: its next claim is refused until it registers again
+        wid = engine.push(wf)
+        assert engine.wait(wid, timeout=30) == "succeeded"
+        assert [a.state for a in engine.agents()] == [AgentState.ONLINE]
+    assert agent.processed == 1
+
+
+def test_agents_listing(engine: Engine) -> None:
+    wf = Workflow("w")
+    wf.task("a", type="t1")
+    engine.push(wf)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(task: Task) -> None:
+        started.set()
+        release.wait(30)
+
+    with agent_thread(engine, {"t1": handler, "t2": handler}, "lister", concurrency=2):
+        assert started.wait(30)
+        [info] = engine.agents()
+        assert (info.id, info.types, info.concurrency) == ("lister", ["t1", "t2"], 2)
+        assert info.state == AgentState.ONLINE and info.heartbeat_age is not None
+        assert len(info.running) == 1
+        release.set()
+    [info] = engine.agents()
+    assert info.state == AgentState.STOPPED and info.running == []
+
+
+def test_agent_rejects_bad_arguments(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="at least one handler"):
+        Agent(engine, "x", {})
+    with pytest.raises(ValueError, match="concurrency"):
+        Agent(engine, "x", {"": lambda t: None}, concurrency=0)
