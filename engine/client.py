@@ -13,7 +13,7 @@ import redis
 
 from .definition import DEFAULT_MAX_PAYLOAD, Workflow, compile_workflow
 from .embedded import EmbeddedRedis, url_from_env
-from .errors import NotFoundError, StateError, UnreachableError
+from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from .events import EventListener, decode_batch, iter_stream
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .model import (
@@ -92,9 +92,14 @@ class Engine:
         if url is None:
             embedded = EmbeddedRedis().start()
             url = embedded.url
-        client = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-        )
+        try:
+            client = redis.Redis.from_url(
+                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
+            )
+        except ValueError as e:
+            if embedded is not None:
+                embedded.stop()
+            raise DefinitionError(f"invalid Redis URL {url!r}: {e}") from None
         try:
             client.ping()
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:

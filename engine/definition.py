@@ -7,8 +7,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 from .errors import DefinitionError
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -148,23 +146,49 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
                 here, f"task {t.name!r}: payload is {size} bytes, over the {max_payload}-byte limit"
             )
         payloads.append(text)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(seen)
+    children: dict[str, list[str]] = {name: [] for name in seen}
     for t in wf.tasks:
         for p in t.after:
             if p == t.name:
                 raise _fail(t.where or where, f"task {t.name!r} depends on itself")
             if p not in seen:
                 raise _fail(t.where or where, f"task {t.name!r} depends on unknown task {p!r}")
-            graph.add_edge(p, t.name)
+            children[p].append(t.name)
         if len(set(t.after)) != len(t.after):
             raise _fail(t.where or where, f"task {t.name!r} lists a parent twice")
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
-        return payloads
-    path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-    raise _fail(where, f"workflow {wf.name!r} has a cycle: {path}")
+    cycle = find_cycle(children)
+    if cycle:
+        raise _fail(where, f"workflow {wf.name!r} has a cycle: {' -> '.join(cycle)}")
+    return payloads
+
+
+def find_cycle(children: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of the graph as a closed path (``[a, b, a]``), or ``None`` for a DAG.
+
+    Iterative depth-first search, so a chain of 100,000 tasks does not hit the recursion
+    limit.
+    """
+    done: set[str] = set()
+    for root in children:
+        if root in done:
+            continue
+        path = [root]
+        on_path = {root}
+        stack = [iter(children[root])]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                node = path.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif nxt in on_path:
+                return path[path.index(nxt) :] + [nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                on_path.add(nxt)
+                stack.append(iter(children[nxt]))
+    return None
 
 
 def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> CompiledWorkflow:

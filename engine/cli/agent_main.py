@@ -13,10 +13,11 @@ from ..agent import Agent
 from ..errors import DefinitionError
 from ..handlers import exec_handler, import_handler
 from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, guarded
+from .main import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="redisflow-agent",
         parents=[connection_options()],
         description="Run tasks of the given types until SIGTERM (in-flight tasks finish first).",

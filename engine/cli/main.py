@@ -8,10 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import Any, NoReturn
 
 from ..client import Engine
 from ..errors import DefinitionError
@@ -27,7 +24,6 @@ from .common import (
     print_json,
 )
 
-out = Console(highlight=False)
 STATE_STYLE = {
     "running": "cyan",
     "paused": "yellow",
@@ -38,6 +34,38 @@ STATE_STYLE = {
     "ready": "blue",
     "skipped": "dim",
 }
+
+
+class Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line (bad input, exit code 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class _LazyConsole:
+    """rich's Console, imported on first use: commands that print JSON start faster."""
+
+    _console: Any = None
+
+    def print(self, *objects: Any) -> None:
+        if self._console is None:
+            from rich.console import Console
+
+            _LazyConsole._console = Console(highlight=False)
+        self._console.print(*objects)
+
+
+out = _LazyConsole()
+
+
+def _table(*columns: str, overflow: str = "ellipsis") -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow=overflow)
+    return table
 
 
 def parse_duration(text: str) -> float:
@@ -77,12 +105,20 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     ids = engine.push_many(workflows)
     if args.json and not args.wait:
         print_json({"ids": ids})
-    else:
+    elif not args.json:
         for wid in ids:
-            print(wid)
+            print(wid, flush=True)
     if not args.wait:
         return EXIT_OK
-    final = {wid: engine.wait(wid, timeout=args.timeout).value for wid in ids}
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    final: dict[str, str] = {}
+    try:
+        for wid in ids:  # --timeout bounds the whole wait, not each workflow's
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            final[wid] = engine.wait(wid, timeout=left).value
+    except TimeoutError as e:
+        print(f"redisflow: {e}", file=sys.stderr)
+        return EXIT_FAILED
     if args.json:
         print_json({"ids": ids, "states": final})
     else:
@@ -104,9 +140,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
-    table = Table(box=None, pad_edge=False)
-    for col in ("task", "type", "state", "attempts", "agent", "after", "output / error"):
-        table.add_column(col, overflow="fold")
+    table = _table(
+        "task", "type", "state", "attempts", "agent", "after", "output / error", overflow="fold"
+    )
     for t in st.tasks:
         detail = t.error if t.error else ("" if t.output is None else str(t.output))
         table.add_row(
@@ -130,9 +166,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         print_json({"page": args.page, "total": total, "workflows": [r.to_dict() for r in rows]})
         return EXIT_OK
     now = engine.server_time()
-    table = Table(box=None, pad_edge=False)
-    for col in ("id", "name", "state", "done", "failed", "created", "finished"):
-        table.add_column(col)
+    table = _table("id", "name", "state", "done", "failed", "created", "finished")
     for r in rows:
         table.add_row(
             r.id,
@@ -154,9 +188,7 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
     if args.json:
         print_json([a.to_dict() for a in agents])
         return EXIT_OK
-    table = Table(box=None, pad_edge=False)
-    for col in ("agent", "types", "state", "heartbeat", "running", "concurrency", "host/pid"):
-        table.add_column(col)
+    table = _table("agent", "types", "state", "heartbeat", "running", "concurrency", "host/pid")
     for a in agents:
         style = {"online": "green", "stale": "yellow", "dead": "red"}.get(a.state.value, "dim")
         table.add_row(
@@ -256,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     conn = connection_options()
     js = argparse.ArgumentParser(add_help=False)
     js.add_argument("--json", action="store_true", help="machine-readable output")
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="redisflow",
         description="Push, watch and steer redisflow workflows.",
         epilog="exit codes: 0 ok, 1 a waited-for workflow failed, 2 bad input, 3 Redis unreachable",
