@@ -1,0 +1,166 @@
+"""Watching a deployment live: the event channel plus keyspace notifications, as hints.
+
+A :class:`Watch` is one pub/sub connection that carries the engine's lifecycle event
+channel of every shard and, when the server allows it, Redis keyspace notifications
+for a few chosen keys: the counters of every shard and the hashes of the workflows a
+caller is looking at. Consumers (the console) treat everything as a hint that
+something changed, and read the state through :class:`engine.Engine`.
+
+Keyspace notifications are enabled with ``CONFIG SET notify-keyspace-events``, adding
+only the flags needed (``K`` and ``h``) to those already set; a server that refuses
+``CONFIG`` (managed Redis, ACLs) leaves the event channel alone in charge. Exact
+channels are subscribed, never patterns, so the server matches each notification with
+one dictionary lookup however busy it is.
+
+Example:
+    >>> with Watch(engine) as watch:
+    ...     watch.watch_workflows(["12"])
+    ...     for hint in watch.poll(timeout=1.0):
+    ...         print(hint)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .client import Engine
+from .events import decode_batch
+from .model import Event
+
+KEYSPACE_FLAGS = "Kh"  # keyspace channel, hash commands
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    """A keyspace notification: a watched key was written.
+
+    Attributes:
+        kind: ``"workflow"`` (a watched workflow's hash) or ``"stats"`` (counters).
+        wid: the workflow id for ``"workflow"``, else ``None``.
+        op: the Redis command family that wrote it (``hset``, ``hincrby``, ``del``...).
+    """
+
+    kind: str
+    wid: str | None
+    op: str
+
+
+Hint = Event | KeyChange
+
+
+def enable_keyspace_events(engine: Engine) -> bool:
+    """Make sure the server sends the keyspace notifications a :class:`Watch` needs.
+
+    Adds ``K`` and ``h`` to ``notify-keyspace-events`` if missing, keeping every flag
+    already set. Returns ``False`` when the server does not allow ``CONFIG``.
+    """
+    try:
+        current = engine.redis.config_get("notify-keyspace-events").get(
+            "notify-keyspace-events", ""
+        )
+        flags = str(current)
+        has_hash = "h" in flags or "A" in flags
+        if "K" in flags and has_hash:
+            return True
+        wanted = flags + ("K" if "K" not in flags else "") + ("" if has_hash else "h")
+        engine.redis.config_set("notify-keyspace-events", wanted)
+        return True
+    except redis.ResponseError:
+        return False
+
+
+class Watch:
+    """One pub/sub connection with the event channels and keyspace notifications.
+
+    Not thread-safe: create, poll and change subscriptions from one thread.
+
+    Args:
+        engine: the deployment to watch.
+        keyspace: also subscribe to keyspace notifications (when the server allows).
+    """
+
+    def __init__(self, engine: Engine, keyspace: bool = True) -> None:
+        self.engine = engine
+        self.connects = 0
+        self._pubsub = engine.redis.pubsub(ignore_subscribe_messages=True)
+        self._shards = engine.keys.all_shards()
+        db = engine.redis.connection_pool.connection_kwargs.get("db", 0)
+        self._ks_prefix = f"__keyspace@{db}__:"
+        self._event_channels = {s.event_channel for s in self._shards}
+        self._stats_channels = {self._ks_prefix + s.stats for s in self._shards}
+        self._workflow_channels: dict[str, str] = {}
+        self.keyspace = keyspace and enable_keyspace_events(engine)
+        channels = list(self._event_channels)
+        if self.keyspace:
+            channels += list(self._stats_channels)
+        self._pubsub.subscribe(*channels)
+        conn = self._pubsub.connection
+        if conn is not None:
+            # redis-py reconnects and resubscribes silently; count it so callers resync.
+            conn.register_connect_callback(self._on_connect)
+
+    def _on_connect(self, connection: Any) -> None:
+        self.connects += 1
+
+    def watch_workflows(self, wids: Iterable[str]) -> None:
+        """Receive keyspace notifications for exactly these workflows' hashes."""
+        if not self.keyspace:
+            return
+        wanted = {self._ks_prefix + self.engine.keys.shard_of(w).workflow(w): str(w) for w in wids}
+        gone = [c for c in self._workflow_channels if c not in wanted]
+        new = [c for c in wanted if c not in self._workflow_channels]
+        if gone:
+            self._pubsub.unsubscribe(*gone)
+        if new:
+            self._pubsub.subscribe(*new)
+        self._workflow_channels = wanted
+
+    def poll(self, timeout: float = 0.5, limit: int = 500) -> list[Hint]:
+        """Wait up to ``timeout`` seconds for a message, then take what else is waiting.
+
+        Raises :class:`redis.ConnectionError` when Redis is unreachable.
+        """
+        hints: list[Hint] = []
+        msg = self._pubsub.get_message(timeout=timeout)
+        taken = 0
+        while msg is not None and taken < limit:
+            taken += 1
+            self._decode(msg, hints)
+            msg = self._pubsub.get_message(timeout=0.0)
+        if msg is not None:
+            self._decode(msg, hints)
+        return hints
+
+    def _decode(self, msg: dict[str, Any], hints: list[Hint]) -> None:
+        if msg.get("type") != "message":
+            return
+        channel = msg["channel"]
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        data = msg["data"]
+        if channel in self._event_channels:
+            try:
+                hints.extend(decode_batch(data))
+            except (ValueError, KeyError, TypeError):
+                pass  # not an event batch: ignore, it is only a hint
+        elif channel in self._stats_channels:
+            hints.append(KeyChange("stats", None, str(data)))
+        elif channel in self._workflow_channels:
+            hints.append(KeyChange("workflow", self._workflow_channels[channel], str(data)))
+
+    def close(self) -> None:
+        """Unsubscribe and close the connection."""
+        try:
+            self._pubsub.close()
+        except redis.RedisError:
+            pass
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,142 @@
+"""``redisflow-tui``: the operator console.
+
+Without ``--url`` or ``REDISFLOW_URL`` a private Redis is started for the session (and
+with ``--demo`` filled with moving workflows). ``--serve`` serves the same console to a
+browser on 127.0.0.1 with textual-serve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+import redis
+
+from engine import EmbeddedRedis, Engine, UnreachableError
+
+EXIT_UNREACHABLE = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="redisflow-tui",
+        description="Watch and steer redisflow workflows live. Keys: ? for help, "
+        "Ctrl+P for every action, Ctrl+Q to quit.",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("REDISFLOW_URL"),
+        help="Redis URL (default: $REDISFLOW_URL; without either, a private redis-server "
+        "is started for this session)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
+        help="key prefix of the deployment (default: rf)",
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="start agents and a stream of demo workflows (some fail and retry)",
+    )
+    p.add_argument("--demo-rate", type=float, default=1.5, help="demo workflows per second")
+    p.add_argument("--read-only", action="store_true", help="hide every action")
+    p.add_argument(
+        "--no-keyspace",
+        action="store_true",
+        help="do not enable keyspace notifications (CONFIG SET); use the event channel only",
+    )
+    p.add_argument("--theme", default=None, help="colour theme (e.g. nord, gruvbox)")
+    p.add_argument(
+        "--serve", action="store_true", help="serve the console in a browser (textual-serve)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000)")
+    return p
+
+
+def make_engine(url: str, namespace: str) -> Engine:
+    """An engine whose calls time out, so a hung server shows as lost, not as a freeze."""
+    client = redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=3,
+        socket_timeout=10,
+        health_check_interval=15,
+    )
+    return Engine(client, namespace=namespace)
+
+
+def _serve(args: argparse.Namespace, url: str) -> None:
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        sys.exit("redisflow-tui: --serve needs textual-serve: pip install 'redisflow[serve]'")
+    cmd = [sys.executable, "-m", "redisflow_tui", "--url", url, "--namespace", args.namespace]
+    if args.read_only:
+        cmd.append("--read-only")
+    if args.no_keyspace:
+        cmd.append("--no-keyspace")
+    if args.theme:
+        cmd += ["--theme", args.theme]
+    print(f"redisflow-tui: serving on http://127.0.0.1:{args.port} (no authentication)")
+    Server(shlex.join(cmd), host="127.0.0.1", port=args.port, title="redisflow").serve()
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    embedded: EmbeddedRedis | None = None
+    demo = None
+    url = args.url
+    try:
+        if not url:
+            embedded = EmbeddedRedis().start()
+            url = embedded.url
+            if not args.demo:
+                print(
+                    f"redisflow-tui: no --url or REDISFLOW_URL: using a private, empty Redis at "
+                    f"{url} (try --demo)",
+                    file=sys.stderr,
+                )
+        if args.demo:
+            from .demo import Demo
+
+            demo = Demo(url, rate=args.demo_rate, namespace=args.namespace).start()
+        if args.serve:
+            _serve(args, url)
+            return 0
+        from .app import RedisflowApp
+
+        engine = make_engine(url, args.namespace)
+        label = f"{url} (private)" if embedded and not args.demo else url
+        if args.demo:
+            label = f"{url} (demo)"
+        app = RedisflowApp(
+            engine,
+            read_only=args.read_only,
+            label=label,
+            keyspace=not args.no_keyspace,
+            theme=args.theme,
+        )
+        app.run()
+        engine.redis.close()
+        return app.return_code or 0
+    except UnreachableError as e:
+        print(f"redisflow-tui: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    finally:
+        if demo is not None:
+            demo.stop()
+        if embedded is not None:
+            embedded.stop()
+
+
+def main() -> None:
+    """Entry point of ``redisflow-tui``."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

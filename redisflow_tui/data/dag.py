@@ -1,0 +1,267 @@
+"""What the DAG view draws: a workflow's tasks, or groups of them, with their states.
+
+Three views of one workflow, all drawn with :mod:`redisflow_tui.data.layout`:
+
+- ``tasks``: one chip per task (the default up to :data:`FULL_LIMIT` tasks);
+- ``groups``: tasks of one level whose names differ only by a trailing number (``part1``
+  ... ``part1000``) collapse into one chip ``[▶ part ×1000 585/1000]``;
+- ``focus``: the tasks within two steps of the selected one.
+
+A per-level summary (:func:`level_rows`) serves any size. Graph shapes are keyed by a
+fingerprint of the definition, so a layout is computed once per definition, however
+many workflows share it and however often their states change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from engine import TaskState, TaskStatus
+
+FULL_LIMIT = 250  # tasks drawn one by one up to this size
+GROUP_LIMIT = 250  # groups drawn as a graph up to this many
+FOCUS_RADIUS = 2
+FOCUS_LIMIT = 120
+NAME_WIDTH = 22
+
+# how a chip shows a state; the glyphs all exist in common terminal fonts
+GLYPH = {
+    "waiting": "○",
+    "ready": "◌",
+    "retrying": "↻",
+    "running": "▶",
+    "succeeded": "✔",
+    "failed": "✖",
+    "skipped": "⊘",
+    "cancelled": "⊘",
+    "paused": "‖",
+}
+# which state a group (or an edge to several tasks) shows: the first present wins
+PRECEDENCE = (
+    "failed",
+    "running",
+    "retrying",
+    "ready",
+    "waiting",
+    "cancelled",
+    "skipped",
+    "succeeded",
+)
+STEM = re.compile(r"^(.*?)[-_.:#]?\d+$")
+
+
+def task_look(task: TaskStatus) -> str:
+    """The state a task's chip shows: its state, or ``retrying`` if it is backing off."""
+    if task.state == TaskState.READY and task.failures > 0:
+        return "retrying"
+    return str(task.state)
+
+
+def combined(looks: Sequence[str]) -> str:
+    """The one state that stands for several (see :data:`PRECEDENCE`)."""
+    present = set(looks)
+    for state in PRECEDENCE:
+        if state in present:
+            return state
+    return "waiting"
+
+
+def shorten(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` cut to ``width`` cells with an ellipsis."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def fingerprint(tasks: Sequence[TaskStatus]) -> str:
+    """A digest of a definition's shape: task names and parents, in index order."""
+    h = hashlib.blake2b(digest_size=12)
+    for t in tasks:
+        h.update(t.name.encode())
+        h.update(b"\x00")
+        h.update(",".join(t.parents).encode())
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+@dataclass
+class DagGraph:
+    """Nodes (each one task or a group of tasks) and edges, ready to lay out.
+
+    Attributes:
+        key: identifies the shape, for the layout cache.
+        mode: ``tasks``, ``groups`` or ``focus``.
+        labels: per node, the name on its chip.
+        members: per node, the task indexes it stands for.
+        edges: ``(from node, to node)``.
+        node_of: per task index, the node showing it (tasks outside a focus are absent).
+    """
+
+    key: tuple[str, ...]
+    mode: str
+    labels: list[str]
+    members: list[list[int]]
+    edges: list[tuple[int, int]]
+    node_of: dict[int, int] = field(default_factory=dict)
+
+    def widths(self) -> list[int]:
+        """Chip widths: ``[`` glyph space label ``]``, groups with room for counts."""
+        out = []
+        for label, members in zip(self.labels, self.members, strict=True):
+            w = len(label) + 4
+            if len(members) > 1:
+                digits = len(str(len(members)))
+                w += 2 + digits + 1 + 2 * digits + 1  # " ×N d/N"
+            out.append(w)
+        return out
+
+    def chip(self, node: int, looks: Sequence[str]) -> tuple[str, str]:
+        """``(text, look)`` of a node's chip given every task's look."""
+        members = self.members[node]
+        label = self.labels[node]
+        if len(members) == 1:
+            look = looks[members[0]]
+            return f"[{GLYPH.get(look, '?')} {label}]", look
+        states = [looks[i] for i in members]
+        look = combined(states)
+        n = len(members)
+        done = sum(1 for s in states if s == "succeeded")
+        digits = len(str(n))
+        return f"[{GLYPH.get(look, '?')} {label} ×{n} {done:>{digits}}/{n}]", look
+
+
+def levels_of(tasks: Sequence[TaskStatus]) -> list[int]:
+    """Each task's level: one more than its deepest parent's."""
+    index = {t.name: t.index for t in tasks}
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(tasks)))
+    g.add_edges_from((index[p], t.index) for t in tasks for p in t.parents if p in index)
+    level = [0] * len(tasks)
+    for depth, generation in enumerate(nx.topological_generations(g)):
+        for v in generation:
+            level[v] = depth
+    return level
+
+
+def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
+    """One node per task."""
+    index = {t.name: t.index for t in tasks}
+    edges = [(index[p], t.index) for t in tasks for p in t.parents if p in index]
+    return DagGraph(
+        key=(key, "tasks"),
+        mode="tasks",
+        labels=[shorten(t.name) for t in tasks],
+        members=[[t.index] for t in tasks],
+        edges=edges,
+        node_of={t.index: t.index for t in tasks},
+    )
+
+
+def group_graph(tasks: Sequence[TaskStatus], level: Sequence[int], key: str) -> DagGraph:
+    """Tasks of one level, type and name stem collapsed into one node."""
+    groups: dict[tuple[int, str, str], int] = {}
+    labels: list[str] = []
+    members: list[list[int]] = []
+    node_of: dict[int, int] = {}
+    for t in tasks:
+        m = STEM.match(t.name)
+        stem = m.group(1) if m and m.group(1) else t.name
+        gk = (level[t.index], stem, t.type)
+        node = groups.get(gk)
+        if node is None:
+            node = groups[gk] = len(labels)
+            labels.append(shorten(stem))
+            members.append([])
+        members[node].append(t.index)
+        node_of[t.index] = node
+    for node in groups.values():
+        if len(members[node]) == 1:
+            labels[node] = shorten(tasks[members[node][0]].name)
+    index = {t.name: t.index for t in tasks}
+    edges = sorted(
+        {
+            (node_of[index[p]], node_of[t.index])
+            for t in tasks
+            for p in t.parents
+            if p in index and node_of[index[p]] != node_of[t.index]
+        }
+    )
+    return DagGraph((key, "groups"), "groups", labels, members, edges, node_of)
+
+
+def focus_graph(tasks: Sequence[TaskStatus], center: int, key: str) -> DagGraph:
+    """The tasks within :data:`FOCUS_RADIUS` steps of ``center`` (at most FOCUS_LIMIT)."""
+    index = {t.name: t.index for t in tasks}
+    near = {center}
+    frontier = [center]
+    for _ in range(FOCUS_RADIUS):
+        nxt = []
+        for i in frontier:
+            t = tasks[i]
+            for name in (*t.parents, *t.children):
+                j = index.get(name)
+                if j is not None and j not in near and len(near) < FOCUS_LIMIT:
+                    near.add(j)
+                    nxt.append(j)
+        frontier = nxt
+    chosen = sorted(near)
+    local = {i: k for k, i in enumerate(chosen)}
+    edges = [
+        (local[index[p]], local[i])
+        for i in chosen
+        for p in tasks[i].parents
+        if p in index and index[p] in local
+    ]
+    return DagGraph(
+        key=(key, "focus", str(center)),
+        mode="focus",
+        labels=[shorten(tasks[i].name) for i in chosen],
+        members=[[i] for i in chosen],
+        edges=edges,
+        node_of=local,
+    )
+
+
+def best_mode(tasks: Sequence[TaskStatus], groups: int) -> str:
+    """The view a workflow opens in: every task if small, groups, else levels."""
+    if len(tasks) <= FULL_LIMIT:
+        return "tasks"
+    if groups <= GROUP_LIMIT:
+        return "groups"
+    return "levels"
+
+
+@dataclass
+class LevelRow:
+    """One level of a workflow: how many of its tasks are in each state."""
+
+    level: int
+    total: int
+    counts: Counter[str]
+    names: list[str]
+
+    @property
+    def done(self) -> int:
+        return self.counts.get("succeeded", 0)
+
+    @property
+    def look(self) -> str:
+        return combined(list(self.counts))
+
+
+def level_rows(looks: Sequence[str], level: Sequence[int], names: Sequence[str]) -> list[LevelRow]:
+    """Per level, counts of tasks by look and a few of their names."""
+    rows: dict[int, LevelRow] = {}
+    for i, lv in enumerate(level):
+        row = rows.get(lv)
+        if row is None:
+            row = rows[lv] = LevelRow(lv, 0, Counter(), [])
+        row.total += 1
+        row.counts[looks[i]] += 1
+        if len(row.names) < 4:
+            row.names.append(names[i])
+    return [rows[k] for k in sorted(rows)]

@@ -1,0 +1,1 @@
+"""The console's screens, one per module (modal dialogs included)."""

@@ -1,0 +1,150 @@
+"""What every live screen shares: the frame, and the read-then-apply cycle.
+
+A :class:`LiveScreen` accumulates the feed's :class:`~redisflow_tui.data.feed.Changes`.
+On each tick of the console (a few times a second) the screen on top decides whether
+what it shows may have changed; if so it reads from the engine in a worker thread
+(never two reads at once) and applies the result on the UI thread in one batch update.
+Screens that are not visible only accumulate, and catch up when shown again.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+
+from engine import Engine
+
+from ..data.feed import UNREACHABLE, Changes
+from ..widgets.app_bar import AppBar, Banner
+
+if TYPE_CHECKING:
+    from ..app import RedisflowApp
+
+WRITE_ACTIONS = frozenset(
+    {
+        "pause",
+        "release",
+        "cancel",
+        "retry",
+        "retry_task",
+        "cleanup",
+        "cleanup_finished",
+        "push_file",
+    }
+)
+
+
+class LiveScreen(Screen[None]):
+    """A screen that shows live data read through the engine."""
+
+    MODE: ClassVar[str] = "workflows"
+    PERIOD_S: ClassVar[float | None] = None  # re-read this often even with no change
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pending = Changes(resync=True)
+        self.reading = False
+        self._last_read = 0.0
+
+    @property
+    def console(self) -> RedisflowApp:
+        """The console app (typed)."""
+        return cast("RedisflowApp", self.app)
+
+    def frame(self) -> ComposeResult:
+        """The top bar and the connection banner."""
+        yield AppBar(self.MODE)
+        yield Banner()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WRITE_ACTIONS and self.console.read_only:
+            return False
+        return True
+
+    # -- the cycle --------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.console.live_screens.add(self)
+
+    def on_unmount(self) -> None:
+        self.console.live_screens.discard(self)
+
+    def on_screen_resume(self) -> None:
+        self.tick()
+
+    def absorb(self, changes: Changes) -> None:
+        """Add changes heard while this screen was not reading."""
+        self.pending.merge(changes)
+
+    def request(self) -> None:
+        """Re-read everything on the next tick (after the operator changed the view)."""
+        self.pending.resync = True
+        self.tick()
+
+    def wants_read(self, changes: Changes) -> bool:
+        """Whether ``changes`` may change what this screen shows."""
+        return bool(changes)
+
+    def read(self, engine: Engine, changes: Changes) -> Any:
+        """Read what the screen shows (runs in a worker thread)."""
+        return None
+
+    def apply(self, result: Any, changes: Changes) -> None:
+        """Show what :meth:`read` returned (runs on the UI thread, in a batch update)."""
+
+    def tick(self) -> None:
+        """Start a read if one is due and none is running."""
+        if self.reading or not self.is_attached:
+            return
+        if self.console.link[0] is not True:
+            return
+        due = self.PERIOD_S is not None and time.monotonic() - self._last_read >= self.PERIOD_S
+        if not (due or self.wants_read(self.pending)):
+            return
+        changes, self.pending = self.pending, Changes()
+        self.reading = True
+        self.run_worker(
+            partial(self._read_in_thread, changes),
+            thread=True,
+            group="read",
+            exit_on_error=False,
+        )
+
+    def _read_in_thread(self, changes: Changes) -> None:
+        try:
+            result = self.read(self.console.engine, changes)
+        except UNREACHABLE:
+            self._call(self._read_failed, changes)
+            return
+        except Exception as e:  # noqa: BLE001 - shown, and the console keeps going
+            self._call(self._read_failed, changes, e)
+            return
+        self._call(self._applied, result, changes)
+
+    def _call(self, fn: Any, *args: Any) -> None:
+        try:
+            self.app.call_from_thread(fn, *args)
+        except RuntimeError:
+            pass  # the app is closing
+
+    def _applied(self, result: Any, changes: Changes) -> None:
+        self.reading = False
+        self._last_read = time.monotonic()
+        if not self.is_attached:
+            return
+        with self.app.batch_update():
+            self.apply(result, changes)
+
+    def _read_failed(self, changes: Changes, error: Exception | None = None) -> None:
+        self.reading = False
+        if error is None:
+            # Redis went away: read it all again once the feed reconnects
+            changes.resync = True
+            self.pending.merge(changes)
+            return
+        self._last_read = time.monotonic()
+        self.notify(f"{type(error).__name__}: {error}", title="Read failed", severity="error")

@@ -1,0 +1,107 @@
+"""Every key of every screen, and what the glyphs and colours mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..data.dag import GLYPH
+from ..widgets.looks import markup_var
+
+INTRO = (
+    "redisflow watches and steers the workflows in one Redis. Everything shown is read "
+    "from Redis through the engine and kept live by its events; nothing is stored here."
+)
+
+
+KEY_NAMES = {
+    "slash": "/",
+    "question_mark": "?",
+    "escape": "esc",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+}
+
+
+def _keys(title: str, bindings: list[Binding], read_only: bool) -> Content:
+    """A titled list of keys and what they do."""
+    from .base import WRITE_ACTIONS
+
+    parts: list[Content] = [Content.from_markup("[b $text-primary]$title[/]", title=title)]
+    for b in bindings:
+        action = b.action.split("(")[0]
+        if read_only and action in WRITE_ACTIONS:
+            continue
+        key = KEY_NAMES.get(b.key, b.key_display or b.key)
+        parts.append(Content.assemble("  ", (f"{key:<8}", "bold"), " ", b.description or action))
+    return Content("\n").join(parts)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys of the console, screen by screen."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("question_mark", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        from ..app import RedisflowApp
+        from .agents import AgentsScreen
+        from .events import EventsScreen
+        from .workflow import WorkflowScreen
+        from .workflows import WorkflowsScreen
+
+        read_only = getattr(self.app, "read_only", False)
+        common = [b for b in RedisflowApp.BINDINGS if isinstance(b, Binding)]
+        common += [
+            Binding("ctrl+p", "command_palette", "Palette: every action, go to id"),
+            Binding("tab", "focus_next", "Next pane"),
+            Binding("ctrl+q", "quit", "Quit"),
+        ]
+        sections = [
+            ("Everywhere", common),
+            ("Workflows (1)", list(WorkflowsScreen.BINDINGS)),
+            ("Workflow (enter on a row)", list(WorkflowScreen.BINDINGS)),
+            (
+                "Graph",
+                [
+                    Binding("arrows", "move", "Move between tasks (click works too)"),
+                    Binding("enter", "choose", "Select; in “around” view, centre on it"),
+                ],
+            ),
+            (
+                "Agents (2)",
+                [
+                    Binding("↑↓", "move", "Move (refreshed every second)"),
+                    *AgentsScreen.__dict__.get("BINDINGS", []),
+                ],
+            ),
+            ("Events (3)", [*EventsScreen.BINDINGS, Binding("enter", "open", "Open its workflow")]),
+        ]
+        with VerticalScroll(id="help"):
+            yield Static(Content.from_markup("[b]redisflow console — keys[/b]"), id="help-title")
+            yield Static(INTRO, classes="help-intro")
+            with Grid(id="help-grid"):
+                for title, bindings in sections:
+                    if bindings:
+                        yield Static(_keys(title, bindings, read_only), classes="help-section")
+            legend = ["[b $text-primary]Task states[/]"]
+            for look, glyph in GLYPH.items():
+                if look != "paused":
+                    legend.append(f"  [{markup_var(look)}]{glyph} {look}[/]")
+            legend.append(
+                "  retrying: failed an attempt, waiting out its backoff · skipped: an "
+                "ancestor failed · edges take the colour of the task they lead to"
+            )
+            yield Static(Content.from_markup("\n".join(legend)), classes="help-section")
+            if read_only:
+                yield Static(
+                    Content.from_markup("[reverse $warning] read-only [/]: actions are hidden."),
+                    classes="help-section",
+                )

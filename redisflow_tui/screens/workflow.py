@@ -1,0 +1,303 @@
+"""One workflow: its DAG filling in live, progress per level, its tasks in detail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.widgets import DataTable, Footer, Static
+
+from engine import Engine, WorkflowStatus
+
+from ..data import actions
+from ..data.dag import GLYPH
+from ..data.feed import Changes
+from ..data.layout import DagLayout
+from ..data.workflow import DAG_MODES, WorkflowView, read_workflow
+from ..widgets.dag_view import DagView
+from ..widgets.levels import LevelsView
+from ..widgets.looks import WORKFLOW_GLYPH, markup_var
+from ..widgets.task_detail import TaskDetail
+from ..widgets.task_table import TaskTable
+from .base import LiveScreen
+
+MODE_NAMES = {
+    "tasks": "every task",
+    "groups": "groups",
+    "focus": "around the selected task",
+    "levels": "per level",
+}
+BIG = 3000  # above this many tasks, drawing every task is skipped when cycling views
+
+
+class WorkflowScreen(LiveScreen):
+    """A workflow's graph, per-level progress, task table and the selected task."""
+
+    MODE = "workflows"
+    PERIOD_S = 2.0  # running tasks' durations move even when nothing happens
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("p", "pause", "Pause"),
+        Binding("r", "release", "Release"),
+        Binding("x", "cancel", "Cancel"),
+        Binding("t", "retry", "Retry workflow"),
+        Binding("T", "retry_task", "Retry task", key_display="T"),
+        Binding("c", "cleanup", "Clean up"),
+        Binding("f", "filter('failed')", "Failed only"),
+        Binding("n", "filter('running')", "Running only"),
+        Binding("d", "next_view", "Graph view"),
+    ]
+
+    def __init__(self, wid: str) -> None:
+        super().__init__()
+        self.wid = str(wid)
+        self.view = WorkflowView(self.wid)
+        self.view_mode: str | None = None
+        self.task_filter = "all"
+        self.sel_task: int | None = None
+        self.focus_center = 0
+        self.laying_out = False
+
+    def compose(self) -> ComposeResult:
+        yield from self.frame()
+        yield Static(id="wf-header")
+        with Horizontal(id="wf-top"):
+            yield DagView(id="dag")
+            yield LevelsView(id="levels")
+        with Horizontal(id="wf-bottom"):
+            with Vertical(id="wf-tasks"):
+                yield Static(id="tasks-title")
+                yield TaskTable(id="tasks")
+            yield TaskDetail(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._watch_open()
+        self.query_one(DagView).focus()
+        self._header()
+
+    def on_unmount(self) -> None:
+        super().on_unmount()
+        self._watch_open()
+
+    def _watch_open(self) -> None:
+        wids = [s.wid for s in self.console.live_screens if isinstance(s, WorkflowScreen)]
+        self.console.feed.watch_workflows(wids)
+
+    # -- live -------------------------------------------------------------------------
+
+    def wants_read(self, changes: Changes) -> bool:
+        return changes.resync or self.wid in changes.wids
+
+    def read(self, engine: Engine, changes: Changes) -> Any:
+        status = read_workflow(engine, self.wid)
+        prepared = None
+        if status is not None and (
+            self.view.status is None or len(status.tasks) != len(self.view.looks)
+        ):
+            draft = WorkflowView(self.wid)
+            draft.update(status)
+            mode = self.view_mode or draft.default_mode()
+            prepared = (draft, mode, self._layout(draft, mode, 0))
+        return status, prepared
+
+    def _layout(self, view: WorkflowView, mode: str, focus: int) -> DagLayout | None:
+        """The layout of ``mode`` (cached per definition); runs in a worker thread."""
+        if mode == "levels":
+            return None
+        graph = view.graph(mode, focus)
+        return self.console.layouts.get(graph.key, graph.widths(), graph.edges)
+
+    def apply(self, result: Any, changes: Changes) -> None:
+        status: WorkflowStatus | None
+        status, prepared = result
+        if prepared is not None:
+            self.view, self.view_mode, lay = prepared
+            self.view.update(status)  # same status: no change, keeps looks
+            self._show_view(lay)
+            changed = True
+        else:
+            changed = bool(self.view.update(status))
+            if not self.view.gone and changed:
+                self.query_one(DagView).recolor(self.view.looks, self.view.levels())
+        if self.view.gone:
+            self._header()
+            return
+        if changed:
+            self.query_one(LevelsView).show(self.view.levels())
+        self._tasks()
+        self._header()
+
+    def _show_view(self, lay: DagLayout | None) -> None:
+        dag = self.query_one(DagView)
+        if self.view_mode == "levels" or lay is None:
+            dag.show_levels(self.view.levels(), self.view.looks)
+        else:
+            dag.show_graph(
+                self.view.graph(self.view_mode or "tasks", self.focus_center), lay, self.view.looks
+            )
+            if self.sel_task is not None:
+                dag.select_task(self.sel_task)
+        self.query_one(LevelsView).show(self.view.levels())
+
+    def _tasks(self) -> None:
+        table = self.query_one(TaskTable)
+        rows = self.view.filtered(self.task_filter)
+        table.show(rows, self.console.clock)
+        title = {"all": "All tasks", "failed": "Failed tasks", "running": "Running tasks"}
+        extra = f" · first {len(rows) - table.truncated:,} shown" if table.truncated else ""
+        self.query_one("#tasks-title", Static).update(
+            Content.from_markup(
+                "[b]$title[/b] [dim]($n) · f failed only · n running only$extra[/]",
+                title=title[self.task_filter],
+                n=f"{len(rows):,}",
+                extra=extra,
+            )
+        )
+        if self.sel_task is None and rows:
+            self.sel_task = rows[0].index
+        self._detail()
+
+    def _detail(self) -> None:
+        tasks = self.view.tasks
+        at = self.sel_task
+        task = tasks[at] if at is not None and at < len(tasks) else None
+        self.query_one(TaskDetail).show(task, self.console.clock)
+
+    def _header(self) -> None:
+        view = self.view
+        st = view.status
+        if view.gone:
+            text = Content.from_markup(
+                "[b]Workflow $wid[/b] [dim]· cleaned up: nothing is kept of it any more[/]",
+                wid=self.wid,
+            )
+        elif st is None:
+            text = Content.from_markup("[b]Workflow $wid[/b] [dim]· reading…[/]", wid=self.wid)
+        else:
+            counts = view.counts()
+            state = str(st.state)
+            parts = [
+                f"[b]Workflow $wid[/b] · [b]$name[/b] · [b {markup_var(state)}]$glyph $state[/]",
+                "· [b]$ok[/b]/$n succeeded",
+            ]
+            values: dict[str, object] = {
+                "wid": self.wid,
+                "name": st.name,
+                "glyph": WORKFLOW_GLYPH.get(state, ""),
+                "state": state,
+                "ok": f"{st.succeeded:,}",
+                "n": f"{st.total:,}",
+            }
+            for look in ("running", "retrying", "ready", "failed", "skipped", "cancelled"):
+                if counts.get(look):
+                    parts.append(f"· [{markup_var(look)}]{GLYPH[look]} ${look}[/]")
+                    values[look] = f"{counts[look]:,} {look}"
+            parts.append("· created $age ago")
+            values["age"] = self.console.clock.age(st.created_at)
+            if st.finished_at:
+                parts.append("· took $took")
+                values["took"] = self.console.clock.since(st.created_at, st.finished_at)
+            view_name = MODE_NAMES.get(self.view_mode or "", "…")
+            if self.laying_out:
+                view_name += " (laying out…)"
+            parts.append("[dim]· graph: $view (d)[/]")
+            values["view"] = view_name
+            text = Content.from_markup(" ".join(parts), **values)
+        self.query_one("#wf-header", Static).update(text)
+
+    # -- selection --------------------------------------------------------------------
+
+    @on(DagView.Selected)
+    def _dag_selected(self, event: DagView.Selected) -> None:
+        self.sel_task = event.task
+        self.query_one(TaskTable).select_task(event.task)
+        self._detail()
+        if event.chosen and self.view_mode == "focus" and event.task != self.focus_center:
+            self._change_view("focus", event.task)
+
+    @on(DataTable.RowHighlighted, "#tasks")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is None:
+            return
+        task = int(event.row_key.value)
+        if task == self.sel_task:
+            return
+        self.sel_task = task
+        self.query_one(DagView).select_task(task)
+        self._detail()
+
+    @on(DataTable.RowSelected, "#tasks")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        at = self.sel_task
+        if self.view_mode == "focus" and at is not None and at != self.focus_center:
+            self._change_view("focus", at)
+
+    # -- views and filters ------------------------------------------------------------
+
+    def action_filter(self, which: str) -> None:
+        """Show only failed (or only running) tasks; again to show all."""
+        self.task_filter = "all" if self.task_filter == which else which
+        self.query_one(TaskTable).reset()
+        self._tasks()
+
+    def action_next_view(self) -> None:
+        if self.view.status is None:
+            return
+        modes = list(DAG_MODES)
+        if len(self.view.tasks) > BIG:
+            modes.remove("tasks")
+        at = modes.index(self.view_mode) if self.view_mode in modes else -1
+        self._change_view(modes[(at + 1) % len(modes)], self.sel_task or 0)
+
+    def _change_view(self, mode: str, focus: int) -> None:
+        self.view_mode = mode
+        self.focus_center = focus
+        self.laying_out = True
+        self._header()
+        self._lay_out(mode, focus)
+
+    @work(thread=True, group="layout", exclusive=True, exit_on_error=False)
+    def _lay_out(self, mode: str, focus: int) -> None:
+        lay = self._layout(self.view, mode, focus)
+        self.app.call_from_thread(self._laid_out, mode, focus, lay)
+
+    def _laid_out(self, mode: str, focus: int, lay: DagLayout | None) -> None:
+        if mode != self.view_mode or focus != self.focus_center:
+            return
+        self.laying_out = False
+        self._show_view(lay)
+        self._header()
+
+    # -- actions ----------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+
+    def action_pause(self) -> None:
+        self.console.act(actions.pause, self.wid)
+
+    def action_release(self) -> None:
+        self.console.act(actions.release, self.wid)
+
+    def action_cancel(self) -> None:
+        self.console.plan(actions.plan_cancel, self.wid)
+
+    def action_retry(self) -> None:
+        self.console.plan(actions.plan_retry, self.wid)
+
+    def action_cleanup(self) -> None:
+        self.console.plan(actions.plan_cleanup, self.wid)
+
+    def action_retry_task(self) -> None:
+        tasks = self.view.tasks
+        if self.sel_task is None or self.sel_task >= len(tasks):
+            self.notify("Select a failed task first", severity="warning")
+            return
+        self.console.act(actions.retry_task, self.wid, tasks[self.sel_task].name)

@@ -1,0 +1,221 @@
+"""The home screen: totals, throughput, and the live, paged list of workflows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.widgets import DataTable, Footer, Input, Static
+
+from engine import Engine
+
+from ..data import actions
+from ..data.feed import Changes
+from ..data.home import HomePage, HomeQuery, read_page
+from ..widgets.name_suggester import NameSuggester
+from ..widgets.rates import RatePanel
+from ..widgets.totals import StateTotals
+from ..widgets.workflow_table import WorkflowTable
+from .base import LiveScreen
+
+PAGES = Binding.Group("Page", compact=True)
+
+
+class WorkflowsScreen(LiveScreen):
+    """Workflows: totals by state, sparklines, and a table paging through all of them."""
+
+    MODE = "workflows"
+    PERIOD_S = 2.0  # ages move even when nothing happens
+    BINDINGS = [
+        Binding("enter", "open", "Open", show=False),
+        Binding("slash", "search", "Search name", key_display="/"),
+        Binding("s", "next_state", "State filter"),
+        Binding("escape", "clear", "Clear filters", show=False),
+        Binding("left_square_bracket", "page(-1)", "Previous page", key_display="[", group=PAGES),
+        Binding("right_square_bracket", "page(1)", "Next page", key_display="]", group=PAGES),
+        Binding("p", "pause", "Pause"),
+        Binding("r", "release", "Release"),
+        Binding("x", "cancel", "Cancel"),
+        Binding("t", "retry", "Retry"),
+        Binding("c", "cleanup", "Clean up"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_ = HomeQuery()
+        self.page: HomePage | None = None
+
+    def compose(self) -> ComposeResult:
+        yield from self.frame()
+        yield StateTotals(id="totals")
+        with Horizontal(id="rates"):
+            yield RatePanel("Throughput", "tasks/s", id="throughput")
+            yield RatePanel("Queued", "ready tasks", id="queued")
+        with Horizontal(id="listbar"):
+            yield Static(id="listinfo")
+            yield Input(
+                placeholder="workflow name (Tab completes, Enter filters, Esc clears)",
+                id="search",
+                suggester=NameSuggester(self.console),
+            )
+        yield WorkflowTable(id="workflows")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(WorkflowTable).focus()
+        self._info()
+
+    # -- live -------------------------------------------------------------------------
+
+    def wants_read(self, changes: Changes) -> bool:
+        return changes.workflows_changed
+
+    def read(self, engine: Engine, changes: Changes) -> HomePage:
+        return read_page(engine, self.query_, with_stats=False)
+
+    def apply(self, result: Any, changes: Changes) -> None:
+        page: HomePage = result
+        if page.query.page != self.query_.page and page.query.state == self.query_.state:
+            self.query_ = page.query
+        self.page = page
+        follow = self.query_.page == 0
+        self.query_one(WorkflowTable).show(page.rows, self.console.clock, follow_head=follow)
+        self._info()
+
+    def tick(self) -> None:
+        super().tick()
+        self._summary()
+
+    def _summary(self) -> None:
+        app = self.console
+        now = app.clock.now()
+        self.query_one(StateTotals).show(app.stats, self.query_.state)
+        series = app.rates.throughput(now)
+        self.query_one("#throughput", RatePanel).show(series, app.rates.rate(now))
+        queue = app.rates.queue(now)
+        note = ""
+        if app.stats is not None and app.stats.queued:
+            busiest = sorted(app.stats.queued.items(), key=lambda kv: -kv[1])[:3]
+            note = ", ".join(f"{t or '“”'} {n:,}" for t, n in busiest if n)
+        self.query_one("#queued", RatePanel).show(
+            queue, queue[-1] if queue else 0.0, note, integer=True
+        )
+
+    def _info(self) -> None:
+        q = self.query_
+        page = self.page
+        if page is None:
+            text = Content.from_markup("[dim]reading…[/]")
+        else:
+            text = Content.from_markup(
+                "Showing [b]$what[/b] · page [b]$page[/b] of $pages · $n match · newest first",
+                what=q.describe(),
+                page=f"{q.page + 1:,}",
+                pages=f"{page.pages:,}",
+                n=f"{page.matching:,}",
+            )
+        self.query_one("#listinfo", Static).update(text)
+
+    # -- the list ---------------------------------------------------------------------
+
+    def _requery(self, query: HomeQuery) -> None:
+        self.query_ = query
+        self._info()
+        self._summary()
+        self.request()
+
+    def filter_state(self, state: str | None) -> None:
+        """Show only workflows in ``state`` (``None``: all)."""
+        self._requery(replace(self.query_, state=state, page=0))
+
+    def action_filter_state(self, state: str | None) -> None:
+        self.filter_state(state)
+
+    def action_next_state(self) -> None:
+        self._requery(self.query_.next_state())
+
+    def action_page(self, delta: int) -> None:
+        pages = self.page.pages if self.page else 1
+        page = max(0, min(pages - 1, self.query_.page + delta))
+        if page != self.query_.page:
+            self._requery(replace(self.query_, page=page))
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def action_clear(self) -> None:
+        box = self.query_one("#search", Input)
+        box.value = ""
+        box.remove_class("-open")
+        self.query_one(WorkflowTable).focus()
+        if self.query_.state or self.query_.name or self.query_.page:
+            self._requery(HomeQuery())
+
+    @on(Input.Submitted, "#search")
+    def _searched(self, event: Input.Submitted) -> None:
+        self.search_name(event.value.strip())
+
+    @work(thread=True, group="search", exclusive=True, exit_on_error=False)
+    def search_name(self, text: str) -> None:
+        """Filter by a workflow name: the exact one, else the only name starting so."""
+        if not text:
+            self.app.call_from_thread(self.action_clear)
+            return
+        names = [n for n, _ in self.console.engine.names(prefix=text)]
+        chosen = text if text in names else (names[0] if len(names) == 1 else None)
+        self.app.call_from_thread(self._use_name, text, chosen, names)
+
+    def _use_name(self, text: str, chosen: str | None, names: list[str]) -> None:
+        if chosen is None:
+            hint = f": {', '.join(names[:6])}" if names else ""
+            self.notify(f"No single workflow name matches “{text}”{hint}", severity="warning")
+            return
+        box = self.query_one("#search", Input)
+        box.value = chosen
+        self.query_one(WorkflowTable).focus()
+        self._requery(replace(self.query_, name=chosen, page=0))
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    # -- actions ----------------------------------------------------------------------
+
+    def _selected(self) -> str | None:
+        wid = self.query_one(WorkflowTable).selected_wid
+        if wid is None:
+            self.notify("No workflow selected", severity="warning")
+        return wid
+
+    def action_open(self) -> None:
+        wid = self._selected()
+        if wid:
+            self.console.open_workflow(wid)
+
+    def action_pause(self) -> None:
+        if wid := self._selected():
+            self.console.act(actions.pause, wid)
+
+    def action_release(self) -> None:
+        if wid := self._selected():
+            self.console.act(actions.release, wid)
+
+    def action_cancel(self) -> None:
+        if wid := self._selected():
+            self.console.plan(actions.plan_cancel, wid)
+
+    def action_retry(self) -> None:
+        if wid := self._selected():
+            self.console.plan(actions.plan_retry, wid)
+
+    def action_cleanup(self) -> None:
+        if wid := self._selected():
+            self.console.plan(actions.plan_cleanup, wid)

@@ -1,0 +1,149 @@
+"""The lifecycle events, newest first, with a cursor (line API: thousands of lines)."""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from engine import Event
+
+from ..data.clock import Clock
+from ..data.events import detail
+
+KIND_LOOK = {
+    "task.claimed": "running",
+    "task.succeeded": "succeeded",
+    "task.failed": "failed",
+    "task.retrying": "retrying",
+    "task.requeued": "ready",
+    "task.rejected": "retrying",
+    "workflow.pushed": "ready",
+    "workflow.succeeded": "succeeded",
+    "workflow.failed": "failed",
+    "workflow.paused": "paused",
+    "workflow.released": "running",
+    "workflow.cancelled": "cancelled",
+    "workflow.retried": "retrying",
+    "workflow.cleaned": "skipped",
+    "agent.online": "succeeded",
+    "agent.dead": "failed",
+    "agent.stopped": "skipped",
+}
+
+
+class EventLogView(ScrollView, can_focus=True):
+    """``12:00:01.123  task.failed  wf 12  #3  ValueError: ...`` per event."""
+
+    COMPONENT_CLASSES = {"events--time", "events--cursor"} | {
+        f"events--{look}" for look in set(KIND_LOOK.values())
+    }
+    DEFAULT_CSS = """
+    EventLogView { background: $surface; }
+    EventLogView > .events--time { color: $foreground-muted; }
+    EventLogView > .events--cursor { background: $foreground 15%; text-style: bold; }
+    EventLogView > .events--running { color: $accent; }
+    EventLogView > .events--succeeded { color: $success; }
+    EventLogView > .events--failed { color: $error; }
+    EventLogView > .events--retrying { color: $text-error; }
+    EventLogView > .events--ready { color: $text-primary; }
+    EventLogView > .events--paused { color: $text-primary; }
+    EventLogView > .events--cancelled { color: $text-secondary; }
+    EventLogView > .events--skipped { color: $foreground-muted; }
+    """
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor(-20)", "Page up", show=False),
+        Binding("pagedown", "cursor(20)", "Page down", show=False),
+        Binding("home", "cursor(-1000000)", "First", show=False),
+        Binding("enter", "open", "Open workflow"),
+    ]
+
+    cursor = reactive(0)
+
+    class Open(Message):
+        """Open the workflow of the event under the cursor."""
+
+        def __init__(self, wid: str) -> None:
+            super().__init__()
+            self.wid = wid
+
+    def __init__(self, clock: Clock, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock = clock
+        self.events: list[Event] = []
+        self._styles: dict[str, Style] = {}
+
+    def show(self, events: list[Event]) -> None:
+        """New list of events, newest first."""
+        self.events = events
+        self.virtual_size = Size(120, len(events))
+        if self.cursor >= len(events):
+            self.cursor = max(0, len(events) - 1)
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(
+                f"events--{name}", partial=True
+            )
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        row = scroll_y + y
+        base = self.rich_style
+        if not 0 <= row < len(self.events):
+            return Strip.blank(self.size.width, base)
+        e = self.events[row]
+        if row == self.cursor and self.has_focus:
+            base = base + self._style("cursor")
+        look = KIND_LOOK.get(e.kind, "skipped")
+        who = f"wf {e.wid}" if e.wid else ""
+        task = "" if e.task is None else f"#{e.task}"
+        segs = [
+            Segment(f" {self.clock.stamp(e.ts)}  ", base + self._style("time")),
+            Segment(f"{e.kind:<19}", base + self._style(look)),
+            Segment(f"{who:<10}{task:<6}", base),
+            Segment(detail(e), base + self._style("time")),
+        ]
+        return Strip(segs).crop_extend(scroll_x, scroll_x + self.size.width, base)
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh()
+        self.scroll_to_region(Region(0, new, 1, 1), animate=False, spacing=None)
+
+    def action_cursor(self, delta: int) -> None:
+        if self.events:
+            self.cursor = max(0, min(len(self.events) - 1, self.cursor + delta))
+
+    def action_open(self) -> None:
+        if 0 <= self.cursor < len(self.events) and self.events[self.cursor].wid:
+            self.post_message(self.Open(self.events[self.cursor].wid))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None:
+            row = offset.y + int(self.scroll_y)
+            if 0 <= row < len(self.events):
+                if row == self.cursor:
+                    self.action_open()
+                self.cursor = row
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()

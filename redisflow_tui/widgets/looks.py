@@ -1,0 +1,67 @@
+"""Colours and glyphs of states, taken from the current theme."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import App
+from textual.color import Color
+
+from ..data.dag import GLYPH
+
+# theme variable per task look / workflow state (the same names CSS uses)
+LOOK_VARS = {
+    "waiting": "foreground-muted",
+    "ready": "text-primary",
+    "retrying": "text-error",
+    "running": "accent",
+    "succeeded": "success",
+    "failed": "error",
+    "skipped": "foreground-muted",
+    "cancelled": "text-secondary",
+    "paused": "text-primary",
+    "online": "success",
+    "stale": "warning",
+    "dead": "error",
+    "stopped": "foreground-muted",
+}
+BOLD = frozenset({"running", "failed", "dead"})
+WORKFLOW_GLYPH = {
+    "running": "▶",
+    "paused": "‖",
+    "succeeded": "✔",
+    "failed": "✖",
+    "cancelled": "⊘",
+}
+AGENT_GLYPH = {"online": "●", "stale": "◌", "dead": "✖", "stopped": "○"}
+
+
+def theme_color(app: App[object], variable: str) -> str:
+    """A theme variable as an opaque ``#rrggbb`` (alpha blended over the background)."""
+    variables = app.theme_variables
+    value = variables.get(variable) or variables.get("foreground", "#e0e0e0")
+    try:
+        color = Color.parse(value)
+    except Exception:  # noqa: BLE001 - "auto 60%" and the like: fall back
+        return Color.parse(variables.get("foreground", "#e0e0e0")).hex
+    if color.a < 1:
+        background = Color.parse(variables.get("background", "#000000"))
+        color = background + color
+    return color.hex
+
+
+def look_style(app: App[object], look: str) -> Style:
+    """The Rich style of a state (task look, workflow or agent state)."""
+    return Style(color=theme_color(app, LOOK_VARS.get(look, "foreground")), bold=look in BOLD)
+
+
+def look_text(app: App[object], look: str, label: str | None = None, glyph: bool = True) -> Text:
+    """``✔ succeeded`` in the state's colour."""
+    mark = GLYPH.get(look) or WORKFLOW_GLYPH.get(look) or AGENT_GLYPH.get(look) or "•"
+    text = label if label is not None else look
+    return Text(f"{mark} {text}" if glyph else text, style=look_style(app, look))
+
+
+def markup_var(look: str) -> str:
+    """The content-markup colour of a state, e.g. ``$success``."""
+    return "$" + LOOK_VARS.get(look, "foreground")

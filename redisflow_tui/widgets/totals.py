@@ -1,0 +1,71 @@
+"""Totals by state: workflows (click one to filter the list) and tasks."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from engine import Stats
+
+from ..data.dag import GLYPH
+from .looks import WORKFLOW_GLYPH, markup_var
+
+WORKFLOW_ORDER = ("running", "paused", "succeeded", "failed", "cancelled")
+TASK_ORDER = ("running", "ready", "waiting", "succeeded", "failed", "skipped", "cancelled")
+
+
+class StateTotals(Static):
+    """Two lines: workflows by state (clickable filters) and tasks by state."""
+
+    DEFAULT_CSS = """
+    StateTotals {
+        height: auto;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stats: Stats | None = None
+        self.selected: str | None = None
+
+    def show(self, stats: Stats | None, selected: str | None) -> None:
+        """Show ``stats``, highlighting the ``selected`` state filter."""
+        self.stats, self.selected = stats, selected
+        self.update(self._content())
+
+    def _content(self) -> Content:
+        stats = self.stats
+        if stats is None:
+            return Content.from_markup("[dim]reading totals…[/]")
+        parts: list[Content] = [Content.from_markup("[b]Workflows[/] ")]
+        total = sum(stats.workflows.get(s, 0) for s in WORKFLOW_ORDER)
+        for state in (None, *WORKFLOW_ORDER):
+            n = total if state is None else stats.workflows.get(state, 0)
+            label = "all" if state is None else state
+            glyph = "Σ" if state is None else WORKFLOW_GLYPH[state]
+            color = "$foreground" if state is None else markup_var(state)
+            arg = "None" if state is None else repr(state)
+            style = "reverse " if state == self.selected else ""
+            parts.append(
+                Content.from_markup(
+                    f"[@click=screen.filter_state({arg})][{style}{color}] $glyph $label "
+                    "[b]$n[/b] [/][/]",
+                    glyph=glyph,
+                    label=label,
+                    n=f"{n:,}",
+                )
+            )
+        line2: list[Content] = [Content.from_markup("[b]Tasks[/]     ")]
+        for look in TASK_ORDER:
+            n = stats.tasks.get(look, 0)
+            line2.append(
+                Content.from_markup(
+                    f"[{markup_var(look)}] $glyph $label [b]$n[/b] [/]",
+                    glyph=GLYPH[look],
+                    label=look,
+                    n=f"{n:,}",
+                )
+            )
+        line2.append(Content.from_markup("[dim] · $n pushed[/]", n=f"{stats.tasks_pushed:,}"))
+        return Content("").join(parts) + Content("\n") + Content("").join(line2)
