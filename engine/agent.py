@@ -90,6 +90,8 @@ class Agent:
         self._stopping = threading.Event()
         self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
+        # Set when a round trip failed: claims may have run with their replies lost.
+        self._resync = False
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -179,6 +181,8 @@ class Agent:
         backoff = 0.1
         while not self._stopping.is_set():
             try:
+                if self._resync:
+                    self._recover()
                 if self._lease_lost.is_set():
                     log.warning("agent %s lost its lease; registering again", self.id)
                     self._start(self._register())
@@ -219,7 +223,7 @@ class Agent:
                 claims += 1
         if not outcomes and not claims:
             return 0
-        replies = pipe.execute(raise_on_error=False)
+        replies = self._execute_pipe(pipe, outcomes)
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
         self._count_reports(reported)
         tasks: list[Task] = []
@@ -311,7 +315,33 @@ class Agent:
             return
         pipe = self.engine.redis.pipeline(transaction=False)
         self._queue_report(pipe, outcomes)
-        self._count_reports(pipe.execute(raise_on_error=False))
+        self._count_reports(self._execute_pipe(pipe, outcomes))
+
+    def _execute_pipe(self, pipe: Any, outcomes: list[Outcome]) -> list[Any]:
+        """Run a round trip; if the connection drops, keep its outcomes to send again."""
+        try:
+            return list(pipe.execute(raise_on_error=False))
+        except (redis.ConnectionError, redis.TimeoutError):
+            for o in outcomes:
+                self._results.put(o)
+            if self._pool is not None:
+                self._inflight += len(outcomes)
+            # The server may have run the claims and only the replies were lost: those
+            # tasks are recorded as ours, and nothing else would ever run them.
+            self._resync = True
+            raise
+
+    def _recover(self) -> None:
+        """After a failed round trip: report everything, then take back what is ours."""
+        while self._inflight > 0 and not self._stopping.is_set():
+            self._wait_result(1.0)
+            self._report()
+        if self._inflight:
+            return  # stopping: the final drain reports, and leaving hands the rest back
+        self._report()
+        log.warning("agent %s: connection lost; taking back the tasks Redis holds for it", self.id)
+        self._resync = False
+        self._start(self._register())
 
     def _drain_inflight(self) -> None:
         while self._inflight > 0:

@@ -212,8 +212,10 @@ class Engine:
         removed = 0
         for shard in self.keys.all_shards():
             for state in ("succeeded", "failed", "cancelled"):
+                skip = 0  # entries that could not be cleaned stay in the index: page past them
                 while True:
-                    wids = self.redis.zrangebyscore(shard.by_state(state), "-inf", cutoff, 0, 500)
+                    key = shard.by_state(state)
+                    wids = self.redis.zrangebyscore(key, "-inf", cutoff, skip, 500)
                     if not wids:
                         break
                     for wid in wids:
@@ -221,7 +223,9 @@ class Engine:
                             self.cleanup(wid)
                             removed += 1
                         except (StateError, NotFoundError):
-                            pass  # changed meanwhile (retried, or cleaned by another)
+                            # Retried or cleaned meanwhile, or an index entry without its
+                            # workflow: never loop on it.
+                            skip += 1
         return removed
 
     def count_finished(self, older_than_s: float = 0.0) -> int:

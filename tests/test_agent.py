@@ -274,3 +274,71 @@ def test_agent_rejects_bad_arguments(engine: Engine) -> None:
         Agent(engine, "x", {})
     with pytest.raises(ValueError, match="concurrency"):
         Agent(engine, "x", {"": lambda t: None}, concurrency=0)
+
+
+def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
+    """Make the first pipeline that calls ``script`` lose its connection.
+
+    ``after_running``: the server ran the pipeline and only the reply is lost (a claim's
+    tasks are then recorded as the agent's without it knowing); otherwise nothing ran.
+    Returns a list that gets one entry when the fault has been injected.
+    """
+    sha = getattr(engine.scripts, script).sha
+    real_pipeline = engine.redis.pipeline
+    fired: list[int] = []
+
+    def pipeline(*args, **kwargs):
+        pipe = real_pipeline(*args, **kwargs)
+        real_execute = pipe.execute
+
+        def execute(*eargs, **ekwargs):
+            calls = [c[0] for c in pipe.command_stack]
+            if not fired and any(c[0] == "EVALSHA" and c[1] == sha for c in calls):
+                fired.append(1)
+                if after_running:
+                    real_execute(*eargs, **ekwargs)
+                pipe.reset()
+                raise redis.ConnectionError("connection lost (injected)")
+            return real_execute(*eargs, **ekwargs)
+
+        pipe.execute = execute
+        return pipe
+
+    engine.redis.pipeline = pipeline  # type: ignore[method-assign]
+    return fired
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_claim_whose_reply_is_lost_is_taken_back(
+    redis_url: str, engine: Engine, concurrency: int
+) -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wid = engine.push(wf)
+    with Engine.connect(redis_url) as agent_engine:
+        fired = sabotage(agent_engine, "claim", after_running=True)
+        with agent_thread(agent_engine, {"": lambda t: t.attempt}, concurrency=concurrency):
+            assert engine.wait(wid, timeout=30) == "succeeded"
+    assert fired
+    a = engine.status(wid).task("a")
+    assert (a.attempts, a.output) == (2, 2)  # the orphaned claim was taken back
+    assert_stats_agree(engine)
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_an_outcome_whose_report_fails_is_sent_again(
+    redis_url: str, engine: Engine, concurrency: int
+) -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    wf.task("b", after=["a"])
+    wid = engine.push(wf)
+    with Engine.connect(redis_url) as agent_engine:
+        fired = sabotage(agent_engine, "complete", after_running=False)
+        with agent_thread(agent_engine, {"": lambda t: t.name}, concurrency=concurrency) as agent:
+            assert engine.wait(wid, timeout=30) == "succeeded"
+    assert fired
+    st = engine.status(wid)
+    assert [(t.attempts, t.output) for t in st.tasks] == [(1, "a"), (1, "b")]
+    assert agent.processed == 2 and agent.rejected == 0
+    assert_stats_agree(engine)

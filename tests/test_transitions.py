@@ -459,6 +459,23 @@ def test_cleanup_finished_with_older_than(engine: Engine) -> None:
     assert_stats_agree(engine)
 
 
+def test_cleanup_finished_steps_over_index_entries_without_a_workflow(engine: Engine) -> None:
+    wid = engine.push(Workflow_one("w"))
+    hand = Hand(engine)
+    hand.succeed(hand.claim_one())
+    engine.redis.zadd(engine.keys.shard(0).by_state("succeeded"), {"999": 0})  # stray entry
+    assert engine.cleanup_finished() == 1
+    assert traces_of(engine, wid) == []
+
+
+def test_paused_workflows_are_listed_by_creation(engine: Engine) -> None:
+    first = engine.push(Workflow_one("first"))
+    second = engine.push(Workflow_one("second"))
+    engine.pause(second)
+    engine.pause(first)
+    assert engine.list_ids(state="paused") == [second, first]  # newest first
+
+
 def Workflow_one(name: str) -> Workflow:  # noqa: N802 - reads like a constructor
     wf = Workflow(name)
     wf.task("only")
@@ -579,6 +596,19 @@ def test_lost_leases_are_capped(engine: Engine) -> None:
     assert st.task("a").state == "failed" and "lost" in st.task("a").error
     assert st.task("a").failures == 0  # lost leases are not handler failures
     assert {st.task(n).state for n in "bcd"} == {"skipped"}
+    assert_stats_agree(engine)
+
+
+def test_a_lost_task_of_a_cancelled_workflow_ends_cancelled(engine: Engine) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine, "lost")
+    hand.claim_one()
+    engine.cancel(wid)
+    hand.expire()
+    assert engine.maintain()[:2] == [1, 0]  # reaped, but nothing requeued
+    assert set(states(engine, wid).values()) == {"cancelled"}
+    assert engine.redis.hget(engine.keys.shard(0).workflow(wid), "left") == "0"
+    assert queued(engine) == []
     assert_stats_agree(engine)
 
 

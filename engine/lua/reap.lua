@@ -24,6 +24,7 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
       if f[1] ~= 'running' and f[1] ~= 'paused' then
         -- its workflow was cancelled meanwhile: the task will not run again
         redis.call('HSET', wk, i .. 's', 'cancelled', i .. 'd', NOW - ct)
+        redis.call('HINCRBY', wk, 'left', -1)
         move_count('running', 'cancelled')
       elseif lost > max_lost then
         redis.call('HSET', wk, i .. 's', 'failed', i .. 'd', NOW - ct,
