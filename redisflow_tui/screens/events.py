@@ -6,6 +6,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from ..data.feed import Changes
@@ -47,6 +48,12 @@ class EventsScreen(LiveScreen):
         return False  # the log is kept by the app; nothing to read here
 
     def tick(self) -> None:
+        try:
+            self._show()
+        except NoMatches:
+            pass  # not composed yet, or being torn down
+
+    def _show(self) -> None:
         log = self.console.event_log
         state = (log.version, self.text, log.frozen)
         if state == self._shown:

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from engine import Engine
@@ -90,7 +91,10 @@ class WorkflowsScreen(LiveScreen):
 
     def tick(self) -> None:
         super().tick()
-        self._summary()
+        try:
+            self._summary()
+        except NoMatches:
+            pass  # not composed yet, or being torn down
 
     def _summary(self) -> None:
         app = self.console

@@ -1,0 +1,42 @@
+"""Helpers shared by the console tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+from engine import Agent, Engine, Task, TaskFailed
+
+
+async def wait_for(
+    pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 8.0, what: str = ""
+) -> None:
+    """Let the app run until ``predicate()`` is true (fail after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.05)
+
+
+def ok_or_fail(task: Task) -> Any:
+    """A handler: fails tasks whose payload says ``"fail"``, else echoes the payload."""
+    if task.payload == "fail":
+        raise TaskFailed(f"{task.name} was told to fail")
+    return {"echo": task.payload}
+
+
+def drain(engine: Engine, agent_id: str = "tester") -> None:
+    """Run one agent until no work is left."""
+    Agent(engine, agent_id, {"": ok_or_fail}).run(until_idle=True)
+
+
+def widget_lines(widget: Any) -> list[str]:
+    """The visible lines of a line-API widget, as plain text."""
+    return [
+        "".join(seg.text for seg in widget.render_line(y)).rstrip()
+        for y in range(widget.size.height)
+    ]

@@ -1,0 +1,345 @@
+"""The console driven like an operator would, against a real Redis."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import drain, wait_for, widget_lines
+from textual.widgets import Footer, Input
+
+from engine import Engine, NotFoundError, Workflow, shapes
+from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.confirm import ConfirmScreen
+from redisflow_tui.screens.workflow import WorkflowScreen
+from redisflow_tui.screens.workflows import WorkflowsScreen
+from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.workflow_table import WorkflowTable
+
+SIZE = (160, 45)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def failing(name: str = "fails") -> Workflow:
+    wf = Workflow(name)
+    a = wf.task("a", payload="ok")
+    wf.task("b", payload="fail", after=[a])
+    wf.task("c", payload="ok", after=["b"])
+    return wf
+
+
+def home(app: RedisflowApp) -> WorkflowsScreen:
+    screen = app.screen
+    assert isinstance(screen, WorkflowsScreen)
+    return screen
+
+
+def table(app: RedisflowApp) -> WorkflowTable:
+    return app.screen.query_one(WorkflowTable)
+
+
+async def test_home_lists_workflows_live(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    first = engine.push(shapes.diamond4())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [first], what="first row")
+        second = engine.push(shapes.chain9())
+        await wait_for(pilot, lambda: table(app).wids == [second, first], what="live push")
+        await wait_for(pilot, lambda: app.stats is not None and app.stats.workflows["running"] == 2)
+        drain(engine)
+        await wait_for(pilot, lambda: "succeeded" in str(table(app).get_row_at(0)[2]))
+        assert table(app).get_row_at(0)[4] == "9/9"
+
+
+async def test_table_pages_through_workflows(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    ids = engine.push_many([shapes.diamond4(name=f"wf{i % 3}") for i in range(120)])
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(table(app).wids) == 50)
+        assert table(app).wids[0] == ids[-1]
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: table(app).wids[:1] == [ids[-51]], what="page 2")
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        await wait_for(pilot, lambda: len(table(app).wids) == 20, what="last page")
+        assert table(app).wids[-1] == ids[0]
+        assert home(app).query_.page == 2
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: table(app).wids[:1] == [ids[-51]])
+
+
+async def test_state_filter_and_name_search(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    bad = engine.push(failing())
+    good = engine.push(shapes.diamond4(name="etl"))
+    drain(engine)
+    engine.push(shapes.chain9(name="etl"))
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(table(app).wids) == 3)
+        for _ in range(4):  # all → running → paused → succeeded → failed
+            await pilot.press("s")
+        await wait_for(pilot, lambda: table(app).wids == [bad], what="failed only")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(table(app).wids) == 3)
+        await pilot.press("slash")
+        await pilot.press(*"etl", "enter")
+        await wait_for(pilot, lambda: len(table(app).wids) == 2, what="by name")
+        assert good in table(app).wids and bad not in table(app).wids
+
+
+async def test_actions_change_engine_state(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(shapes.chain9())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("p")
+        await wait_for(pilot, lambda: engine.state(wid) == "paused", what="paused")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: engine.state(wid) == "running", what="released")
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "9 tasks not yet started will be cancelled" in app.screen.body
+        await pilot.press("y")
+        await wait_for(pilot, lambda: engine.state(wid) == "cancelled", what="cancelled")
+        await wait_for(pilot, lambda: "cancelled" in str(table(app).get_row_at(0)[2]))
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "will be deleted" in app.screen.body
+        await pilot.press("n")  # keep it
+        await pilot.pause(0.2)
+        assert engine.state(wid) == "cancelled"
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+
+        def gone() -> bool:
+            try:
+                engine.state(wid)
+            except NotFoundError:
+                return True
+            return False
+
+        await wait_for(pilot, gone, what="cleaned up")
+        await wait_for(pilot, lambda: table(app).wids == [])
+
+
+async def test_engine_refusal_is_a_notification(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(shapes.chain9())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("r")  # release a running workflow: refused
+        await wait_for(pilot, lambda: any("released" in n.message for n in app._notifications))
+        note = [n for n in app._notifications if "released" in n.message][-1]
+        assert note.severity == "warning" and "Refused" in note.title
+        assert engine.state(wid) == "running"
+
+
+async def test_retry_workflow_and_one_task(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(failing())
+    drain(engine)
+    assert engine.state(wid) == "failed"
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "1 failed task and 1 skipped task will run again" in app.screen.body
+        await pilot.press("y")
+        await wait_for(pilot, lambda: engine.state(wid) == "running", what="retried")
+        drain(engine)  # fails again
+        await wait_for(pilot, lambda: engine.state(wid) == "failed")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        await wait_for(pilot, lambda: screen.view.status is not None)
+        await pilot.press("f")  # failed only: the one failed task is selected
+        await wait_for(pilot, lambda: screen.query_one("#tasks").row_count == 1)
+        screen.query_one("#tasks").focus()
+        await pilot.press("down", "up")
+        await wait_for(pilot, lambda: screen.sel_task == 1)
+        await pilot.press("T")
+        await wait_for(pilot, lambda: engine.status(wid).task("b").state == "ready")
+        assert engine.status(wid).task("c").state == "waiting"
+
+
+async def test_cleanup_all_finished_confirms_the_count(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    engine.push_many([shapes.diamond4() for _ in range(4)] + [failing()])
+    drain(engine)
+    keep = engine.push(shapes.chain9())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(table(app).wids) == 6)
+        await pilot.press("C")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        body = app.screen.body
+        assert "5 finished workflows (4 succeeded, 1 failed, 0 cancelled)" in body
+        await pilot.press("y")
+        await wait_for(pilot, lambda: engine.count() == 1, what="cleaned")
+        await wait_for(pilot, lambda: table(app).wids == [keep])
+        await wait_for(pilot, lambda: any("Cleaned up 5" in n.message for n in app._notifications))
+
+
+async def test_push_a_workflow_file(engine: Engine, console: Callable[..., RedisflowApp]) -> None:
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen.focused, Input))
+        app.screen.focused.value = str(ROOT / "demos" / "seed000-sample.yaml")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: engine.count() == 1, what="pushed")
+        await wait_for(pilot, lambda: len(table(app).wids) == 1)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen.focused, Input))
+        app.screen.focused.value = "/no/such/file.yaml"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any(n.severity == "error" for n in app._notifications))
+        assert engine.count() == 1
+
+
+async def test_dag_view_shows_live_states(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(shapes.diamond4())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen.focused, Input))
+        await pilot.press(*wid, "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        dag = app.screen.query_one(DagView)
+        await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
+        text = "\n".join(widget_lines(dag))
+        assert "[◌ TestNode1]" in text and "[○ TestNode4]" in text
+        thread = threading.Thread(target=drain, args=(engine,))
+        thread.start()
+        thread.join()
+        await wait_for(
+            pilot,
+            lambda: "[✔ TestNode4]" in "\n".join(widget_lines(dag)),
+            what="succeeded chips",
+        )
+        assert "[✔ TestNode1]──[✔ TestNode2]─┤" in "\n".join(widget_lines(dag))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+
+
+async def test_big_workflow_opens_grouped(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(shapes.fan(1000, name="shard-scan"))
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        app.goto(wid)
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        dag = screen.query_one(DagView)
+        await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
+        assert screen.view_mode == "groups"
+        assert "[○ part ×1000    0/1000]" in "\n".join(widget_lines(dag))
+        await pilot.press("d")  # → around the selected task
+        await wait_for(pilot, lambda: dag.mode == "focus")
+        await pilot.press("d")  # → per level
+        await wait_for(pilot, lambda: dag.mode == "levels")
+        assert "1,000" in "\n".join(widget_lines(dag))
+
+
+async def test_read_only_hides_actions(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(shapes.chain9())
+    app = console(read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("p", "x", "C", "o")
+        await pilot.pause(0.3)
+        assert engine.state(wid) == "running"
+        assert app.screen is home(app)
+        shown = {key for key, active in app.screen.active_bindings.items() if active.enabled}
+        assert not shown & {"p", "r", "x", "t", "c", "C", "o"}
+        assert {"s", "slash", "g"} <= shown
+        assert app.screen.query_one(Footer)
+
+
+async def test_agents_and_events_screens(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = engine.push(failing())
+    drain(engine, agent_id="worker-1")
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        from textual.widgets import DataTable
+
+        await wait_for(pilot, lambda: app.screen.query_one(DataTable).row_count == 1)
+        row = app.screen.query_one(DataTable).get_row_at(0)
+        assert row[0] == "worker-1" and "stopped" in str(row[1])
+        assert "stale >" in row[5] and "dead >15s" in row[5]
+        await pilot.press("3")
+        from redisflow_tui.widgets.event_log import EventLogView
+
+        log = app.screen.query_one(EventLogView)
+        await wait_for(pilot, lambda: len(log.events) >= 5, what="history")
+        kinds = [e.kind for e in log.events]
+        assert kinds[-1] == "workflow.pushed"  # newest first: the push is the oldest
+        assert "workflow.failed" in kinds
+        await pilot.press("space")  # freeze
+        engine.push(shapes.diamond4())
+        await pilot.pause(0.4)
+        assert [e.kind for e in log.events] == kinds
+        await pilot.press("space")
+        await wait_for(pilot, lambda: log.events[0].kind == "workflow.pushed")
+        await pilot.press("slash", *"failed")
+        await wait_for(pilot, lambda: all("failed" in e.kind for e in log.events))
+        log.focus()
+        log.cursor = 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        assert app.screen.wid == wid
+
+
+async def test_help_and_palette(engine: Engine, console: Callable[..., RedisflowApp]) -> None:
+    wid = engine.push(shapes.diamond4())
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*f"workflow {wid}")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        assert app.screen.wid == wid
+
+
+@pytest.mark.parametrize("theme", ["nord", "textual-light"])
+async def test_themes_render(
+    engine: Engine, console: Callable[..., RedisflowApp], theme: str
+) -> None:
+    engine.push(shapes.diamond4())
+    app = console(theme=theme)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(table(app).wids) == 1)
+        await pilot.press("ctrl+t")
+        await pilot.pause(0.1)
+        assert app.theme != theme
