@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from engine import EmbeddedRedis, Engine, UnreachableError
 
@@ -58,13 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_engine(url: str, namespace: str) -> Engine:
-    """An engine whose calls time out, so a hung server shows as lost, not as a freeze."""
+    """An engine for the console: calls time out and retry briefly, so a hung or gone
+    server shows as lost within a second or two instead of freezing a read."""
     client = redis.Redis.from_url(
         url,
         decode_responses=True,
         socket_connect_timeout=3,
         socket_timeout=10,
         health_check_interval=15,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     )
     return Engine(client, namespace=namespace)
 
