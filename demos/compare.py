@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""Run the same W workflows of one shape through redisflow, RQ, Celery and Dramatiq.
+
+Each system gets the same Redis (flushed in between), the same number of worker
+processes, the same no-op task body, and the same workflows:
+
+* redisflow: ``redisflow-demo``'s own benchmark (:func:`engine.bench.run_bench`).
+* RQ: one job per task, ``depends_on`` its parent jobs, ``SimpleWorker`` processes (no fork
+  per job, RQ's fastest worker).
+* Celery: a canvas per workflow, ``chain`` of signatures with a ``chord`` for each fan-out,
+  worker processes (solo pool, or ``--celery-threads`` threads), Redis as broker
+  and result backend (chords need one).
+* Dramatiq: ``pipeline`` for runs of single tasks; a fan-out is a ``group`` started from
+  inside the task before it, with a completion callback for the gather (Dramatiq has no
+  declarative DAG); worker processes with ``--dramatiq-threads`` threads (8).
+
+The peers have no counters of their own to read, so the last task of every workflow (its
+sinks) also increments one Redis counter, which the script polls. Every system's clock
+starts when its workers are up and the push begins, and stops when every workflow has
+finished; pushing and running overlap. Memory is the peak of ``used_memory`` sampled
+during the run, minus the baseline, per task.
+
+Usage (installs: ``pip install -e '.[compare]'``)::
+
+    python demos/compare.py --workflows 2000 --shape fan10 --workers 2
+    python demos/compare.py --url redis://127.0.0.1:6379/0 --flush --systems rq,redisflow
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+MODULE = Path(__file__).stem  # RQ refers to the job functions by this module's name
+
+SYSTEMS = ("redisflow", "rq", "celery", "dramatiq")
+SHAPES = ("diamond4", "chain9", "chain10", "fan10")
+DONE_KEY = "cmp:done"
+QUEUE = "cmp"
+
+_sink_client: redis.Redis | None = None
+_sink_url: str | None = None
+
+
+# -- the shared task body ---------------------------------------------------------------
+
+
+def noop() -> None:
+    """The task body every system runs."""
+    return None
+
+
+def _done() -> None:
+    """Count one finished workflow sink (the peers have no counters to read)."""
+    global _sink_client
+    if _sink_client is None:
+        _sink_client = redis.Redis.from_url(_sink_url or os.environ["CMP_URL"])
+    _sink_client.incr(DONE_KEY)
+
+
+# -- shapes as stages -------------------------------------------------------------------
+
+
+def stages_of(shape: str) -> list[int]:
+    """The shape as layer widths: every task of a layer depends on every task of the last.
+
+    Celery and Dramatiq express layered shapes only; this checks the shape is one.
+    """
+    from engine.shapes import SHAPES as BUILDERS
+
+    wf = BUILDERS[shape]()
+    layer: dict[str, int] = {}
+    for t in wf.tasks:
+        layer[t.name] = 1 + max((layer[p] for p in t.after), default=-1)
+    widths: list[int] = []
+    for t in wf.tasks:
+        while len(widths) <= layer[t.name]:
+            widths.append(0)
+        widths[layer[t.name]] += 1
+    by_layer: dict[int, set[str]] = {}
+    for t in wf.tasks:
+        by_layer.setdefault(layer[t.name], set()).add(t.name)
+    for t in wf.tasks:
+        k = layer[t.name]
+        if k and set(t.after) != by_layer[k - 1]:
+            raise SystemExit(f"shape {shape} is not layered; the peers cannot express it")
+    return widths
+
+
+# -- RQ -----------------------------------------------------------------------------------
+
+
+def rq_task() -> None:
+    noop()
+
+
+def rq_sink() -> None:
+    noop()
+    _done()
+
+
+def rq_worker(url: str, ready: Any, threads: int) -> None:
+    """One RQ worker process (SimpleWorker: jobs run in the worker, no fork per job)."""
+    global _sink_url
+    _sink_url = url
+    from rq import Queue, SimpleWorker
+
+    conn = redis.Redis.from_url(url)
+    # RQ 3 concedes a dependent whose enqueue races with another worker to its next
+    # maintenance pass (every 10 min by default): run maintenance every second, and
+    # wake from an idle blocking pop every second, or such workflows stall.
+    worker = SimpleWorker(
+        [Queue(QUEUE, connection=conn)], connection=conn, maintenance_interval=1, worker_ttl=16
+    )
+    ready.put(os.getpid())
+    worker.work(logging_level="WARNING")
+
+
+def rq_push(url: str, stages: list[int], workflows: int, progress: Callable[[int], None]) -> None:
+    from rq import Queue
+
+    q = Queue(QUEUE, connection=redis.Redis.from_url(url))
+    task, sink = f"{MODULE}.rq_task", f"{MODULE}.rq_sink"
+    last = len(stages) - 1
+    for w in range(workflows):
+        prev: list[Any] = []
+        for k, width in enumerate(stages):
+            fn = sink if k == last else task
+            prev = [q.enqueue(fn, depends_on=prev or None) for _ in range(width)]
+        if w % 100 == 99:
+            progress(w + 1)
+
+
+# -- Celery -------------------------------------------------------------------------------
+
+
+def celery_app(url: str) -> Any:
+    """The Celery app: Redis as broker and result backend, two tasks."""
+    from celery import Celery
+
+    app = Celery("cmp", broker=url, backend=url)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        worker_prefetch_multiplier=32,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        broker_connection_retry_on_startup=True,
+        task_default_queue=QUEUE,
+    )
+    app.task(name="cmp.task")(noop)
+
+    @app.task(name="cmp.sink")
+    def sink() -> None:
+        noop()
+        _done()
+
+    return app
+
+
+def celery_worker(url: str, ready: Any, threads: int) -> None:
+    """One Celery worker process: solo pool for one thread, else a thread pool."""
+    global _sink_url
+    _sink_url = url
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*superuser privileges.*")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the worker's banner and shutdown lines
+    app = celery_app(url)
+    ready.put(os.getpid())
+    worker = app.Worker(
+        pool="solo" if threads == 1 else "threads",
+        concurrency=threads,
+        loglevel="WARNING",
+        quiet=True,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        queues=[QUEUE],
+    )
+    worker.start()
+
+
+def celery_push(
+    url: str, stages: list[int], workflows: int, progress: Callable[[int], None]
+) -> None:
+    from celery import chain, chord, group
+
+    app = celery_app(url)
+    last = len(stages) - 1
+
+    def sig(k: int, header: bool = False) -> Any:
+        s = app.signature("cmp.sink" if k == last else "cmp.task", immutable=True)
+        # Only a chord's header tasks need their results stored; the others skip the
+        # result backend (and the pusher's subscription to it).
+        return s if header else s.set(ignore_result=True)
+
+    def canvas(k: int) -> Any:
+        """Stages k.. as one signature: chains of single tasks, chords for fan-outs."""
+        parts: list[Any] = []
+        while k <= last:
+            if stages[k] == 1:
+                parts.append(sig(k))
+                k += 1
+                continue
+            header = [sig(k, header=k < last) for _ in range(stages[k])]
+            if k == last:
+                parts.append(group(header))
+            else:
+                parts.append(chord(header, canvas(k + 1)))
+            break
+        return parts[0] if len(parts) == 1 else chain(*parts)
+
+    for w in range(workflows):
+        canvas(0).apply_async()
+        if w % 100 == 99:
+            progress(w + 1)
+
+
+# -- Dramatiq -----------------------------------------------------------------------------
+
+_dq: dict[str, Any] = {}
+
+
+def dramatiq_setup(url: str) -> Any:
+    """The broker (Redis, with group callbacks) and the one actor; once per process."""
+    if _dq:
+        return _dq["actor"]
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.middleware import GroupCallbacks
+    from dramatiq.rate_limits.backends import RedisBackend
+
+    broker = RedisBroker(url=url)
+    broker.add_middleware(GroupCallbacks(RedisBackend(url=url)))
+    dramatiq.set_broker(broker)
+
+    @dramatiq.actor(queue_name=QUEUE, max_retries=0, broker=broker)
+    def dq_task(cont: list[int] | None = None, sink: bool = False) -> None:
+        noop()
+        if sink:
+            _done()
+        if cont:
+            dq_start(cont)
+
+    _dq["actor"] = dq_task
+    _dq["broker"] = broker
+    return dq_task
+
+
+def dq_start(stages: list[int]) -> None:
+    """Start stages: a pipeline for leading single tasks, the last of which starts the
+    fan-out that follows; a fan-out is a group whose callback runs the next stage."""
+    from dramatiq import group, pipeline
+
+    actor = _dq["actor"]
+    singles = 0
+    while singles < len(stages) and stages[singles] == 1:
+        singles += 1
+    rest = stages[singles:]
+    if singles:
+        msgs = [actor.message_with_options(pipe_ignore=True) for _ in range(singles - 1)]
+        msgs.append(actor.message_with_options(args=(rest, not rest), pipe_ignore=True))
+        if len(msgs) == 1:
+            actor.send_with_options(args=(rest, not rest))
+        else:
+            pipeline(msgs).run()
+        return
+    width, after = stages[0], stages[1:]
+    g = group([actor.message(None, not after) for _ in range(width)])
+    if after:
+        if after[0] != 1:
+            raise SystemExit("two fan-outs in a row need a barrier task in Dramatiq")
+        g.add_completion_callback(actor.message(after[1:], len(after) == 1))
+    g.run()
+
+
+def dramatiq_worker(url: str, ready: Any, threads: int) -> None:
+    """One Dramatiq worker process with ``threads`` worker threads."""
+    global _sink_url
+    _sink_url = url
+    import signal
+
+    import dramatiq
+
+    dramatiq_setup(url)
+    # An idle consumer backs off up to worker_timeout (1 s by default); 100 ms keeps it
+    # close behind the fan-outs.
+    worker = dramatiq.Worker(_dq["broker"], worker_threads=threads, worker_timeout=100)
+    worker.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ready.put(os.getpid())
+    stop.wait()
+    worker.stop()
+
+
+def dramatiq_push(
+    url: str, stages: list[int], workflows: int, progress: Callable[[int], None]
+) -> None:
+    dramatiq_setup(url)
+    for w in range(workflows):
+        dq_start(stages)
+        if w % 100 == 99:
+            progress(w + 1)
+
+
+PEERS: dict[str, tuple[Callable[..., None], Callable[..., None]]] = {
+    "rq": (rq_worker, rq_push),
+    "celery": (celery_worker, celery_push),
+    "dramatiq": (dramatiq_worker, dramatiq_push),
+}
+
+
+# -- running one system -------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One system's figures."""
+
+    system: str
+    workflows: int
+    tasks: int
+    workers: int
+    push_s: float
+    total_s: float
+    workflows_pushed_per_s: float
+    tasks_per_s: float
+    redis_peak_mb: float
+    bytes_per_task: float
+    finished: bool
+    note: str = ""
+
+
+def _memory(r: redis.Redis) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def run_peer(
+    system: str, url: str, stages: list[int], workflows: int, workers: int, args: Any
+) -> Row:
+    """Push and run ``workflows`` on one peer; wait until every sink has run."""
+    worker_fn, push_fn = PEERS[system]
+    r = redis.Redis.from_url(url)
+    ctx = mp.get_context("spawn")
+    ready: Any = ctx.Queue()
+    threads = {"rq": 1, "celery": args.celery_threads, "dramatiq": args.dramatiq_threads}[system]
+    procs = [
+        ctx.Process(target=worker_fn, args=(url, ready, threads), daemon=True)
+        for _ in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    time.sleep(0.5)  # let the workers reach their blocking pop
+    tasks = sum(stages) * workflows
+    target = stages[-1] * workflows
+    baseline = _memory(r)
+    peak = baseline
+    pushed = threading.Event()
+    push_time: list[float] = []
+
+    def pusher() -> None:
+        t = time.monotonic()
+        push_fn(url, stages, workflows, lambda n: None)
+        push_time.append(time.monotonic() - t)
+        pushed.set()
+
+    t0 = time.monotonic()
+    th = threading.Thread(target=pusher, daemon=True)
+    th.start()
+    finished = False
+    last_mem = 0.0
+    shown = -1
+    while time.monotonic() - t0 < args.timeout:
+        done = int(r.get(DONE_KEY) or 0)
+        now = time.monotonic()
+        if now - last_mem > 0.1:
+            peak = max(peak, _memory(r))
+            last_mem = now
+        if not args.json and int(now - t0) != shown:
+            shown = int(now - t0)
+            print(
+                f"  {system}: {done * len(stages) // max(1, stages[-1]):,}/{tasks:,} tasks"
+                f"{'' if pushed.is_set() else ' (pushing)'}",
+                file=sys.stderr,
+                end="\r",
+            )
+        if done >= target and pushed.is_set():
+            finished = True
+            break
+        time.sleep(0.02)
+    total = time.monotonic() - t0
+    peak = max(peak, _memory(r))
+    th.join(timeout=1)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    push_s = push_time[0] if push_time else total
+    if not args.json:
+        print(" " * 70, file=sys.stderr, end="\r")
+    return Row(
+        system=system,
+        workflows=workflows,
+        tasks=tasks,
+        workers=workers,
+        push_s=round(push_s, 3),
+        total_s=round(total, 3),
+        workflows_pushed_per_s=round(workflows / push_s, 1),
+        tasks_per_s=round(tasks / total, 1),
+        redis_peak_mb=round(peak / 1e6, 2),
+        bytes_per_task=round((peak - baseline) / tasks, 1),
+        finished=finished,
+        note={
+            "rq": "depends_on, SimpleWorker, 1 s maintenance",
+            "celery": f"chain + chord, {threads} thread(s)",
+            "dramatiq": f"pipeline + group in task, {threads} thread(s)",
+        }[system],
+    )
+
+
+def run_redisflow(url: str, shape: str, workflows: int, workers: int, args: Any) -> Row:
+    """redisflow-demo's benchmark, in the same overlap mode."""
+    from engine import Engine
+    from engine.bench import BenchConfig, run_bench
+
+    engine = Engine.connect(url)
+    try:
+        res = run_bench(
+            BenchConfig(url=url, shape=shape, workflows=workflows, agents=workers), engine
+        )
+    finally:
+        engine.close()
+    return Row(
+        system="redisflow",
+        workflows=workflows,
+        tasks=res.tasks,
+        workers=workers,
+        push_s=res.push_s,
+        total_s=res.total_s,
+        workflows_pushed_per_s=res.workflows_pushed_per_s,
+        tasks_per_s=round(res.tasks / res.total_s, 1),
+        redis_peak_mb=res.redis_peak_mb,
+        bytes_per_task=res.bytes_per_task,
+        finished=res.ok,
+        note="Lua transitions, agents",
+    )
+
+
+def print_table(rows: list[Row], shape: str) -> None:
+    """The side-by-side table, with redisflow's speed-up over each peer."""
+    from rich.console import Console
+    from rich.table import Table
+
+    ref = next((r for r in rows if r.system == "redisflow"), None)
+    first = rows[0]
+    t = Table(
+        title=f"{first.workflows:,} x {shape} ({first.tasks:,} tasks), "
+        f"{first.workers} worker processes, one Redis"
+    )
+    for col in ("system", "push wf/s", "total s", "tasks/s", "vs redisflow", "peak MB", "B/task"):
+        t.add_column(col, justify="left" if col == "system" else "right")
+    for r in rows:
+        ratio = "-"
+        if ref is not None and r.system != "redisflow" and r.tasks_per_s > 0:
+            ratio = f"{ref.tasks_per_s / r.tasks_per_s:.1f}x slower"
+        t.add_row(
+            r.system + ("" if r.finished else " (unfinished)"),
+            f"{r.workflows_pushed_per_s:,.0f}",
+            f"{r.total_s:.2f}",
+            f"{r.tasks_per_s:,.0f}",
+            ratio,
+            f"{r.redis_peak_mb:.1f}",
+            f"{r.bytes_per_task:,.0f}",
+        )
+    console = Console(width=max(100, Console().width))
+    console.print(t)
+    for r in rows:
+        console.print(f"  {r.system}: {r.note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workflows", "-w", type=int, default=2000)
+    p.add_argument("--shape", choices=SHAPES, default="fan10")
+    p.add_argument("--workers", type=int, default=2, help="worker processes per system")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated")
+    p.add_argument(
+        "--celery-threads",
+        type=int,
+        default=1,
+        help="threads per Celery worker process (default 1: the solo pool, its fastest here)",
+    )
+    p.add_argument(
+        "--dramatiq-threads",
+        type=int,
+        default=8,
+        help="threads per Dramatiq worker process (default 8, Dramatiq's own and its fastest)",
+    )
+    p.add_argument("--url", default=None, help="Redis URL (default: a private redis-server)")
+    p.add_argument("--flush", action="store_true", help="allow flushing the --url database")
+    p.add_argument("--timeout", type=float, default=900.0, help="per system, in seconds")
+    p.add_argument("--json", action="store_true", help="print one JSON line per system")
+    args = p.parse_args(argv)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        p.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    if args.url and not args.flush:
+        p.error("every system runs on a flushed database: give --flush with --url")
+    stages = stages_of(args.shape)
+
+    from engine import EmbeddedRedis
+
+    server = None
+    url = args.url
+    if url is None:
+        server = EmbeddedRedis().start()
+        url = server.url
+    os.environ["CMP_URL"] = url
+    rows: list[Row] = []
+    try:
+        r = redis.Redis.from_url(url)
+        for system in systems:
+            r.flushdb()
+            if not args.json:
+                print(f"running {system} ...", file=sys.stderr)
+            if system == "redisflow":
+                row = run_redisflow(url, args.shape, args.workflows, args.workers, args)
+            else:
+                row = run_peer(system, url, stages, args.workflows, args.workers, args)
+            rows.append(row)
+            if args.json:
+                print(json.dumps(asdict(row), separators=(",", ":")), flush=True)
+        r.flushdb()
+    finally:
+        if server is not None:
+            server.stop()
+    if not args.json:
+        print_table(rows, args.shape)
+    return 0 if all(r.finished for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
