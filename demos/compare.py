@@ -32,6 +32,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import sys
 import threading
 import time
@@ -353,6 +354,18 @@ def _memory(r: redis.Redis) -> int:
     return int(r.info("memory")["used_memory"])
 
 
+def _push_process(system: str, url: str, stages: list[int], workflows: int, out: Any) -> None:
+    """Push in a process of its own, as a client application would; report the time."""
+    t = time.monotonic()
+    PEERS[system][1](url, stages, workflows, lambda n: None)
+    out.put(time.monotonic() - t)
+    out.close()
+    out.join_thread()
+    # Celery's pending chord results unsubscribe in __del__ during interpreter teardown
+    # and fail noisily there; nothing is left to clean up, so leave at once.
+    os._exit(0)
+
+
 def run_peer(
     system: str, url: str, stages: list[int], workflows: int, workers: int, args: Any
 ) -> Row:
@@ -375,18 +388,11 @@ def run_peer(
     target = stages[-1] * workflows
     baseline = _memory(r)
     peak = baseline
-    pushed = threading.Event()
-    push_time: list[float] = []
-
-    def pusher() -> None:
-        t = time.monotonic()
-        push_fn(url, stages, workflows, lambda n: None)
-        push_time.append(time.monotonic() - t)
-        pushed.set()
-
+    out: Any = ctx.Queue()
+    pusher = ctx.Process(target=_push_process, args=(system, url, stages, workflows, out))
     t0 = time.monotonic()
-    th = threading.Thread(target=pusher, daemon=True)
-    th.start()
+    pusher.start()
+    push_time: list[float] = []
     finished = False
     last_mem = 0.0
     shown = -1
@@ -396,21 +402,29 @@ def run_peer(
         if now - last_mem > 0.1:
             peak = max(peak, _memory(r))
             last_mem = now
+        if not push_time:
+            try:
+                push_time.append(out.get_nowait())
+            except queue.Empty:
+                pass
         if not args.json and int(now - t0) != shown:
             shown = int(now - t0)
             print(
                 f"  {system}: {done * len(stages) // max(1, stages[-1]):,}/{tasks:,} tasks"
-                f"{'' if pushed.is_set() else ' (pushing)'}",
+                f"{' (pushing)' if not push_time else ''}",
                 file=sys.stderr,
                 end="\r",
             )
-        if done >= target and pushed.is_set():
+        if done >= target and push_time:
             finished = True
             break
         time.sleep(0.02)
     total = time.monotonic() - t0
     peak = max(peak, _memory(r))
-    th.join(timeout=1)
+    pusher.join(timeout=30)
+    if pusher.is_alive():
+        pusher.kill()
+        pusher.join()
     for p in procs:
         p.terminate()
     for p in procs:
