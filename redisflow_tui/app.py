@@ -72,10 +72,16 @@ class RedisflowApp(App[None]):
         Binding("1", "show('workflows')", "Workflows", show=False),
         Binding("2", "show('agents')", "Agents", show=False),
         Binding("3", "show('events')", "Events", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("g", "goto", "Go to id"),
-        Binding("o", "push_file", "Push file"),
-        Binding("C", "cleanup_finished", "Clean finished", key_display="C"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key"),
+        Binding("g", "goto", "Go to", tooltip="Go to a workflow by id"),
+        Binding("o", "push_file", "Push", tooltip="Push a workflow file (YAML or JSON)"),
+        Binding(
+            "C",
+            "cleanup_finished",
+            "Clean all",
+            key_display="C",
+            tooltip="Clean up all finished workflows",
+        ),
         Binding("ctrl+t", "next_theme", "Next theme", show=False),
         Binding("q", "quit", "Quit", show=False),
     ]
@@ -141,6 +147,7 @@ class RedisflowApp(App[None]):
             self.link = (True, msg.keyspace)
             self.lost = ""
             self._history_due = True
+            self._sample()
             if self._was_lost:
                 self.notify("Redis is back; everything was read again.", title="Reconnected")
             self._was_lost = False

@@ -32,7 +32,8 @@ class ConsoleCommands(Provider):
                     continue
                 seen.add(b.action)
                 key = b.key_display or b.key
-                out.append((b.description, f"key: {key}", partial(node.run_action, b.action)))
+                title = b.tooltip or b.description
+                out.append((title, f"key: {key}", partial(node.run_action, b.action)))
         for mode, label in (("workflows", "Workflows"), ("agents", "Agents"), ("events", "Events")):
             out.append(
                 (f"Show {label}", f"the {label} screen", partial(app.run_action, f"show('{mode}')"))

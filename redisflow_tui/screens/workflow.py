@@ -40,16 +40,29 @@ class WorkflowScreen(LiveScreen):
     MODE = "workflows"
     PERIOD_S = 2.0  # running tasks' durations move even when nothing happens
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("p", "pause", "Pause"),
-        Binding("r", "release", "Release"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("t", "retry", "Retry workflow"),
-        Binding("T", "retry_task", "Retry task", key_display="T"),
-        Binding("c", "cleanup", "Clean up"),
-        Binding("f", "filter('failed')", "Failed only"),
-        Binding("n", "filter('running')", "Running only"),
-        Binding("d", "next_view", "Graph view"),
+        Binding("escape", "back", "Back", tooltip="Back to the list"),
+        Binding("p", "pause", "Pause", tooltip="Pause this workflow"),
+        Binding("r", "release", "Release", tooltip="Release (resume) this workflow"),
+        Binding("x", "cancel", "Cancel", tooltip="Cancel this workflow"),
+        Binding("t", "retry", "Retry", tooltip="Retry the failed tasks of this workflow"),
+        Binding(
+            "T",
+            "retry_task",
+            "Retry task",
+            key_display="T",
+            tooltip="Retry the selected failed task",
+        ),
+        Binding("c", "cleanup", "Clean up", tooltip="Clean up (delete) this finished workflow"),
+        Binding("f", "filter('failed')", "Failed", tooltip="Show failed tasks only (again: all)"),
+        Binding(
+            "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
+        ),
+        Binding(
+            "d",
+            "next_view",
+            "View",
+            tooltip="Graph view: every task, groups, around the selection, per level",
+        ),
     ]
 
     def __init__(self, wid: str) -> None:

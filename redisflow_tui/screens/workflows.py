@@ -33,17 +33,26 @@ class WorkflowsScreen(LiveScreen):
     MODE = "workflows"
     PERIOD_S = 2.0  # ages move even when nothing happens
     BINDINGS = [
-        Binding("enter", "open", "Open", show=False),
-        Binding("slash", "search", "Search name", key_display="/"),
-        Binding("s", "next_state", "State filter"),
+        Binding("enter", "open", "Open", show=False, tooltip="Open the selected workflow"),
+        Binding("slash", "search", "Search", key_display="/", tooltip="Search workflows by name"),
+        Binding("s", "next_state", "State", tooltip="Filter by state (all, running, paused, …)"),
         Binding("escape", "clear", "Clear filters", show=False),
-        Binding("left_square_bracket", "page(-1)", "Previous page", key_display="[", group=PAGES),
+        Binding(
+            "left_square_bracket",
+            "page(-1)",
+            "Previous page",
+            key_display="[",
+            group=PAGES,
+            tooltip="Previous page",
+        ),
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]", group=PAGES),
-        Binding("p", "pause", "Pause"),
-        Binding("r", "release", "Release"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("t", "retry", "Retry"),
-        Binding("c", "cleanup", "Clean up"),
+        Binding("p", "pause", "Pause", tooltip="Pause the selected workflow"),
+        Binding("r", "release", "Release", tooltip="Release (resume) the selected workflow"),
+        Binding("x", "cancel", "Cancel", tooltip="Cancel the selected workflow"),
+        Binding("t", "retry", "Retry", tooltip="Retry the failed tasks of the selected workflow"),
+        Binding(
+            "c", "cleanup", "Clean up", tooltip="Clean up (delete) the selected finished workflow"
+        ),
     ]
 
     def __init__(self) -> None:

@@ -1,0 +1,144 @@
+"""Snapshots of every screen: fixed size, frozen clock, fixed data.
+
+Regenerate after an intended change with ``pytest tests/tui/test_snapshots.py
+--snapshot-update`` and look at the report before committing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from support import drain, wait_for
+
+from engine import Engine, Workflow, shapes
+from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.workflow import WorkflowScreen
+from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.workflow_table import WorkflowTable
+
+SIZE = (140, 40)
+
+
+def failing() -> Workflow:
+    wf = Workflow("billing-sync")
+    a = wf.task("fetch", payload={"account": 7})
+    b = wf.task("charge", payload="fail", after=[a])
+    wf.task("receipt", payload="ok", after=[b])
+    wf.task("audit", payload="ok", after=[a])
+    return wf
+
+
+@pytest.fixture()
+def seeded(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A few finished workflows (one failed) and one still waiting for an agent."""
+    monkeypatch.setattr("engine.agent.os.getpid", lambda: 4242)
+    monkeypatch.setattr("engine.agent.socket.gethostname", lambda: "worker-host")
+    ok, bad, fan = engine.push_many([shapes.diamond4(), failing(), shapes.fan10()])
+    drain(engine, agent_id="agent-1")
+    waiting = engine.push(shapes.chain9(name="nightly-etl"))
+    return {"ok": ok, "bad": bad, "fan": fan, "waiting": waiting}
+
+
+def settled(app: RedisflowApp) -> Callable[[Any], Any]:
+    async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: len(app.screen.query_one(WorkflowTable).wids) == 4)
+        await wait_for(pilot, lambda: app.stats is not None and len(app.event_log) > 10)
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+def test_home(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled(app))
+
+
+def test_home_failed_filter(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("s", "s", "s", "s")
+        table = app.screen.query_one(WorkflowTable)
+        await wait_for(pilot, lambda: table.wids == [seeded["bad"]])
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def _open(app: RedisflowApp, wid: str, *keys: str, task: int = 0) -> Callable[[Any], Any]:
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        app.goto(wid)
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        dag = screen.query_one(DagView)
+        await wait_for(pilot, lambda: dag.layout_ is not None)
+        await wait_for(pilot, lambda: screen.sel_task == 0 and dag.selected_task() == 0)
+        await pilot.pause(0.1)
+        await pilot.press(*keys)
+        await wait_for(pilot, lambda: screen.sel_task == task and dag.selected_task() == task)
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+def test_workflow_failed(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+    # select the failed task: right from the first task
+    run_before = _open(app, seeded["bad"], "right", task=1)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_workflow_fan(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+    assert snap_compare(app, terminal_size=SIZE, run_before=_open(app, seeded["fan"]))
+
+
+def test_agents(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.screen.query_one("#agents").row_count == 1)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_events(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: len(app.screen.query_one("#events").events) > 10)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_help(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_confirm_cleanup_all(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("C")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
