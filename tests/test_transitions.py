@@ -612,6 +612,24 @@ def test_a_lost_task_of_a_cancelled_workflow_ends_cancelled(engine: Engine) -> N
     assert_stats_agree(engine)
 
 
+@pytest.mark.parametrize("how", ["restart", "stop"])
+def test_an_agent_leaving_a_cancelled_workflows_task_ends_it_cancelled(
+    engine: Engine, how: str
+) -> None:
+    wid = engine.push(diamond())
+    hand = Hand(engine, "leaver")
+    t = hand.claim_one()
+    engine.cancel(wid)
+    if how == "restart":
+        assert hand.register() == []  # not taken back: its workflow is cancelled
+    else:
+        hand.stop()
+    assert set(states(engine, wid).values()) == {"cancelled"}
+    assert engine.stats().tasks["running"] == 0
+    assert hand.succeed(t) == 0
+    assert_stats_agree(engine)
+
+
 def test_stop_hands_running_tasks_back(engine: Engine) -> None:
     wid = engine.push(diamond())
     hand = Hand(engine, "leaver")

@@ -146,6 +146,14 @@ local function start_task(wid, wk, i, agent, ct)
   return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, parent_outputs(wk, f[4])}
 end
 
+-- A running task whose agent is gone (lost, stopped or restarted) while its workflow was
+-- cancelled: it will not run again.
+local function drop_cancelled(wk, i, ct)
+  redis.call('HSET', wk, i .. 's', 'cancelled', i .. 'd', NOW - ct)
+  redis.call('HINCRBY', wk, 'left', -1)
+  move_count('running', 'cancelled')
+end
+
 -- Move tasks whose retry backoff is over into their queues (held if paused).
 local function promote_due(limit)
   local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', NOW, 'LIMIT', 0, limit)

@@ -22,10 +22,7 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
       local ct = tonumber(f[2])
       local lost = redis.call('HINCRBY', wk, i .. 'l', 1)
       if f[1] ~= 'running' and f[1] ~= 'paused' then
-        -- its workflow was cancelled meanwhile: the task will not run again
-        redis.call('HSET', wk, i .. 's', 'cancelled', i .. 'd', NOW - ct)
-        redis.call('HINCRBY', wk, 'left', -1)
-        move_count('running', 'cancelled')
+        drop_cancelled(wk, i, ct)
       elseif lost > max_lost then
         redis.call('HSET', wk, i .. 's', 'failed', i .. 'd', NOW - ct,
           i .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')

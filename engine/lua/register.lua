@@ -14,9 +14,11 @@ for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
   local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g')
-  if f[3] == 'running' and f[4] == agent and (f[1] == 'running' or f[1] == 'paused') then
+  local mine = f[3] == 'running' and f[4] == agent
+  if mine and (f[1] == 'running' or f[1] == 'paused') then
     rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]))
   else
+    if mine then drop_cancelled(wk, i, tonumber(f[2])) end
     redis.call('SREM', run_key, member)
   end
 end

@@ -1,0 +1,260 @@
+"""Random sequences of every operation (hypothesis stateful testing), invariants after each.
+
+Agents are driven step by step (claim, succeed, fail, lose the lease, restart) while an
+operator pauses, releases, cancels, retries and cleans up. After every step the stored
+state must be self-consistent: counters, per-workflow tallies, queue and backoff
+membership, parents' countdowns and the agents' running sets.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from engine_helpers import Hand, assert_stats_agree
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from engine import EmbeddedRedis, Engine, NotFoundError, StateError, Task, Workflow
+from engine.model import decode_json
+
+AGENTS = ("A", "B")
+TYPES = ("", "t")
+
+
+@st.composite
+def small_dags(draw: st.DrawFn) -> Workflow:
+    n = draw(st.integers(1, 6))
+    wf = Workflow("wf", retry_backoff=0.0)
+    for i in range(n):
+        parents = sorted(draw(st.sets(st.integers(0, i - 1), max_size=2))) if i else []
+        wf.task(
+            f"t{i}",
+            payload=i,
+            type=draw(st.sampled_from(TYPES)),
+            priority=draw(st.integers(0, 2)),
+            after=[f"t{p}" for p in parents],
+            max_attempts=draw(st.integers(1, 2)),
+        )
+    return wf
+
+
+class EngineMachine(RuleBasedStateMachine):
+    """The engine under random operations; the model is what the test knows it holds."""
+
+    server: EmbeddedRedis  # set by the fixture below
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = Engine.connect(self.server.url)
+        self.engine.redis.flushall()
+        self.hands = {a: Hand(self.engine, a) for a in AGENTS}
+        self.held: dict[str, list[Task]] = {a: [] for a in AGENTS}
+        self.stale: list[tuple[str, Task]] = []  # outcomes a zombie may still report
+        self.wids: list[str] = []
+
+    def teardown(self) -> None:
+        self.engine.close()
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _state(self, wid: str) -> str | None:
+        return self.engine.redis.hget(self.engine.keys.shard(0).workflow(wid), "st")
+
+    def _steer(self, op: str, wid: str, allowed: set[str]) -> None:
+        before = self._state(wid)
+        try:
+            getattr(self.engine, op)(wid)
+        except NotFoundError:
+            assert before is None
+        except StateError:
+            assert before is not None and before not in allowed, (op, before)
+        else:
+            assert before in allowed, (op, before)
+
+    # -- rules ------------------------------------------------------------------------
+
+    @rule(wf=small_dags())
+    def push(self, wf: Workflow) -> None:
+        self.wids.append(self.engine.push(wf))
+
+    @rule(agent=st.sampled_from(AGENTS), task_type=st.sampled_from(TYPES), count=st.integers(1, 3))
+    def claim(self, agent: str, task_type: str, count: int) -> None:
+        try:
+            tasks = self.hands[agent].claim(task_type, count)
+        except Exception as e:  # noqa: BLE001 - only the lease error is expected
+            assert "RFLEASE" in str(e)
+            return
+        assert len(tasks) <= count
+        self.held[agent].extend(tasks)
+
+    @precondition(lambda self: any(self.held.values()))
+    @rule(data=st.data(), ok=st.booleans())
+    def report(self, data: st.DataObject, ok: bool) -> None:
+        agent = data.draw(st.sampled_from([a for a in AGENTS if self.held[a]]))
+        task = data.draw(st.sampled_from(self.held[agent]))
+        self.held[agent].remove(task)
+        key = self.engine.keys.shard(0).workflow(task.workflow_id)
+        s, a, g = self.engine.redis.hmget(key, [f"{task.index}{f}" for f in "sag"])
+        expected = int(s == "running" and a == str(task.attempt) and g == agent)
+        hand = self.hands[agent]
+        got = hand.succeed(task, task.name) if ok else hand.fail(task, "no")
+        assert got == expected
+
+    @precondition(lambda self: bool(self.stale))
+    @rule(data=st.data())
+    def zombie_reports(self, data: st.DataObject) -> None:
+        agent, task = data.draw(st.sampled_from(self.stale))
+        self.stale.remove((agent, task))
+        assert self.hands[agent].succeed(task, "zombie") == 0
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def lose_lease(self, agent: str) -> None:
+        self.hands[agent].expire()
+        self.engine.maintain(max_lost=2)
+        # Tasks it held were handed on: reports of them must be rejected from now on.
+        self.stale.extend((agent, t) for t in self.held[agent])
+        self.held[agent] = []
+        self.hands[agent].register()
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def restart(self, agent: str) -> None:
+        taken = self.hands[agent].register()
+        self.stale.extend((agent, t) for t in self.held[agent])
+        assert {(t.workflow_id, t.index) for t in taken} <= {
+            (t.workflow_id, t.index) for t in self.held[agent]
+        }
+        self.held[agent] = taken
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def stop(self, agent: str) -> None:
+        self.hands[agent].stop()
+        self.stale.extend((agent, t) for t in self.held[agent])
+        self.held[agent] = []
+        self.hands[agent].register()
+
+    @rule()
+    def maintain(self) -> None:
+        self.engine.maintain(max_lost=2)
+
+    @precondition(lambda self: bool(self.wids))
+    @rule(data=st.data(), op=st.sampled_from(["pause", "release", "cancel", "retry", "cleanup"]))
+    def steer(self, data: st.DataObject, op: str) -> None:
+        wid = data.draw(st.sampled_from(self.wids))
+        allowed = {
+            "pause": {"running"},
+            "release": {"paused"},
+            "cancel": {"running", "paused"},
+            "retry": {"failed"},
+            "cleanup": {"succeeded", "failed", "cancelled"},
+        }[op]
+        self._steer(op, wid, allowed)
+        if op == "cleanup" and self._state(wid) is None:
+            self.wids.remove(wid)
+
+    @precondition(lambda self: bool(self.wids))
+    @rule(data=st.data())
+    def retry_one_task(self, data: st.DataObject) -> None:
+        wid = data.draw(st.sampled_from(self.wids))
+        status = self.engine.status(wid)
+        task = data.draw(st.sampled_from(status.tasks))
+        try:
+            self.engine.retry(wid, tasks=[task.name])
+        except StateError:
+            assert task.state != "failed" or status.state not in ("running", "paused", "failed")
+        else:
+            assert task.state == "failed"
+            assert status.state in ("running", "paused", "failed")
+
+    # -- invariants -------------------------------------------------------------------
+
+    @invariant()
+    def counters_agree(self) -> None:
+        assert_stats_agree(self.engine)
+
+    @invariant()
+    def every_workflow_is_consistent(self) -> None:
+        r = self.engine.redis
+        shard = self.engine.keys.shard(0)
+        queued = {m for t in TYPES for m in r.zrange(shard.queue(t), 0, -1)}
+        delayed = set(r.zrange(shard.delayed, 0, -1))
+        running_sets = {a: r.smembers(shard.running_of(a)) for a in AGENTS}
+        live = dict(r.zrange(shard.agents_live, 0, -1, withscores=True))
+        seen_members: set[str] = set()
+        for wid in r.zrange(shard.all, 0, -1):
+            raw = r.hgetall(shard.workflow(wid))
+            wst, n = raw["st"], int(raw["n"])
+            tally: Counter[str] = Counter(raw.get(f"{i}s") for i in range(n))
+            assert int(raw["ok"]) == tally["succeeded"]
+            assert int(raw["bad"]) == tally["failed"]
+            assert int(raw["skip"]) == tally["skipped"]
+            unfinished = tally["waiting"] + tally["ready"] + tally["running"]
+            assert int(raw["left"]) == unfinished, (wid, raw)
+            assert r.zscore(shard.by_state(wst), wid) is not None
+            if wst in ("running", "paused"):
+                assert unfinished > 0
+            elif wst == "succeeded":
+                assert tally["succeeded"] == n
+            elif wst == "failed":
+                assert unfinished == 0 and tally["succeeded"] < n
+            else:
+                assert tally["waiting"] == tally["ready"] == 0
+            for i in range(n):
+                s = raw.get(f"{i}s")
+                member = f"{wid}:{i}"
+                seen_members.add(member)
+                in_queue, in_delay = member in queued, member in delayed
+                if s == "ready" and wst == "running":
+                    assert in_queue != in_delay, (member, in_queue, in_delay)
+                elif s == "ready" and wst == "paused":
+                    assert not in_queue
+                else:
+                    assert not in_queue and not in_delay, (member, s, wst)
+                parents = [raw.get(f"{p}s") for p in raw.get(f"{i}U", "").split(",") if p]
+                doomed = {"failed", "skipped", "cancelled"}
+                if s == "waiting":
+                    pending = sum(1 for p in parents if p != "succeeded")
+                    assert int(raw.get(f"{i}w", 0)) == pending > 0, (member, raw)
+                    assert not doomed & set(parents), (member, raw)  # would be skipped
+                elif s == "skipped":
+                    assert doomed & set(parents), (member, raw)  # else it could run
+                elif s != "cancelled":  # it ran or may run now: every parent succeeded
+                    assert set(parents) <= {"succeeded"}, (member, raw)
+                holder = raw.get(f"{i}g") if s == "running" else None
+                for a in AGENTS:
+                    assert (member in running_sets[a]) == (holder == a), (member, a, s)
+                if holder is not None and holder in AGENTS:
+                    assert holder in live  # a running task's agent holds a lease
+                if s == "succeeded" and raw.get(f"{i}o") is not None:
+                    assert decode_json(raw[f"{i}o"]) == raw[f"{i}N"]
+        # nothing queued, delayed or held that does not belong to a stored task
+        for member in queued | delayed | set().union(*running_sets.values()):
+            assert member in seen_members, member
+
+
+@pytest.fixture()
+def machine_server(redis_server: EmbeddedRedis):
+    EngineMachine.server = redis_server
+    yield redis_server
+    redis_server_client = Engine.connect(redis_server.url)
+    redis_server_client.redis.flushall()
+    redis_server_client.close()
+
+
+def test_random_operations_keep_the_state_consistent(machine_server: EmbeddedRedis) -> None:
+    run_state_machine_as_test(
+        EngineMachine,
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
