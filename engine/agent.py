@@ -74,6 +74,12 @@ class Agent:
             raise ValueError("an agent needs at least one handler")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if batch is not None and batch < 1:
+            raise ValueError("batch must be at least 1")
+        if not lease_s > 0:
+            raise ValueError("lease_s must be above 0")
+        if heartbeat_s is not None and not 0 < heartbeat_s < lease_s:
+            raise ValueError("heartbeat_s must be above 0 and below lease_s")
         self.engine = engine
         self.id = agent_id
         self.handlers = dict(handlers)

@@ -274,6 +274,12 @@ def test_agent_rejects_bad_arguments(engine: Engine) -> None:
         Agent(engine, "x", {})
     with pytest.raises(ValueError, match="concurrency"):
         Agent(engine, "x", {"": lambda t: None}, concurrency=0)
+    with pytest.raises(ValueError, match="lease_s"):
+        Agent(engine, "x", {"": lambda t: None}, lease_s=0)
+    with pytest.raises(ValueError, match="heartbeat_s"):
+        Agent(engine, "x", {"": lambda t: None}, lease_s=1, heartbeat_s=2)
+    with pytest.raises(ValueError, match="batch"):
+        Agent(engine, "x", {"": lambda t: None}, batch=-1)
 
 
 def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
@@ -342,3 +348,28 @@ def test_an_outcome_whose_report_fails_is_sent_again(
     assert [(t.attempts, t.output) for t in st.tasks] == [(1, "a"), (1, "b")]
     assert agent.processed == 2 and agent.rejected == 0
     assert_stats_agree(engine)
+
+
+def test_several_shards_work_as_one(redis_url: str) -> None:
+    with Engine.connect(redis_url, shards=3) as engine:
+        ids = [engine.push(fan(f"w{i}", ["", "x"], width=2)) for i in range(6)]
+        shards = {int(wid) % 3 for wid in ids}
+        assert shards == {0, 1, 2}
+        for wid in ids:  # each workflow's keys live in its own shard
+            assert engine.redis.exists(engine.keys.shard_of(wid).workflow(wid))
+        engine.pause(ids[0])
+        run_agent(engine, {"": lambda t: t.workflow_id, "x": lambda t: t.workflow_id})
+        assert engine.state(ids[0]) == "paused"
+        engine.release(ids[0])
+        run_agent(engine, {"": lambda t: t.workflow_id, "x": lambda t: t.workflow_id})
+        for wid in ids:
+            st = engine.status(wid)
+            assert st.state == "succeeded" and {t.output for t in st.tasks} == {wid}
+        assert engine.stats().workflows["succeeded"] == 6
+        assert engine.stats().tasks_pushed == 6 * 6
+        assert [s.id for s in engine.list(limit=4)] == sorted(ids, key=int, reverse=True)[:4]
+        assert engine.count("succeeded") == 6
+        assert {e.wid for e in engine.events(500) if e.kind == "workflow.succeeded"} == set(ids)
+        assert_stats_agree(engine)
+        assert engine.cleanup_finished() == 6
+        assert engine.count() == 0

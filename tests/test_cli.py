@@ -117,6 +117,7 @@ def test_missing_file(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -
     [
         (["status"], r"the following arguments are required: wid"),
         (["list", "--state", "bogus"], r"invalid choice: 'bogus'"),
+        (["list", "--limit", "0"], r"--limit: must be at least 1, not 0"),
         (["cleanup", "--finished", "--older-than", "soon"], r"not a duration: 'soon'"),
         (["cleanup"], r"cleanup needs a workflow id or --finished"),
         (["status", "999"], r"workflow 999 does not exist"),
@@ -193,7 +194,9 @@ def test_agent_usage_errors_exit_2(cli_env: dict[str, str]) -> None:
         ([], r"one of the arguments --handler --exec is required"),
         (["--handler", "no_such_module:fn"], r"cannot import 'no_such_module'"),
         (["--handler", "nocolon"], r"expected module:function"),
-        (["--exec", "true", "--concurrency", "0"], r"--concurrency must be at least 1"),
+        (["--exec", "true", "--concurrency", "0"], r"--concurrency: must be at least 1"),
+        (["--exec", "true", "--lease", "0"], r"--lease: must be above 0"),
+        (["--exec", "true", "--batch", "x"], r"--batch: not a whole number: 'x'"),
     ):
         result = cli(*args, tool="redisflow-agent", env=cli_env)
         assert result.returncode == 2, args

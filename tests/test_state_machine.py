@@ -8,6 +8,7 @@ membership, parents' countdowns and the agents' running sets.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -252,7 +253,8 @@ def test_random_operations_keep_the_state_consistent(machine_server: EmbeddedRed
     run_state_machine_as_test(
         EngineMachine,
         settings=settings(
-            max_examples=60,
+            # REDISFLOW_STATEFUL_EXAMPLES=2000 for a deeper search than the suite's default
+            max_examples=int(os.environ.get("REDISFLOW_STATEFUL_EXAMPLES", "60")),
             stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

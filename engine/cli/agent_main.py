@@ -10,10 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from ..agent import Agent
-from ..errors import DefinitionError
 from ..handlers import exec_handler, import_handler
 from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, guarded
-from .main import Parser
+from .main import Parser, positive_float, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,9 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="COMMAND",
         help="a command run per task (no shell): task JSON on stdin, output on stdout",
     )
-    p.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
-    p.add_argument("--batch", type=int, default=None, help="tasks claimed per round trip")
-    p.add_argument("--lease", type=float, default=15.0, help="lease seconds (default 15)")
+    p.add_argument(
+        "--concurrency", type=positive_int, default=1, help="tasks run at once (default 1)"
+    )
+    p.add_argument("--batch", type=positive_int, default=None, help="tasks claimed per round trip")
+    p.add_argument("--lease", type=positive_float, default=15.0, help="lease seconds (default 15)")
     p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -58,8 +59,6 @@ def run(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    if args.concurrency < 1:
-        raise DefinitionError("--concurrency must be at least 1")
     handler = import_handler(args.handler) if args.handler else exec_handler(args.command)
     types = args.types or [""]
     engine = connect(args)

@@ -68,6 +68,28 @@ def _table(*columns: str, overflow: str = "ellipsis") -> Any:
     return table
 
 
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (page numbers, page sizes, counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` in seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
@@ -313,8 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", parents=both, help="workflows, newest first, page by page")
     p.add_argument("--state", choices=[s.value for s in WorkflowState])
     p.add_argument("--name")
-    p.add_argument("--page", type=int, default=1)
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--page", type=positive_int, default=1)
+    p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(run=cmd_list)
 
     sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
@@ -323,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("stats", parents=both, help="totals by state").set_defaults(run=cmd_stats)
 
     p = sub.add_parser("events", parents=both, help="recent lifecycle events")
-    p.add_argument("--count", type=int, default=50)
+    p.add_argument("--count", type=positive_int, default=50)
     p.set_defaults(run=cmd_events)
 
     for name, text in (
