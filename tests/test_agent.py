@@ -238,7 +238,7 @@ def test_an_agent_takes_back_its_own_tasks_on_start(engine: Engine) -> None:
 def test_an_agent_declared_dead_registers_again(engine: Engine) -> None:
     wf = Workflow("w")
     wf.task("a")
-    with agent_thread(engine, {"": lambda t: "ok"}, "phoenix", heartbeat_s=30) as agent:
+    with agent_thread(engine, {"": lambda t: "ok"}, "phoenix", lease_s=60, heartbeat_s=30) as agent:
         wait_for(lambda: any(a.id == "phoenix" for a in engine.agents()))
         engine.redis.zadd(engine.keys.shard(0).agents_live, {"phoenix": 0})
         engine.maintain()  # reaped: its next claim is refused until it registers again
