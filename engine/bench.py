@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -97,6 +98,11 @@ class BenchResult:
     processed: int = 0
     rejected: int = 0
     redis_version: str = ""
+    push_cpu_s: float = 0.0
+    agents_cpu_s: float = 0.0
+    redis_cpu_s: float | None = None
+    agent_us_per_task: float | None = None
+    redis_us_per_task: float | None = None
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,8 +164,9 @@ def agent_process(
         concurrency=cfg.concurrency,
         batch=cfg.claim_batch,
     )
-    report.put(("ready", index, 0, 0))
+    report.put(("ready", index, 0, 0, 0.0))
     go.wait()
+    cpu = time.process_time()
 
     def stopper() -> None:
         stop.wait()
@@ -169,7 +176,8 @@ def agent_process(
     try:
         agent.run()
     finally:
-        report.put(("done", index, agent.processed, agent.rejected))
+        cpu = time.process_time() - cpu
+        report.put(("done", index, agent.processed, agent.rejected, cpu))
         engine.close()
 
 
@@ -207,6 +215,27 @@ def used_memory(r: redis.Redis) -> tuple[int, int]:
     """``(used_memory, used_memory_peak)`` in bytes."""
     info = r.info("memory")
     return int(info["used_memory"]), int(info["used_memory_peak"])
+
+
+def redis_cpu_seconds(r: redis.Redis) -> float | None:
+    """CPU time (user + system) the Redis server has used, when it runs on this machine.
+
+    CPU time, unlike elapsed time, barely moves when other processes compete for the
+    cores, so it is the steadier measure of what each task costs Redis.
+    """
+    kw = r.connection_pool.connection_kwargs
+    if kw.get("host") not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    try:
+        pid = int(r.info("server")["process_id"])
+        proc = Path(f"/proc/{pid}")
+        if not (proc / "comm").read_text().startswith("redis"):
+            return None
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, KeyError, redis.RedisError):
+        return None
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -335,6 +364,7 @@ def run_bench(
         p.start()
     processed = rejected = 0
     done_agents = 0
+    agents_cpu = 0.0
     try:
         ready = 0
         while ready < cfg.agents:
@@ -344,11 +374,13 @@ def run_bench(
 
         base_counters = read_counters(r, shards)
         baseline, peak_before = used_memory(r)
+        redis_cpu_before = redis_cpu_seconds(r)
         monitor = Monitor(r, shards)
         monitor.peak = baseline
         monitor.start()
 
         wids: list[str] = []
+        push_cpu = time.thread_time()
         t0 = time.monotonic()
         if cfg.phases == "overlap":
             go.set()
@@ -359,6 +391,7 @@ def run_bench(
             if cfg.phases == "overlap":
                 _report_run(monitor, base_counters, tasks_total, progress)
         t_push = time.monotonic()
+        push_cpu = time.thread_time() - push_cpu
         pushed_mem: int | None = None
         if cfg.phases == "split":
             pushed_mem = monitor.sample_memory()
@@ -382,6 +415,7 @@ def run_bench(
         monitor.join()
         final = delta(read_counters(r, shards), base_counters)
         progress("run", _finished_tasks(final), tasks_total)
+        redis_cpu_after = redis_cpu_seconds(r)
         used_end, peak_end = used_memory(r)
         peak = max(monitor.peak, used_end)
         if peak_end > peak_before:
@@ -392,7 +426,7 @@ def run_bench(
         deadline_join = time.monotonic() + 30
         while done_agents < len(procs) and time.monotonic() < deadline_join:
             try:
-                kind, _, n_ok, n_rej = report.get(timeout=1)
+                kind, _, n_ok, n_rej, cpu_s = report.get(timeout=1)
             except queue.Empty:
                 if not any(p.is_alive() for p in procs):
                     break
@@ -401,11 +435,17 @@ def run_bench(
                 done_agents += 1
                 processed += n_ok
                 rejected += n_rej
+                agents_cpu += cpu_s
         for p in procs:
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=5)
+    redis_cpu = (
+        None
+        if redis_cpu_before is None or redis_cpu_after is None
+        else redis_cpu_after - redis_cpu_before
+    )
 
     counted = recount(engine, wids)
     lat = sample_latency(engine, wids, cfg.latency_sample)
@@ -447,6 +487,13 @@ def run_bench(
         processed=processed,
         rejected=rejected,
         redis_version=str(info.get("redis_version", "")),
+        push_cpu_s=round(push_cpu, 3),
+        agents_cpu_s=round(agents_cpu, 3),
+        redis_cpu_s=None if redis_cpu is None else round(redis_cpu, 3),
+        agent_us_per_task=round(agents_cpu / max(1, tasks_total) * 1e6, 1),
+        redis_us_per_task=(
+            None if redis_cpu is None else round(redis_cpu / max(1, tasks_total) * 1e6, 1)
+        ),
         problems=problems,
     )
 
