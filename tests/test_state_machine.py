@@ -86,8 +86,12 @@ class EngineMachine(RuleBasedStateMachine):
     def push(self, wf: Workflow) -> None:
         self.wids.append(self.engine.push(wf))
 
-    @rule(agent=st.sampled_from(AGENTS), task_type=st.sampled_from(TYPES), count=st.integers(1, 3))
-    def claim(self, agent: str, task_type: str, count: int) -> None:
+    @rule(
+        agent=st.sampled_from(AGENTS),
+        task_type=st.sampled_from([*TYPES, TYPES]),
+        count=st.integers(1, 3),
+    )
+    def claim(self, agent: str, task_type: str | tuple[str, ...], count: int) -> None:
         try:
             tasks = self.hands[agent].claim(task_type, count)
         except Exception as e:  # noqa: BLE001 - only the lease error is expected
