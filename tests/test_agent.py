@@ -211,12 +211,14 @@ def test_a_drain_longer_than_the_lease_keeps_the_lease(engine: Engine) -> None:
         release.wait(30)
         return "done"
 
-    with agent_thread(engine, {"": handler}, "drainer", lease_s=0.3, concurrency=2) as agent:
+    with agent_thread(
+        engine, {"": handler}, "drainer", lease_s=0.6, heartbeat_s=0.1, concurrency=2
+    ) as agent:
         assert started.wait(30)
         agent.stop()
         # Several leases' worth of housekeeping while the task is still in flight.
         before = engine.server_time()
-        wait_for(lambda: engine.maintain() and engine.server_time() - before > 1.0)
+        wait_for(lambda: engine.maintain() and engine.server_time() - before > 2.0)
         release.set()
     st = engine.status(wid)
     assert (st.state, st.task("slow").attempts) == ("succeeded", 1)

@@ -89,7 +89,7 @@ def test_a_killed_agents_task_is_rerun_by_another_after_its_lease(engine: Engine
     victim.send_signal(signal.SIGKILL)
     victim.wait(30)
     rig.open_gate()
-    heir = rig.start("heir", "--lease", "1", "--until-idle")
+    heir = rig.start("heir", "--lease", "3", "--until-idle")
     out, err = heir.communicate(timeout=60)
     assert heir.returncode == 0, err
     assert rig.starts() == [("victim", "t", 1), ("heir", "t", 2)]
@@ -133,7 +133,7 @@ def test_a_frozen_agents_late_completion_is_rejected(engine: Engine, rig: Rig) -
     wait_for(lambda: rig.starts() == [("zombie", "t", 1)], what="the zombie to start")
     zombie.send_signal(signal.SIGSTOP)  # alive, holding the task, but silent
     rig.open_gate()
-    heir = rig.start("heir", "--lease", "1", "--until-idle")
+    heir = rig.start("heir", "--lease", "3", "--until-idle")
     _, err = heir.communicate(timeout=60)
     assert heir.returncode == 0, err
     assert engine.status(wid).task("t").output == {"by": "heir", "attempt": 2}
