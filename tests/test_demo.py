@@ -1,0 +1,84 @@
+"""redisflow-demo runs end to end through its console script; figures are never asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+FIELDS = {
+    "shape",
+    "workflows",
+    "tasks",
+    "agents",
+    "push_s",
+    "run_s",
+    "total_s",
+    "workflows_pushed_per_s",
+    "tasks_per_s",
+    "redis_peak_mb",
+    "bytes_per_task",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "ok",
+}
+
+
+def run_demo(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "REDISFLOW_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.demo_main", "--url", url, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("shape", "workflows", "agents", "extra"),
+    [
+        ("fan10", 300, 2, []),
+        ("chain9", 200, 1, ["--phases", "split"]),
+        ("random", 100, 2, ["--seed", "3"]),
+    ],
+)
+def test_demo_json(redis_url: str, shape: str, workflows: int, agents: int, extra: list[str]):
+    proc = run_demo(
+        redis_url, "--shape", shape, "--workflows", str(workflows), "--agents", str(agents), *extra
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1
+    out = json.loads(lines[0])
+    assert FIELDS <= out.keys()
+    assert out["ok"] is True, out["problems"]
+    assert out["shape"] == shape
+    assert out["workflows"] == workflows
+    assert out["agents"] == agents
+    assert out["succeeded"] == out["tasks"] > 0
+    assert out["latency_p50_ms"] is not None
+
+
+@pytest.mark.slow
+def test_demo_failures_are_counted(redis_url: str) -> None:
+    proc = run_demo(redis_url, "--workflows", "100", "--agents", "1", "--fail-rate", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ok"] is True, out["problems"]
+    assert out["failed"] > 0
+    assert out["succeeded"] + out["failed"] + out["skipped"] == out["tasks"]
+
+
+def test_demo_refuses_a_namespace_in_use(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.hset("rf:{rf:0}:stats", "w:pushed", 1)
+    proc = run_demo(redis_url, "--workflows", "10")
+    assert proc.returncode == 2
+    assert "already holds data" in proc.stderr
+    assert client.hget("rf:{rf:0}:stats", "w:pushed") == b"1"  # nothing flushed
