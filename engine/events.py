@@ -8,6 +8,7 @@ text on the shard's event channel.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import redis
 
 from .model import Event
+
+log = logging.getLogger("redisflow.events")
 
 TASK_KINDS = {"claimed", "succeeded", "failed", "retrying", "rejected", "requeued"}
 
@@ -74,9 +77,18 @@ class EventListener:
             except (redis.ConnectionError, redis.TimeoutError):
                 self._stop.wait(0.5)
                 continue
-            if msg and msg["type"] == "message":
-                for event in decode_batch(msg["data"]):
+            if not msg or msg["type"] != "message":
+                continue
+            try:
+                events = decode_batch(msg["data"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring a malformed event batch: %.200r", msg["data"])
+                continue
+            for event in events:
+                try:
                     self._callback(event)
+                except Exception:  # a callback's bug must not stop the listener
+                    log.exception("event callback failed on %s", event.kind)
 
     def close(self) -> None:
         """Stop listening."""

@@ -177,3 +177,26 @@ def test_decode_batch() -> None:
     )
     assert (b.kind, b.wid, b.task, b.data) == ("workflow.succeeded", "7", None, {})
     assert (c.kind, c.wid, c.data) == ("agent.dead", "", {"agent": "ag"})
+
+
+def test_listener_survives_a_failing_callback_and_bad_messages(engine: Engine) -> None:
+    """A callback that raises, or a non-JSON message, does not stop the listener."""
+    got: list[str] = []
+    done = threading.Event()
+
+    def callback(event: Event) -> None:
+        got.append(event.kind)
+        if event.kind == "workflow.cancelled":
+            done.set()
+        raise RuntimeError("callback bug")
+
+    channel = engine.keys.shard(0).event_channel
+    with engine.listen(callback):
+        engine.redis.publish(channel, "not json")
+        wf = Workflow("w")
+        wf.task("a")
+        wid = engine.push(wf)
+        engine.cancel(wid)
+        assert done.wait(5)
+    assert got[:1] == ["workflow.pushed"]
+    assert "workflow.cancelled" in got
