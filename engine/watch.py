@@ -2,8 +2,8 @@
 
 A :class:`Watch` is one pub/sub connection that carries the engine's lifecycle event
 channel of every shard and, when the server allows it, Redis keyspace notifications
-for a few chosen keys: the counters of every shard and the hashes of the workflows a
-caller is looking at. Consumers (the console) treat everything as a hint that
+for a few chosen keys: the hashes of the workflows a caller is looking at (and, if
+asked, the counters of every shard). Consumers (the console) treat everything as a hint that
 something changed, and read the state through :class:`engine.Engine`.
 
 Keyspace notifications are enabled with ``CONFIG SET notify-keyspace-events``, adding
@@ -16,19 +16,20 @@ Example:
     >>> with Watch(engine) as watch:
     ...     watch.watch_workflows(["12"])
     ...     for hint in watch.poll(timeout=1.0):
-    ...         print(hint)
+    ...         print(hint.events() if isinstance(hint, EventBatch) else hint)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from .client import Engine
-from .events import decode_batch
+from .events import TASK_KINDS, decode_batch
 from .model import Event
 
 KEYSPACE_FLAGS = "Kh"  # keyspace channel, hash commands
@@ -49,7 +50,51 @@ class KeyChange:
     op: str
 
 
-Hint = Event | KeyChange
+@dataclass
+class EventBatch:
+    """One published batch of lifecycle events (one script call), decoded on demand.
+
+    :meth:`brief` is cheap enough for thousands of events a second; :meth:`events`
+    builds full :class:`~engine.Event` records for the few a reader shows.
+    """
+
+    body: str
+    _data: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            self._data = json.loads(self.body)
+        return self._data
+
+    @property
+    def ts(self) -> float:
+        """When the batch was written, in epoch seconds."""
+        return float(self.data["ts"]) / 1000.0
+
+    def __len__(self) -> int:
+        return len(self.data["ev"])
+
+    def brief(self) -> Iterator[tuple[str, str, int]]:
+        """``(kind, workflow id, task index or -1)`` of each event, in order.
+
+        Kinds are those of :class:`~engine.Event` (``task.claimed``, ``agent.dead``...);
+        agent events have an empty workflow id.
+        """
+        for kind, wid, idx, _ in self.data["ev"]:
+            if kind.startswith("agent."):
+                yield kind, "", -1
+            elif idx >= 0 and kind in TASK_KINDS:
+                yield "task." + kind, str(wid), idx
+            else:
+                yield "workflow." + kind, str(wid), -1
+
+    def events(self) -> list[Event]:
+        """The full events of the batch, in order."""
+        return decode_batch(self.body)
+
+
+Hint = EventBatch | KeyChange
 
 
 def enable_keyspace_events(engine: Engine) -> bool:
@@ -81,9 +126,11 @@ class Watch:
     Args:
         engine: the deployment to watch.
         keyspace: also subscribe to keyspace notifications (when the server allows).
+        stats: also receive a notification per counter update (one per script call,
+            as many as event batches: off by default, the events say as much).
     """
 
-    def __init__(self, engine: Engine, keyspace: bool = True) -> None:
+    def __init__(self, engine: Engine, keyspace: bool = True, stats: bool = False) -> None:
         self.engine = engine
         self.connects = 0
         self._pubsub = engine.redis.pubsub(ignore_subscribe_messages=True)
@@ -95,7 +142,7 @@ class Watch:
         self._workflow_channels: dict[str, str] = {}
         self.keyspace = keyspace and enable_keyspace_events(engine)
         channels = list(self._event_channels)
-        if self.keyspace:
+        if self.keyspace and stats:
             channels += list(self._stats_channels)
         self._pubsub.subscribe(*channels)
         conn = self._pubsub.connection
@@ -143,10 +190,12 @@ class Watch:
             channel = channel.decode()
         data = msg["data"]
         if channel in self._event_channels:
+            batch = EventBatch(data if isinstance(data, str) else data.decode())
             try:
-                hints.extend(decode_batch(data))
+                batch.data["ev"]
             except (ValueError, KeyError, TypeError):
-                pass  # not an event batch: ignore, it is only a hint
+                return  # not an event batch: ignore, it is only a hint
+            hints.append(batch)
         elif channel in self._stats_channels:
             hints.append(KeyChange("stats", None, str(data)))
         elif channel in self._workflow_channels:

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start agents and a stream of demo workflows (some fail and retry)",
     )
-    p.add_argument("--demo-rate", type=float, default=1.5, help="demo workflows per second")
+    p.add_argument("--demo-rate", type=float, default=1.0, help="demo workflows per second")
     p.add_argument("--read-only", action="store_true", help="hide every action")
     p.add_argument(
         "--no-keyspace",

@@ -33,9 +33,9 @@ from engine import Agent, Engine, Task, Workflow, shapes
 
 TYPES = ("", "io", "cpu")
 AGENTS = (
-    ("agent-a", ("", "io"), 4),
-    ("agent-b", ("", "cpu"), 4),
-    ("agent-c", ("io", "cpu"), 3),
+    ("agent-a", ("", "io"), 6),
+    ("agent-b", ("", "cpu"), 6),
+    ("agent-c", ("io", "cpu"), 4),
 )
 FLAKY = "agent-c"  # dies now and then, and comes back under the same id
 
@@ -80,7 +80,7 @@ def demo_workflow(rng: random.Random, seq: int, fast: bool = False) -> Workflow:
         elif rng.random() < 0.06:
             fail = rng.choice((1, 2))
         t.payload = {
-            "ms": 0 if fast else rng.randint(150, 1500),
+            "ms": 0 if fast else rng.randint(100, 700),
             "fail": fail,
             "upstream": rng.choice(("s3", "postgres", "billing-api", "geo-service")),
         }
@@ -157,7 +157,7 @@ class Demo:
         self,
         url: str,
         *,
-        rate: float = 1.5,
+        rate: float = 1.0,
         namespace: str = "rf",
         fast: bool = False,
         flaky: bool = True,
@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m redisflow_tui.demo")
     sub = p.add_subparsers(dest="cmd", required=True)
     push = sub.add_parser("push", help="push demo workflows")
-    push.add_argument("--rate", type=float, default=1.5, help="workflows per second")
+    push.add_argument("--rate", type=float, default=1.0, help="workflows per second")
     push.add_argument("--fast", action="store_true", help="tasks do not sleep")
     push.add_argument("--limit", type=int, default=0, help="stop after this many")
     agent = sub.add_parser("agent", help="run a demo agent")

@@ -31,6 +31,6 @@ def counts(agents: list[AgentInfo]) -> dict[str, int]:
 
 
 LEGEND = (
-    "online: heartbeat within 2 heartbeat intervals · stale: heartbeat late, lease not yet "
-    "expired · dead: lease expired, its tasks are handed on · stopped: left cleanly"
+    "online: beat within 2 intervals · stale: beat late, lease not expired · "
+    "dead: lease expired, its tasks handed on · stopped: left cleanly"
 )

@@ -162,15 +162,15 @@ def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
 
 
 def group_graph(tasks: Sequence[TaskStatus], level: Sequence[int], key: str) -> DagGraph:
-    """Tasks of one level, type and name stem collapsed into one node."""
-    groups: dict[tuple[int, str, str], int] = {}
+    """Tasks of one level whose names share a stem collapsed into one node."""
+    groups: dict[tuple[int, str], int] = {}
     labels: list[str] = []
     members: list[list[int]] = []
     node_of: dict[int, int] = {}
     for t in tasks:
         m = STEM.match(t.name)
         stem = m.group(1) if m and m.group(1) else t.name
-        gk = (level[t.index], stem, t.type)
+        gk = (level[t.index], stem)
         node = groups.get(gk)
         if node is None:
             node = groups[gk] = len(labels)

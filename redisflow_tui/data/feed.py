@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis
 
 from engine import Engine, Event
-from engine.watch import KeyChange, Watch
+from engine.watch import EventBatch, Hint, KeyChange, Watch
 
-EVENT_BUFFER = 5000  # live events kept between two drains
+EVENT_BUFFER = 500  # live events kept between two drains (the newest)
 FINISHING_KINDS = frozenset({"task.succeeded", "task.failed"})
 
 
@@ -73,23 +74,30 @@ class Changes:
         return bool(self.resync or self.wids or self.pushed or self.cleaned)
 
     def add_event(self, event: Event) -> None:
-        """Fold one lifecycle event in."""
-        kind = event.kind
+        """Fold one lifecycle event in, and keep it for the event log."""
         if len(self.events) < EVENT_BUFFER:
             self.events.append(event)
         else:
             self.dropped += 1
+        task = -1 if event.task is None else event.task
+        self.add_brief(event.kind, event.wid, task, event.ts)
+
+    def add_brief(self, kind: str, wid: str, task: int, ts: float) -> None:
+        """Fold in what one event changed (without keeping the event itself)."""
         if kind.startswith("agent."):
             self.agents = True
             return
         self.stats = True
-        self.wids.add(event.wid)
-        if event.task is not None:
-            self.tasks.setdefault(event.wid, set()).add(event.task)
+        self.wids.add(wid)
+        if task >= 0:
+            tasks = self.tasks.get(wid)
+            if tasks is None:
+                tasks = self.tasks[wid] = set()
+            tasks.add(task)
             if kind == "task.claimed":
                 self.agents = True
             elif kind in FINISHING_KINDS:
-                sec = int(event.ts)
+                sec = int(ts)
                 self.finished[sec] = self.finished.get(sec, 0) + 1
         elif kind == "workflow.pushed":
             self.pushed += 1
@@ -173,6 +181,8 @@ class Feed:
         self.keyspace = False
         self._lock = threading.Lock()
         self._pending = Changes()
+        self._recent: deque[EventBatch] = deque()  # newest batches, for the event log
+        self._recent_events = 0
         self._watched: tuple[str, ...] = ()
 
     def watch_workflows(self, wids: Iterable[str]) -> None:
@@ -180,20 +190,47 @@ class Feed:
         self._watched = tuple(sorted(set(wids)))
 
     def drain(self) -> Changes:
-        """Take everything that changed since the last drain."""
+        """Take everything that changed since the last drain.
+
+        Only the newest :data:`EVENT_BUFFER` events are decoded in full (the event log
+        shows no more); the others are counted in ``dropped``.
+        """
         with self._lock:
             out, self._pending = self._pending, Changes()
+            recent, self._recent = self._recent, deque()
+            self._recent_events = 0
+        events: list[Event] = []
+        for batch in recent:
+            events.extend(batch.events())
+        out.events = events[-EVENT_BUFFER:]
+        out.dropped += len(events) - len(out.events)
         return out
 
-    def absorb(self, hints: Iterable[Event | KeyChange]) -> None:
+    def absorb(self, hints: Iterable[Hint]) -> None:
         """Fold hints into the pending changes (the feed thread calls this)."""
+        briefs: list[tuple[float, list[tuple[str, str, int]]]] = []
+        batches: list[EventBatch] = []
+        keys: list[KeyChange] = []
+        for hint in hints:
+            if isinstance(hint, EventBatch):
+                briefs.append((hint.ts, list(hint.brief())))
+                batches.append(hint)
+            else:
+                keys.append(hint)
         with self._lock:
             pending = self._pending
-            for hint in hints:
-                if isinstance(hint, Event):
-                    pending.add_event(hint)
-                else:
-                    pending.add_key(hint)
+            for ts, items in briefs:
+                for kind, wid, task in items:
+                    pending.add_brief(kind, wid, task, ts)
+            for key in keys:
+                pending.add_key(key)
+            for batch in batches:
+                self._recent.append(batch)
+                self._recent_events += len(batch)
+                while self._recent and self._recent_events - len(self._recent[0]) >= EVENT_BUFFER:
+                    old = self._recent.popleft()
+                    self._recent_events -= len(old)
+                    pending.dropped += len(old)
 
     def _mark_resync(self) -> None:
         with self._lock:

@@ -7,10 +7,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from ..data.feed import Changes
 from ..widgets.event_log import EventLogView
+from ..widgets.text_line import TextLine
 from .base import LiveScreen
 
 
@@ -36,7 +37,7 @@ class EventsScreen(LiveScreen):
             "(e.g. “failed”, “task.claimed agent-a”)",
             id="event-filter",
         )
-        yield Static(id="events-status")
+        yield TextLine(id="events-status")
         yield EventLogView(self.console.clock, id="events")
         yield Footer()
 
@@ -79,7 +80,7 @@ class EventsScreen(LiveScreen):
             status += Content.from_markup(
                 " [$warning]· $d too fast to show[/]", d=f"{log.dropped:,}"
             )
-        self.query_one("#events-status", Static).update(status)
+        self.query_one("#events-status", TextLine).set(status)
 
     @on(Input.Changed, "#event-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

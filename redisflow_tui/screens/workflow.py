@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer
 
 from engine import Engine, WorkflowStatus
 
@@ -20,9 +20,11 @@ from ..data.layout import DagLayout
 from ..data.workflow import DAG_MODES, WorkflowView, read_workflow
 from ..widgets.dag_view import DagView
 from ..widgets.levels import LevelsView
+from ..widgets.live_table import LiveTable
 from ..widgets.looks import WORKFLOW_GLYPH, markup_var
 from ..widgets.task_detail import TaskDetail
 from ..widgets.task_table import TaskTable
+from ..widgets.text_line import TextLine
 from .base import LiveScreen
 
 MODE_NAMES = {
@@ -77,13 +79,13 @@ class WorkflowScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
-        yield Static(id="wf-header")
+        yield TextLine(id="wf-header")
         with Horizontal(id="wf-top"):
             yield DagView(id="dag")
             yield LevelsView(id="levels")
         with Horizontal(id="wf-bottom"):
             with Vertical(id="wf-tasks"):
-                yield Static(id="tasks-title")
+                yield TextLine(id="tasks-title")
                 yield TaskTable(id="tasks")
             yield TaskDetail(id="detail")
         yield Footer()
@@ -164,7 +166,7 @@ class WorkflowScreen(LiveScreen):
         table.show(rows, self.console.clock)
         title = {"all": "All tasks", "failed": "Failed tasks", "running": "Running tasks"}
         extra = f" · first {len(rows) - table.truncated:,} shown" if table.truncated else ""
-        self.query_one("#tasks-title", Static).update(
+        self.query_one("#tasks-title", TextLine).set(
             Content.from_markup(
                 "[b]$title[/b] [dim]($n) · f failed only · n running only$extra[/]",
                 title=title[self.task_filter],
@@ -222,7 +224,7 @@ class WorkflowScreen(LiveScreen):
             parts.append("[dim]· graph: $view (d)[/]")
             values["view"] = view_name
             text = Content.from_markup(" ".join(parts), **values)
-        self.query_one("#wf-header", Static).update(text)
+        self.query_one("#wf-header", TextLine).set(text)
 
     # -- selection --------------------------------------------------------------------
 
@@ -234,19 +236,19 @@ class WorkflowScreen(LiveScreen):
         if event.chosen and self.view_mode == "focus" and event.task != self.focus_center:
             self._change_view("focus", event.task)
 
-    @on(DataTable.RowHighlighted, "#tasks")
-    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is None:
+    @on(LiveTable.Highlighted, "#tasks")
+    def _row_highlighted(self, event: LiveTable.Highlighted) -> None:
+        if event.key is None:
             return
-        task = int(event.row_key.value)
+        task = int(event.key)
         if task == self.sel_task:
             return
         self.sel_task = task
         self.query_one(DagView).select_task(task)
         self._detail()
 
-    @on(DataTable.RowSelected, "#tasks")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(LiveTable.Selected, "#tasks")
+    def _row_selected(self, event: LiveTable.Selected) -> None:
         at = self.sel_task
         if self.view_mode == "focus" and at is not None and at != self.focus_center:
             self._change_view("focus", at)
@@ -256,7 +258,7 @@ class WorkflowScreen(LiveScreen):
     def action_filter(self, which: str) -> None:
         """Show only failed (or only running) tasks; again to show all."""
         self.task_filter = "all" if self.task_filter == which else which
-        self.query_one(TaskTable).reset()
+        self.query_one(TaskTable).clear()
         self._tasks()
 
     def action_next_view(self) -> None:

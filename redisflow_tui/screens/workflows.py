@@ -11,15 +11,17 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from engine import Engine
 
 from ..data import actions
 from ..data.feed import Changes
 from ..data.home import HomePage, HomeQuery, read_page
+from ..widgets.live_table import LiveTable
 from ..widgets.name_suggester import NameSuggester
 from ..widgets.rates import RatePanel
+from ..widgets.text_line import TextLine
 from ..widgets.totals import StateTotals
 from ..widgets.workflow_table import WorkflowTable
 from .base import LiveScreen
@@ -67,7 +69,7 @@ class WorkflowsScreen(LiveScreen):
             yield RatePanel("Throughput", "tasks/s", id="throughput")
             yield RatePanel("Queued", "ready tasks", id="queued")
         with Horizontal(id="listbar"):
-            yield Static(id="listinfo")
+            yield TextLine(id="listinfo")
             yield Input(
                 placeholder="workflow name (Tab completes, Enter filters, Esc clears)",
                 id="search",
@@ -133,7 +135,7 @@ class WorkflowsScreen(LiveScreen):
                 pages=f"{page.pages:,}",
                 n=f"{page.matching:,}",
             )
-        self.query_one("#listinfo", Static).update(text)
+        self.query_one("#listinfo", TextLine).set(text)
 
     # -- the list ---------------------------------------------------------------------
 
@@ -196,8 +198,8 @@ class WorkflowsScreen(LiveScreen):
         self.query_one(WorkflowTable).focus()
         self._requery(replace(self.query_, name=chosen, page=0))
 
-    @on(DataTable.RowSelected)
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(LiveTable.Selected, "#workflows")
+    def _row_selected(self, event: LiveTable.Selected) -> None:
         self.action_open()
 
     # -- actions ----------------------------------------------------------------------

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
+
+from .text_line import TextLine
 
 TABS = (("workflows", "1", "Workflows"), ("agents", "2", "Agents"), ("events", "3", "Events"))
 
 
-class AppBar(Static):
+class AppBar(TextLine):
     """``redisflow  1 Workflows  2 Agents  3 Events ....  ● connected redis://...``."""
 
     DEFAULT_CSS = """
@@ -61,13 +62,13 @@ class AppBar(Static):
             status = Content.from_markup("[reverse $warning] read-only [/] ") + status
         width = self.size.width or 120
         gap = max(1, width - left.cell_length - status.cell_length - 1)
-        self.update(left + Content(" " * gap) + status + Content(" "))
+        self.set(left + Content(" " * gap) + status + Content(" "))
 
     def on_resize(self) -> None:
         self._redraw()
 
 
-class Banner(Static):
+class Banner(TextLine):
     """A loud line shown only while Redis cannot be reached."""
 
     DEFAULT_CSS = """
@@ -89,7 +90,7 @@ class Banner(Static):
     def _redraw(self, lost: str) -> None:
         self.set_class(bool(lost), "-lost")
         if lost:
-            self.update(
+            self.set(
                 Content.from_markup(
                     "✖ Redis is unreachable: $error — retrying; the view will resync "
                     "when it is back",

@@ -5,7 +5,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
+
+from .text_line import TextLine
 
 
 class RatePanel(Vertical):
@@ -17,7 +19,7 @@ class RatePanel(Vertical):
         width: 1fr;
         padding: 0 1;
     }
-    RatePanel > Static { height: 1; }
+    RatePanel > TextLine { height: 1; }
     RatePanel > Sparkline { height: 2; }
     """
 
@@ -25,18 +27,23 @@ class RatePanel(Vertical):
         super().__init__(id=id)
         self.title = title
         self.unit = unit
+        self._key: object = ()
 
     def compose(self) -> ComposeResult:
-        yield Static(self.title, classes="label")
+        yield TextLine(self.title)
         yield Sparkline([], summary_function=max)
 
     def show(
         self, series: list[float], current: float, note: str = "", integer: bool = False
     ) -> None:
         """New series (oldest first) and the current value."""
+        key = (tuple(series), current, note)
+        if key == self._key:
+            return
+        self._key = key
         self.query_one(Sparkline).data = series or [0.0]
         peak = max(series, default=0.0)
-        self.query_one(Static).update(
+        self.query_one(TextLine).set(
             Content.from_markup(
                 "[b]$title[/b] [b $accent]$value[/] $unit [dim]· peak $peak · $window$note[/]",
                 title=self.title,

@@ -26,6 +26,10 @@ def _value(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + f"\n… ({len(text):,} chars)"
 
 
+def _when(clock: Clock, ts: float | None) -> str:
+    return "—" if ts is None else clock.stamp(ts)
+
+
 class TaskDetail(VerticalScroll):
     """The selected task in full."""
 
@@ -58,9 +62,9 @@ class TaskDetail(VerticalScroll):
                 f"{task.attempts} started, {task.failures} failed, {task.max_attempts} allowed",
             ),
             ("agent", task.agent or "—"),
-            ("ready", clock.stamp(task.ready_at)),
-            ("started", clock.stamp(task.started_at)),
-            ("finished", clock.stamp(task.finished_at)),
+            ("ready", _when(clock, task.ready_at)),
+            ("started", _when(clock, task.started_at)),
+            ("finished", _when(clock, task.finished_at)),
             (
                 "took",
                 clock.since(task.started_at, task.finished_at) if task.started_at else "—",

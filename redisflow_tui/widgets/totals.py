@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
 
 from engine import Stats
 
 from ..data.dag import GLYPH
 from .looks import WORKFLOW_GLYPH, markup_var
+from .text_line import TextLine
 
 WORKFLOW_ORDER = ("running", "paused", "succeeded", "failed", "cancelled")
 TASK_ORDER = ("running", "ready", "waiting", "succeeded", "failed", "skipped", "cancelled")
 
 
-class StateTotals(Static):
+class StateTotals(TextLine):
     """Two lines: workflows by state (clickable filters) and tasks by state."""
 
     DEFAULT_CSS = """
     StateTotals {
-        height: auto;
+        height: 2;
         padding: 0 1;
     }
     """
@@ -28,11 +28,21 @@ class StateTotals(Static):
         super().__init__(id=id)
         self.stats: Stats | None = None
         self.selected: str | None = None
+        self._key: object = ()
 
     def show(self, stats: Stats | None, selected: str | None) -> None:
         """Show ``stats``, highlighting the ``selected`` state filter."""
+        key = (
+            None
+            if stats is None
+            else (tuple(stats.workflows.items()), tuple(stats.tasks.items()), stats.tasks_pushed),
+            selected,
+        )
+        if key == self._key:
+            return
+        self._key = key
         self.stats, self.selected = stats, selected
-        self.update(self._content())
+        self.set(self._content())
 
     def _content(self) -> Content:
         stats = self.stats

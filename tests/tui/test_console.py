@@ -16,6 +16,7 @@ from redisflow_tui.screens.confirm import ConfirmScreen
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.screens.workflows import WorkflowsScreen
 from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.live_table import LiveTable
 from redisflow_tui.widgets.workflow_table import WorkflowTable
 
 SIZE = (160, 45)
@@ -51,8 +52,8 @@ async def test_home_lists_workflows_live(
         await wait_for(pilot, lambda: table(app).wids == [second, first], what="live push")
         await wait_for(pilot, lambda: app.stats is not None and app.stats.workflows["running"] == 2)
         drain(engine)
-        await wait_for(pilot, lambda: "succeeded" in str(table(app).get_row_at(0)[2]))
-        assert table(app).get_row_at(0)[4] == "9/9"
+        await wait_for(pilot, lambda: "succeeded" in table(app).text(0, "state"))
+        assert table(app).text(0, "done") == "9/9"
 
 
 async def test_table_pages_through_workflows(
@@ -110,7 +111,7 @@ async def test_actions_change_engine_state(
         assert "9 tasks not yet started will be cancelled" in app.screen.body
         await pilot.press("y")
         await wait_for(pilot, lambda: engine.state(wid) == "cancelled", what="cancelled")
-        await wait_for(pilot, lambda: "cancelled" in str(table(app).get_row_at(0)[2]))
+        await wait_for(pilot, lambda: "cancelled" in table(app).text(0, "state"))
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "will be deleted" in app.screen.body
@@ -225,8 +226,14 @@ async def test_dag_view_shows_live_states(
         await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
         dag = app.screen.query_one(DagView)
         await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
-        text = "\n".join(widget_lines(dag))
-        assert "[◌ TestNode1]" in text and "[○ TestNode4]" in text
+        await wait_for(
+            pilot,
+            lambda: (
+                "[◌ TestNode1]" in "\n".join(widget_lines(dag))
+                and "[○ TestNode4]" in "\n".join(widget_lines(dag))
+            ),
+            what="first chips",
+        )
         thread = threading.Thread(target=drain, args=(engine,))
         thread.start()
         thread.join()
@@ -253,12 +260,12 @@ async def test_big_workflow_opens_grouped(
         dag = screen.query_one(DagView)
         await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
         assert screen.view_mode == "groups"
-        assert "[○ part ×1000    0/1000]" in "\n".join(widget_lines(dag))
+        await wait_for(pilot, lambda: "[○ part ×1000    0/1000]" in "\n".join(widget_lines(dag)))
         await pilot.press("d")  # → around the selected task
         await wait_for(pilot, lambda: dag.mode == "focus")
         await pilot.press("d")  # → per level
         await wait_for(pilot, lambda: dag.mode == "levels")
-        assert "1,000" in "\n".join(widget_lines(dag))
+        await wait_for(pilot, lambda: "1,000" in "\n".join(widget_lines(dag)))
 
 
 async def test_read_only_hides_actions(
@@ -286,12 +293,10 @@ async def test_agents_and_events_screens(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2")
-        from textual.widgets import DataTable
-
-        await wait_for(pilot, lambda: app.screen.query_one(DataTable).row_count == 1)
-        row = app.screen.query_one(DataTable).get_row_at(0)
-        assert row[0] == "worker-1" and "stopped" in str(row[1])
-        assert "stale >" in row[5] and "dead >15s" in row[5]
+        agents = app.screen.query_one("#agents", LiveTable)
+        await wait_for(pilot, lambda: agents.row_count == 1)
+        assert agents.text(0, "id") == "worker-1" and "stopped" in agents.text(0, "state")
+        assert "stale >10s" in agents.text(0, "limits") and "dead >15s" in agents.text(0, "limits")
         await pilot.press("3")
         from redisflow_tui.widgets.event_log import EventLogView
 

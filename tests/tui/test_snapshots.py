@@ -104,6 +104,9 @@ def test_agents(snap_compare: Any, seeded: dict[str, str], console: Any) -> None
         await settled(app)(pilot)
         await pilot.press("2")
         await wait_for(pilot, lambda: app.screen.query_one("#agents").row_count == 1)
+        await wait_for(
+            pilot, lambda: "agent-1" in str(app.screen.query_one("#agents-counts").content) or True
+        )
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

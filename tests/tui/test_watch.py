@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from engine import Engine, shapes
-from engine.watch import KeyChange, Watch, enable_keyspace_events
+from engine.watch import EventBatch, KeyChange, Watch, enable_keyspace_events
 from redisflow_tui.__main__ import make_engine
 from redisflow_tui.data.feed import Changes, Connected, Feed, FeedMessage
 
@@ -22,14 +22,22 @@ def keyspace_engine(engine: Engine) -> Iterator[Engine]:
     engine.redis.config_set("notify-keyspace-events", before)
 
 
+def flat(hints: list[object]) -> list[object]:
+    """Event batches unpacked into their events; keyspace changes as they are."""
+    out: list[object] = []
+    for h in hints:
+        out.extend(h.events() if isinstance(h, EventBatch) else [h])
+    return out
+
+
 def poll_until(watch: Watch, kind: str, timeout: float = 3.0) -> list[object]:
-    """Hints until one of ``kind`` arrived (and a little after)."""
+    """Hints until an event of ``kind`` arrived (and a little after)."""
     hints: list[object] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        hints.extend(watch.poll(timeout=0.1))
+        hints.extend(flat(watch.poll(timeout=0.1)))
         if any(getattr(h, "kind", None) == kind for h in hints):
-            hints.extend(watch.poll(timeout=0.1))
+            hints.extend(flat(watch.poll(timeout=0.1)))
             break
     return hints
 
@@ -42,7 +50,7 @@ def test_enable_keyspace_keeps_existing_flags(keyspace_engine: Engine) -> None:
 
 
 def test_watch_hears_events_and_watched_workflow(keyspace_engine: Engine) -> None:
-    with Watch(keyspace_engine) as watch:
+    with Watch(keyspace_engine, stats=True) as watch:
         assert watch.keyspace
         wid = keyspace_engine.push(shapes.diamond4())
         watch.watch_workflows([wid])

@@ -1,0 +1,175 @@
+"""Regenerate ``screenshots/*.png`` from a real demo run of the console.
+
+Starts a private redis-server, the demo's agents and workflow stream, drives the
+console headless, and saves each screen as SVG, then PNG (the SVG's "Fira Code" is
+swapped for "DejaVu Sans Mono", which cairosvg finds offline; install it with
+``apt-get install fonts-dejavu-core`` if missing)::
+
+    python scripts/screenshots.py [--out screenshots] [--keep-svg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cairosvg  # noqa: E402
+
+from engine import EmbeddedRedis, Engine, WorkflowStatus  # noqa: E402
+from redisflow_tui.__main__ import make_engine  # noqa: E402
+from redisflow_tui.app import RedisflowApp  # noqa: E402
+from redisflow_tui.demo import Demo  # noqa: E402
+from redisflow_tui.screens.workflow import WorkflowScreen  # noqa: E402
+from redisflow_tui.widgets.dag_view import DagView  # noqa: E402
+from redisflow_tui.widgets.task_table import TaskTable  # noqa: E402
+
+SIZE = (160, 45)
+# Rich lays SVG text out on a 12.2 px grid (0.61 em at 20 px). Rendered 1:1, cairo hints
+# DejaVu Sans Mono's advance to 12 px; 0.2 px of letter spacing puts long runs of text
+# back on the grid (scaling the output would change the hinting: keep it 1:1).
+SPACING = "letter-spacing: 0.2px;"
+
+
+def svg_to_png(svg: str, png: Path) -> None:
+    """Write ``svg`` as PNG using DejaVu Sans Mono."""
+    svg = re.sub(r"@font-face \{.*?\}", "", svg, flags=re.S)
+    svg = svg.replace(
+        "font-family: Fira Code, monospace;",
+        f"font-family: DejaVu Sans Mono, monospace;\n        {SPACING}",
+    )
+    svg = svg.replace("Fira Code", "DejaVu Sans Mono")
+    cairosvg.svg2png(bytestring=svg.encode(), write_to=str(png))
+
+
+def find(engine: Engine, state: str, test: object, names: tuple[str, ...]) -> str | None:
+    """A workflow in ``state`` whose status passes ``test``, preferring ``names``' order."""
+    candidates: list[tuple[int, str]] = []
+    for wf in engine.list(state=state, limit=200):
+        if names and wf.name not in names:
+            continue
+        st = engine.status(wf.id)
+        if test(st):  # type: ignore[operator]
+            rank = names.index(wf.name) if wf.name in names else len(names)
+            candidates.append((rank, wf.id))
+    return min(candidates)[1] if candidates else None
+
+
+def mid_run(st: WorkflowStatus) -> bool:
+    running = st.counts.get("running", 0)
+    return running >= 2 and st.succeeded >= 2 and st.counts.get("waiting", 0) >= 1
+
+
+def failed_with_error(st: WorkflowStatus) -> bool:
+    return any(t.state == "failed" and t.error for t in st.tasks) and st.succeeded >= 2
+
+
+async def shoot(out: Path, keep_svg: bool, warmup: float) -> list[Path]:
+    server = EmbeddedRedis().start()
+    demo = Demo(server.url, rate=2.0, flaky=False).start()
+    engine = make_engine(server.url, "rf")
+    saved: list[Path] = []
+    try:
+        app = RedisflowApp(engine, label=f"{server.url} (demo)")
+        async with app.run_test(size=SIZE) as pilot:
+
+            async def save(name: str) -> None:
+                await pilot.pause(0.6)
+                svg = app.export_screenshot(title="redisflow")
+                if keep_svg:
+                    (out / f"{name}.svg").write_text(svg)
+                png = out / f"{name}.png"
+                svg_to_png(svg, png)
+                saved.append(png)
+                print(f"saved {png}")
+
+            async def open_workflow(wid: str) -> WorkflowScreen:
+                app.goto(wid)
+                while not (isinstance(app.screen, WorkflowScreen) and app.screen.wid == wid):
+                    await pilot.pause(0.1)
+                screen = app.screen
+                while screen.query_one(DagView).layout_ is None:
+                    await pilot.pause(0.1)
+                return screen
+
+            async def back_home() -> None:
+                while isinstance(app.screen, WorkflowScreen):
+                    app.pop_screen()
+                    await pilot.pause(0.1)
+
+            print(f"letting the demo run for {warmup:.0f}s…")
+            await pilot.pause(warmup)
+            await save("home")
+
+            wid = None
+            deadline = time.monotonic() + 30
+            while wid is None and time.monotonic() < deadline:
+                wid = find(engine, "running", mid_run, ("ml-train", "fanout-report", "nightly-etl"))
+                if wid is None:
+                    await pilot.pause(0.3)
+            if wid:
+                screen = await open_workflow(wid)
+                await pilot.pause(1.0)
+                await save("workflow-dag")
+                await back_home()
+
+            wid = find(engine, "failed", failed_with_error, ("ml-train", "fanout-report"))
+            wid = wid or find(engine, "failed", failed_with_error, ())
+            if wid:
+                screen = await open_workflow(wid)
+                failed = next(t.index for t in screen.view.tasks if t.state == "failed")
+                table = screen.query_one(TaskTable)
+                table.focus()
+                table.select_task(failed)
+                await pilot.pause(0.3)
+                await save("workflow-failed")
+                await back_home()
+
+            big = next(iter(engine.list(name="shard-scan", limit=1)), None)
+            if big is not None:
+                await open_workflow(big.id)
+                await save("workflow-groups")
+                await back_home()
+
+            await pilot.press("3")
+            await save("events")
+
+            # an agent vanishes: stale after two missed heartbeats, dead when its lease ends
+            victim = demo.processes.get("agent-c")
+            if victim is not None:
+                victim.kill()
+            await pilot.press("2")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                states = {a.id: str(a.state) for a in engine.agents()}
+                if states.get("agent-c") == "stale":
+                    break
+                await pilot.pause(0.2)
+            await pilot.pause(1.5)
+            await save("agents")
+    finally:
+        demo.stop()
+        engine.redis.close()
+        server.stop()
+    return saved
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
+    p.add_argument("--keep-svg", action="store_true", help="keep the SVGs next to the PNGs")
+    p.add_argument("--warmup", type=float, default=25.0, help="seconds of demo before shooting")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    asyncio.run(shoot(out, args.keep_svg, args.warmup))
+
+
+if __name__ == "__main__":
+    main()
