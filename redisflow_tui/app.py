@@ -166,7 +166,6 @@ class RedisflowApp(App[None]):
         screen_changes = Changes(
             resync=changes.resync,
             wids=changes.wids,
-            tasks=changes.tasks,
             pushed=changes.pushed,
             cleaned=changes.cleaned,
             stats=changes.stats,

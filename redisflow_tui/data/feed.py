@@ -36,7 +36,6 @@ class Changes:
     Attributes:
         resync: everything must be re-read (first connect, reconnect, lost messages).
         wids: workflows whose state, counts or tasks changed.
-        tasks: per workflow, the indexes of tasks an event named.
         pushed: how many workflows were pushed.
         cleaned: how many workflows were cleaned up.
         stats: the counters changed.
@@ -48,7 +47,6 @@ class Changes:
 
     resync: bool = False
     wids: set[str] = field(default_factory=set)
-    tasks: dict[str, set[int]] = field(default_factory=dict)
     pushed: int = 0
     cleaned: int = 0
     stats: bool = False
@@ -90,10 +88,6 @@ class Changes:
         self.stats = True
         self.wids.add(wid)
         if task >= 0:
-            tasks = self.tasks.get(wid)
-            if tasks is None:
-                tasks = self.tasks[wid] = set()
-            tasks.add(task)
             if kind == "task.claimed":
                 self.agents = True
             elif kind in FINISHING_KINDS:
@@ -115,8 +109,6 @@ class Changes:
         """Add ``other``'s changes to these (for changes not applied yet)."""
         self.resync = self.resync or other.resync
         self.wids |= other.wids
-        for wid, idx in other.tasks.items():
-            self.tasks.setdefault(wid, set()).update(idx)
         self.pushed += other.pushed
         self.cleaned += other.cleaned
         self.stats = self.stats or other.stats

@@ -50,6 +50,10 @@ class AgentsScreen(LiveScreen):
         super().on_mount()
         self.query_one(LiveTable).focus()
 
+    def absorb(self, changes: Changes) -> None:
+        self.pending.resync = self.pending.resync or changes.resync
+        self.pending.agents = self.pending.agents or changes.agents
+
     def wants_read(self, changes: Changes) -> bool:
         return changes.resync or changes.agents
 

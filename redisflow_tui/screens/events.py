@@ -45,8 +45,11 @@ class EventsScreen(LiveScreen):
         super().on_mount()
         self.query_one(EventLogView).focus()
 
+    def absorb(self, changes: Changes) -> None:
+        pass  # the log is kept by the app; nothing to read here
+
     def wants_read(self, changes: Changes) -> bool:
-        return False  # the log is kept by the app; nothing to read here
+        return False
 
     def tick(self) -> None:
         try:

@@ -106,6 +106,12 @@ class WorkflowScreen(LiveScreen):
 
     # -- live -------------------------------------------------------------------------
 
+    def absorb(self, changes: Changes) -> None:
+        if changes.resync:
+            self.pending.resync = True
+        elif self.wid in changes.wids:
+            self.pending.wids.add(self.wid)
+
     def wants_read(self, changes: Changes) -> bool:
         return changes.resync or self.wid in changes.wids
 

@@ -85,6 +85,13 @@ class WorkflowsScreen(LiveScreen):
 
     # -- live -------------------------------------------------------------------------
 
+    def absorb(self, changes: Changes) -> None:
+        # which workflows changed does not matter here, only that some did
+        if changes.resync:
+            self.pending.resync = True
+        elif changes.workflows_changed:
+            self.pending.pushed += 1
+
     def wants_read(self, changes: Changes) -> bool:
         return changes.workflows_changed
 

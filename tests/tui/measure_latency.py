@@ -188,10 +188,13 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         time.sleep(5.0)
+        keys = {}
         report(
             f"under redisflow-demo ({args.workflows:,} fan10 workflows, {args.agents} agents)",
-            measure(term, args.rounds),
+            measure(term, args.rounds, keys),
         )
+        for k, v in keys.items():
+            report(f"  {k}", v)
         done = _processed(server.url)
         print(f"tasks finished meanwhile: {done:,}")
     finally:
