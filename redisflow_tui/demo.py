@@ -54,6 +54,20 @@ def demo_handler(task: Task) -> Any:
     return {"rows": random.randint(10, 5000), "attempt": task.attempt, "ms": round(ms)}
 
 
+def ml_pipeline(rng: random.Random) -> Workflow:
+    """A training pipeline: load, clean in parallel, features, models, evaluate, publish."""
+    wf = Workflow("ml-train")
+    load = wf.task("load-data")
+    clean = [wf.task(f"clean-{s}", after=[load]) for s in ("events", "users")]
+    features = wf.task("features", after=clean)
+    models = rng.sample(["xgboost", "lightgbm", "mlp", "linear"], k=rng.randint(2, 4))
+    trained = [wf.task(f"train-{m}", after=[features]) for m in models]
+    evaluate = wf.task("evaluate", after=trained)
+    report = wf.task("drift-report", after=[features])
+    wf.task("publish", after=[evaluate, report])
+    return wf
+
+
 def demo_workflow(rng: random.Random, seq: int, fast: bool = False) -> Workflow:
     """One demo workflow of a random shape, with task types, timings and failures."""
     roll = rng.random()

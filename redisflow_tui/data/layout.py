@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 UP, DOWN, LEFT, RIGHT = 1, 2, 4, 8
+TRACK_GAP = 2  # columns from one vertical track to the next: a gap keeps them apart
 GLYPHS = {
     0: " ",
     UP: "│",
@@ -267,7 +268,7 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         col_x.append(x)
         x += col_w[li]
         if li < nlayers - 1:
-            x += len(channels[li]) + 2
+            x += TRACK_GAP * len(channels[li]) + 2 - (TRACK_GAP - 1 if channels[li] else 0)
     width = x
 
     cells: dict[tuple[int, int], list[tuple[int, int, Ref]]] = {}  # (x,y) -> [(net, mask, ref)]
@@ -316,7 +317,7 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         cs = col_x[li] + col_w[li]  # first cell of the channel
         ce = col_x[li + 1] - 1  # last cell of the channel
         for i, t in enumerate(tracks):
-            t.x = cs + 1 + i
+            t.x = cs + 1 + TRACK_GAP * i
         entry_x: dict[int, int] = {}
         for t in tracks:
             for v in t.targets:
