@@ -50,6 +50,11 @@ local function emit(kind, wid, idx, extra)
   events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. x .. ']'
 end
 
+-- emit() with `extra` already JSON-encoded (hot paths encode an agent id once per call).
+local function emit_json(kind, wid, idx, extra_json)
+  events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. extra_json .. ']'
+end
+
 local function split_csv(s)
   local out = {}
   if s == nil or s == false or s == '' then return out end
@@ -123,27 +128,41 @@ local function finish_if_done(wid, wk)
   end
 end
 
--- The parents' outputs of task i, as a flat {name, output, ...} list.
+-- The parents' outputs of task i, as a flat {name, output, ...} list, in one read.
 local function parent_outputs(wk, parents_csv)
-  local out = {}
-  for _, p in ipairs(split_csv(parents_csv)) do
-    local f = redis.call('HMGET', wk, p .. 'N', p .. 'o')
-    out[#out + 1] = f[1]
-    out[#out + 1] = f[2] or ''
+  local parents = split_csv(parents_csv)
+  if #parents == 0 then return {} end
+  local fields = {}
+  for _, p in ipairs(parents) do
+    fields[#fields + 1] = p .. 'N'
+    fields[#fields + 1] = p .. 'o'
   end
+  local out = redis.call('HMGET', wk, unpack(fields))
+  for k = 2, #out, 2 do out[k] = out[k] or '' end
   return out
 end
 
+-- The task fields start_task needs, in the order it reads them (claim.lua prefetches
+-- them together with the workflow's state, in one HMGET).
+local function start_fields(i)
+  return i .. 'a', i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'd'
+end
+
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
+-- `f` holds the start_fields values from index `at` on (read here when nil).
+-- `agent_json` is the agent id JSON-encoded, once per script call.
 -- Returns the reply row {wid, i, name, type, payload, attempt, {parent outputs}}.
-local function start_task(wid, wk, i, agent, ct)
-  local a = redis.call('HINCRBY', wk, i .. 'a', 1)
-  redis.call('HSET', wk, i .. 's', 'running', i .. 'g', agent, i .. 'b', NOW - ct)
-  redis.call('HDEL', wk, i .. 'd')
-  redis.call('SADD', P .. ':run:' .. agent, wid .. ':' .. i)
-  local f = redis.call('HMGET', wk, i .. 'N', i .. 'T', i .. 'P', i .. 'U')
-  emit('claimed', wid, i, agent)
-  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, parent_outputs(wk, f[4])}
+local function start_task(wid, wk, i, agent, ct, agent_json, f, at)
+  if f == nil then
+    f = redis.call('HMGET', wk, start_fields(i))
+    at = 1
+  end
+  local a = tonumber(f[at] or '0') + 1
+  redis.call('HSET', wk, i .. 's', 'running', i .. 'a', a, i .. 'g', agent, i .. 'b', NOW - ct)
+  if f[at + 5] then redis.call('HDEL', wk, i .. 'd') end
+  emit_json('claimed', wid, i, agent_json)
+  return {wid, tonumber(i), f[at + 1], f[at + 2] or '', f[at + 3] or 'null', a,
+    parent_outputs(wk, f[at + 4])}
 end
 
 -- A running task whose agent is gone (lost, stopped or restarted) while its workflow was

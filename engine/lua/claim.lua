@@ -36,16 +36,20 @@ else
   end
 end
 local rows = {}
+local started = {}
+local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
-  local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's')
+  local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', start_fields(i))
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
   if f[1] == 'running' and f[3] == 'ready' then
     move_count('ready', 'running')
-    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]))
+    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json, f, 4)
+    started[#started + 1] = member
   end
 end
+if #started > 0 then redis.call('SADD', P .. ':run:' .. agent, unpack(started)) end
 flush()
 return rows

@@ -10,13 +10,14 @@ redis.call('HSET', P .. ':agents:state', agent, 'online')
 redis.call('ZADD', P .. ':agents:live', NOW + tonumber(ARGV[5]), agent)
 redis.call('ZADD', P .. ':agents:seen', NOW, agent)
 local rows = {}
+local agent_json = cjson.encode(agent)
 for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
   local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g')
   local mine = f[3] == 'running' and f[4] == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
-    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]))
+    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json)
   else
     if mine then drop_cancelled(wk, i, tonumber(f[2])) end
     redis.call('SREM', run_key, member)
