@@ -12,6 +12,7 @@ from .errors import DefinitionError
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 PRIORITY_RANGE = (-999, 999)
 MAX_TASKS = 100_000
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 @dataclass
@@ -90,7 +91,6 @@ class CompiledWorkflow:
 
     name: str
     args: list[Any]
-    size: int
 
 
 def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
@@ -137,7 +137,7 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
             payloads.append("")
             continue
         try:
-            text = json.dumps(t.payload, separators=(",", ":"), ensure_ascii=False)
+            text = _encode(t.payload)
         except (TypeError, ValueError) as e:
             raise _fail(here, f"task {t.name!r}: payload is not JSON-serialisable ({e})") from None
         size = len(text.encode())
@@ -226,7 +226,7 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
             types.append(t.type)
     args: list[Any] = [wf.name, len(roots) // 3, *roots, len(types), *types]
     args += [len(wf.tasks), len(fields) // 2, *fields]
-    return CompiledWorkflow(wf.name, args, sum(len(str(a)) for a in args))
+    return CompiledWorkflow(wf.name, args)
 
 
 def task_index(wf_tasks: Sequence[str], name: str) -> int:
