@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import signal
 import sys
@@ -162,19 +163,31 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
-    table = _table(
-        "task", "type", "state", "attempts", "agent", "after", "output / error", overflow="fold"
-    )
+    table = _table("task", "type", "state", "attempts", "agent", "took", "after", "output / error")
+    for col in table.columns:
+        col.no_wrap = True
+    table.columns[-1].ratio = 1  # only the output column gives way on narrow terminals
+    table.expand = True
     for t in st.tasks:
-        detail = t.error if t.error else ("" if t.output is None else str(t.output))
+        if t.error:
+            detail = f"[red]{t.error.strip().splitlines()[-1]}[/]"
+        else:
+            detail = "" if t.output is None else json.dumps(t.output, separators=(",", ":"))
+            detail = detail.replace("[", r"\[")
+        took = (
+            f"{t.finished_at - t.started_at:.3f}s"
+            if t.started_at is not None and t.finished_at is not None
+            else "-"
+        )
         table.add_row(
             t.name,
             t.type or "-",
             _styled(t.state.value),
             f"{t.attempts}" + (f" ({t.failures} failed)" if t.failures else ""),
             t.agent or "-",
+            took,
             ",".join(t.parents) or "-",
-            detail[:200],
+            detail[:300],
         )
     out.print(table)
     return EXIT_OK
