@@ -32,6 +32,9 @@ from .model import decode_json
 
 log = logging.getLogger("redisflow.agent")
 
+INLINE_BATCH_S = 0.05
+MAX_INLINE_BATCH = 32
+
 Outcome = tuple[str, int, int, str, str]  # wid, idx, attempt, "ok"|"err", value
 
 
@@ -49,8 +52,8 @@ class Agent:
         handlers: task type -> callable taking a :class:`Task`; its return value (any JSON
             value) is the task's output, an exception fails the attempt.
         concurrency: how many tasks run at once.
-        batch: how many tasks one claim takes at most (default: ``concurrency``, at
-            least 32 when handlers run inline).
+        batch: how many tasks one claim takes at most (default: ``concurrency``; with
+            inline handlers, sized from their measured time, up to 32).
         lease_s: how long the agent's tasks stay its own without a heartbeat.
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
@@ -85,7 +88,11 @@ class Agent:
         self.handlers = dict(handlers)
         self.types = sorted(self.handlers)
         self.concurrency = concurrency
-        self.batch = batch or (max(32, concurrency) if concurrency == 1 else concurrency)
+        # Inline handlers (concurrency 1) claim in batches sized to take about
+        # INLINE_BATCH_S, from the measured handler time: 32 at once for no-op tasks,
+        # one at a time for slow ones, so a slow agent never sits on others' work.
+        self._adaptive = batch is None and concurrency == 1
+        self.batch = batch or (1 if concurrency == 1 else concurrency)
         self.lease_s = lease_s
         self.heartbeat_s = heartbeat_s or lease_s / 3
         self.idle_check_s = idle_check_s
@@ -247,10 +254,18 @@ class Agent:
         if not tasks:
             return
         if self._pool is None:
+            began = time.perf_counter()
+            ran = 0
             for t in tasks:
                 if self._stopping.is_set():
                     break  # the rest of the batch goes back to ready when we leave
                 self._results.put(self._execute(t))
+                ran += 1
+            if self._adaptive and ran:
+                per_task = (time.perf_counter() - began) / ran
+                self.batch = max(
+                    1, min(MAX_INLINE_BATCH, int(INLINE_BATCH_S / max(per_task, 1e-6)))
+                )
             return
         self._inflight += len(tasks)
         for t in tasks:
