@@ -9,7 +9,7 @@ then and comes back under the same id, so the Agents screen shows stale and dead
 
 Each piece also runs on its own::
 
-    python -m redisflow_tui.demo push --url redis://... --rate 2
+    python -m redisflow_tui.demo push --url redis://... --rate 2 --task-ms 100:700
     python -m redisflow_tui.demo agent --url redis://... --id agent-a --type "" --type io
 """
 
@@ -37,6 +37,7 @@ AGENTS = (
     ("agent-b", ("", "cpu"), 6),
     ("agent-c", ("io", "cpu"), 4),
 )
+TASK_MS = (100, 700)  # how long a demo task sleeps, at least and at most
 FLAKY = "agent-c"  # dies now and then, and comes back under the same id
 
 
@@ -68,10 +69,11 @@ def ml_pipeline(rng: random.Random) -> Workflow:
     return wf
 
 
-def demo_workflow(rng: random.Random, seq: int, fast: bool = False) -> Workflow:
+def demo_workflow(rng: random.Random, seq: int, task_ms: tuple[int, int] = TASK_MS) -> Workflow:
     """One demo workflow of a random shape, with task types, timings and failures."""
     roll = rng.random()
-    if seq % 40 == 7:
+    big = seq % 40 == 7  # a wide fan-out of short tasks: the grouped view
+    if big:
         wf = shapes.fan(300, name="shard-scan")
     elif roll < 0.25:
         wf = shapes.diamond4(name="etl-diamond")
@@ -79,10 +81,11 @@ def demo_workflow(rng: random.Random, seq: int, fast: bool = False) -> Workflow:
         wf = shapes.chain(9, name="nightly-etl")
     elif roll < 0.7:
         wf = shapes.fan(8, name="fanout-report")
+    elif roll < 0.9:
+        wf = ml_pipeline(rng)
     else:
-        wf = shapes.random_dag(
-            rng.randint(8, 14), 0.25, seed=rng.randint(0, 10**6), name="ml-train"
-        )
+        size, seed = rng.randint(5, 8), rng.randint(0, 10**6)
+        wf = shapes.random_dag(size, 0.3, seed=seed, name="adhoc")
     doomed = rng.random() < 0.12  # this one fails for good (until retried)
     victim = rng.randrange(len(wf.tasks)) if doomed else -1
     for i, t in enumerate(wf.tasks):
@@ -94,7 +97,7 @@ def demo_workflow(rng: random.Random, seq: int, fast: bool = False) -> Workflow:
         elif rng.random() < 0.06:
             fail = rng.choice((1, 2))
         t.payload = {
-            "ms": 0 if fast else rng.randint(100, 700),
+            "ms": rng.randint(*task_ms) // (5 if big else 1),
             "fail": fail,
             "upstream": rng.choice(("s3", "postgres", "billing-api", "geo-service")),
         }
@@ -116,7 +119,7 @@ def connect(url: str, namespace: str = "rf") -> Engine:
     return Engine(client, namespace=namespace)
 
 
-def run_pusher(url: str, rate: float, namespace: str, fast: bool, limit: int) -> None:
+def run_pusher(url: str, rate: float, namespace: str, task_ms: tuple[int, int], limit: int) -> None:
     """Push demo workflows at ``rate`` per second until killed (or ``limit`` pushed)."""
     engine = connect(url, namespace)
     rng = random.Random(42)
@@ -127,7 +130,7 @@ def run_pusher(url: str, rate: float, namespace: str, fast: bool, limit: int) ->
         batch = []
         now = time.monotonic()
         while next_at <= now and len(batch) < 256:
-            batch.append(demo_workflow(rng, seq, fast))
+            batch.append(demo_workflow(rng, seq, task_ms))
             seq += 1
             next_at += period
         if batch:
@@ -163,7 +166,8 @@ class Demo:
     Args:
         url: the Redis to use.
         rate: workflows pushed per second.
-        fast: tasks do not sleep (a load generator rather than a show).
+        task_ms: how long tasks sleep, at least and at most (``(0, 0)``: a load generator
+            rather than a show).
         flaky: one agent dies now and then and comes back.
     """
 
@@ -173,14 +177,14 @@ class Demo:
         *,
         rate: float = 1.0,
         namespace: str = "rf",
-        fast: bool = False,
+        task_ms: tuple[int, int] = TASK_MS,
         flaky: bool = True,
         agents: Sequence[tuple[str, Sequence[str], int]] = AGENTS,
     ) -> None:
         self.url = url
         self.rate = rate
         self.namespace = namespace
-        self.fast = fast
+        self.task_ms = task_ms
         self.flaky = flaky
         self.agents = agents
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -211,8 +215,7 @@ class Demo:
         for agent_id, types, concurrency in self.agents:
             self._spawn_agent(agent_id, types, concurrency)
         push = ["push", "--rate", str(self.rate)]
-        if self.fast:
-            push.append("--fast")
+        push += ["--task-ms", f"{self.task_ms[0]}:{self.task_ms[1]}"]
         self._spawn("pusher", push)
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
         self._supervisor.start()
@@ -254,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     push = sub.add_parser("push", help="push demo workflows")
     push.add_argument("--rate", type=float, default=1.0, help="workflows per second")
-    push.add_argument("--fast", action="store_true", help="tasks do not sleep")
+    push.add_argument("--task-ms", default="100:700", help="task sleep, MIN:MAX milliseconds")
     push.add_argument("--limit", type=int, default=0, help="stop after this many")
     agent = sub.add_parser("agent", help="run a demo agent")
     agent.add_argument("--id", required=True)
@@ -268,7 +271,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if args.cmd == "push":
-            run_pusher(args.url, args.rate, args.namespace, args.fast, args.limit)
+            low, _, high = args.task_ms.partition(":")
+            task_ms = (int(low), int(high or low))
+            run_pusher(args.url, args.rate, args.namespace, task_ms, args.limit)
         else:
             run_agent(
                 args.url,

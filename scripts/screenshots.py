@@ -63,7 +63,8 @@ def find(engine: Engine, state: str, test: object, names: tuple[str, ...]) -> st
 
 def mid_run(st: WorkflowStatus) -> bool:
     running = st.counts.get("running", 0)
-    return running >= 2 and st.succeeded >= 2 and st.counts.get("waiting", 0) >= 1
+    active = running + st.counts.get("ready", 0)
+    return running >= 1 and active >= 2 and st.succeeded >= 2 and st.counts.get("waiting", 0) >= 1
 
 
 def failed_with_error(st: WorkflowStatus) -> bool:
@@ -72,16 +73,18 @@ def failed_with_error(st: WorkflowStatus) -> bool:
 
 async def shoot(out: Path, keep_svg: bool, warmup: float) -> list[Path]:
     server = EmbeddedRedis().start()
-    demo = Demo(server.url, rate=2.0, flaky=False).start()
+    # slower tasks than the interactive demo, so graphs are caught half done
+    demo = Demo(server.url, rate=1.0, flaky=False, task_ms=(300, 2000)).start()
     engine = make_engine(server.url, "rf")
     saved: list[Path] = []
     try:
         app = RedisflowApp(engine, label=f"{server.url} (demo)")
         async with app.run_test(size=SIZE) as pilot:
 
-            async def save(name: str) -> None:
-                await pilot.pause(0.6)
-                svg = app.export_screenshot(title="redisflow")
+            async def save(name: str, svg: str | None = None) -> None:
+                if svg is None:
+                    await pilot.pause(0.6)
+                    svg = app.export_screenshot(title="redisflow")
                 if keep_svg:
                     (out / f"{name}.svg").write_text(svg)
                 png = out / f"{name}.png"
@@ -107,16 +110,20 @@ async def shoot(out: Path, keep_svg: bool, warmup: float) -> list[Path]:
             await pilot.pause(warmup)
             await save("home")
 
-            wid = None
-            deadline = time.monotonic() + 30
-            while wid is None and time.monotonic() < deadline:
-                wid = find(engine, "running", mid_run, ("ml-train", "fanout-report", "nightly-etl"))
+            # a pipeline caught mid-run: some tasks done, some running, some waiting
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                wid = find(engine, "running", mid_run, ("ml-train",))
                 if wid is None:
-                    await pilot.pause(0.3)
-            if wid:
+                    await pilot.pause(0.2)
+                    continue
                 screen = await open_workflow(wid)
-                await pilot.pause(1.0)
-                await save("workflow-dag")
+                await pilot.pause(0.6)
+                svg = app.export_screenshot(title="redisflow")
+                if screen.view.status is not None and mid_run(screen.view.status):
+                    await save("workflow-dag", svg)
+                    await back_home()
+                    break
                 await back_home()
 
             wid = find(engine, "failed", failed_with_error, ("ml-train", "fanout-report"))
@@ -131,11 +138,16 @@ async def shoot(out: Path, keep_svg: bool, warmup: float) -> list[Path]:
                 await save("workflow-failed")
                 await back_home()
 
-            big = next(iter(engine.list(name="shard-scan", limit=1)), None)
-            if big is not None:
-                await open_workflow(big.id)
-                await save("workflow-groups")
-                await back_home()
+            # the big fan-out, grouped, once a good part of it has run
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                big = next(iter(engine.list(name="shard-scan", limit=1)), None)
+                if big is not None and 60 <= big.succeeded <= 260:
+                    await open_workflow(big.id)
+                    await save("workflow-groups")
+                    await back_home()
+                    break
+                await pilot.pause(0.5)
 
             await pilot.press("3")
             await save("events")

@@ -47,7 +47,10 @@ class EventLogView(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     EventLogView { background: $surface; }
     EventLogView > .events--time { color: $foreground-muted; }
-    EventLogView > .events--cursor { background: $foreground 15%; text-style: bold; }
+    EventLogView > .events--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+    }
     EventLogView > .events--running { color: $accent; }
     EventLogView > .events--succeeded { color: $success; }
     EventLogView > .events--failed { color: $error; }
@@ -96,8 +99,9 @@ class EventLogView(ScrollView, can_focus=True):
     def _style(self, name: str) -> Style:
         style = self._styles.get(name)
         if style is None:
+            # the cursor is a whole row's style; the others colour text laid over it
             style = self._styles[name] = self.get_component_rich_style(
-                f"events--{name}", partial=True
+                f"events--{name}", partial=name != "cursor"
             )
         return style
 
@@ -108,18 +112,21 @@ class EventLogView(ScrollView, can_focus=True):
         if not 0 <= row < len(self.events):
             return Strip.blank(self.size.width, base)
         e = self.events[row]
-        if row == self.cursor and self.has_focus:
-            base = base + self._style("cursor")
+        on_cursor = row == self.cursor and self.has_focus
+        if on_cursor:
+            base = self._style("cursor")
         look = KIND_LOOK.get(e.kind, "skipped")
         who = f"wf {e.wid}" if e.wid else ""
         task = "" if e.task is None else f"#{e.task}"
+        dim = base if on_cursor else base + self._style("time")
         segs = [
-            Segment(f" {self.clock.stamp(e.ts)}  ", base + self._style("time")),
-            Segment(f"{e.kind:<19}", base + self._style(look)),
+            Segment(f" {self.clock.stamp(e.ts)}  ", dim),
+            Segment(f"{e.kind:<19}", base if on_cursor else base + self._style(look)),
             Segment(f"{who:<10}{task:<6}", base),
-            Segment(detail(e), base + self._style("time")),
+            Segment(detail(e), dim),
         ]
-        return Strip(segs).crop_extend(scroll_x, scroll_x + self.size.width, base)
+        strip = Strip(segs).extend_cell_length(max(self.size.width, 120), base)
+        return strip.crop_extend(scroll_x, scroll_x + self.size.width, self.rich_style)
 
     def watch_cursor(self, old: int, new: int) -> None:
         self.refresh()

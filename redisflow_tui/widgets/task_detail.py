@@ -26,6 +26,13 @@ def _value(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + f"\n… ({len(text):,} chars)"
 
 
+def _names(names: list[str], most: int = 12) -> str:
+    if not names:
+        return "—"
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, … ({len(names):,} in all)"
+
+
 def _when(clock: Clock, ts: float | None) -> str:
     return "—" if ts is None else clock.stamp(ts)
 
@@ -69,8 +76,8 @@ class TaskDetail(VerticalScroll):
                 "took",
                 clock.since(task.started_at, task.finished_at) if task.started_at else "—",
             ),
-            ("parents", ", ".join(task.parents) or "—"),
-            ("children", ", ".join(task.children) or "—"),
+            ("parents", _names(task.parents)),
+            ("children", _names(task.children)),
         ]
         for label, value in rows:
             t.append(f"{label:>9} ", style="dim")
