@@ -129,9 +129,11 @@ class RedisflowApp(App[None]):
 
     def _listen(self) -> None:
         worker = get_current_worker()
-        self.feed.run(
-            self._stop, lambda m: self.post_message(FeedEvent(m)), lambda: worker.is_cancelled
-        )
+
+        def post(message: FeedMessage) -> None:
+            self.post_message(FeedEvent(message))
+
+        self.feed.run(self._stop, post, lambda: worker.is_cancelled)
 
     def exit(self, *args: Any, **kwargs: Any) -> None:
         self._stop.set()
@@ -244,9 +246,12 @@ class RedisflowApp(App[None]):
         self.push_screen(WorkflowScreen(wid))
 
     def action_goto(self) -> None:
+        def answered(wid: str | None) -> None:
+            if wid:
+                self.goto(wid)
+
         self.push_screen(
-            PromptScreen("Go to workflow", "workflow id, e.g. 42", numeric=True),
-            callback=lambda wid: self.goto(wid) if wid else None,
+            PromptScreen("Go to workflow", "workflow id, e.g. 42", numeric=True), answered
         )
 
     @work(thread=True, group="goto", exit_on_error=False)
@@ -268,9 +273,13 @@ class RedisflowApp(App[None]):
     # -- actions ------------------------------------------------------------------------
 
     def action_push_file(self) -> None:
+        def answered(path: str | None) -> None:
+            if path:
+                self.act(actions.push_file, path)
+
         self.push_screen(
             PromptScreen("Push a workflow file", "path to a YAML or JSON file", paths=True),
-            callback=lambda path: self.act(actions.push_file, path) if path else None,
+            answered,
         )
 
     def action_cleanup_finished(self) -> None:
@@ -300,10 +309,12 @@ class RedisflowApp(App[None]):
         if not action.confirm:
             self.act(action.run)
             return
-        self.push_screen(
-            ConfirmScreen(action.title, action.body, action.verb),
-            callback=lambda ok: self.act(action.run) if ok else None,
-        )
+
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self.act(action.run)
+
+        self.push_screen(ConfirmScreen(action.title, action.body, action.verb), answered)
 
     def _done(self, outcome: str) -> None:
         self.notify(outcome, title="Done")

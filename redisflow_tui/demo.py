@@ -127,7 +127,7 @@ def run_pusher(url: str, rate: float, namespace: str, task_ms: tuple[int, int], 
     period = 1.0 / rate
     next_at = time.monotonic()
     while limit <= 0 or seq < limit:
-        batch = []
+        batch: list[Workflow] = []
         now = time.monotonic()
         while next_at <= now and len(batch) < 256:
             batch.append(demo_workflow(rng, seq, task_ms))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, VerticalScroll
@@ -57,17 +59,20 @@ class HelpScreen(ModalScreen[None]):
         from .workflow import WorkflowScreen
         from .workflows import WorkflowsScreen
 
+        def only(bindings: Iterable[object]) -> list[Binding]:
+            return [b for b in bindings if isinstance(b, Binding)]
+
         read_only = getattr(self.app, "read_only", False)
-        common = [b for b in RedisflowApp.BINDINGS if isinstance(b, Binding)]
+        common = only(RedisflowApp.BINDINGS)
         common += [
             Binding("ctrl+p", "command_palette", "Palette: every action, go to id"),
             Binding("tab", "focus_next", "Next pane"),
             Binding("ctrl+q", "quit", "Quit"),
         ]
-        sections = [
+        sections: list[tuple[str, list[Binding]]] = [
             ("Everywhere", common),
-            ("Workflows (1)", list(WorkflowsScreen.BINDINGS)),
-            ("Workflow (enter on a row)", list(WorkflowScreen.BINDINGS)),
+            ("Workflows (1)", only(WorkflowsScreen.BINDINGS)),
+            ("Workflow (enter on a row)", only(WorkflowScreen.BINDINGS)),
             (
                 "Graph",
                 [
@@ -79,10 +84,13 @@ class HelpScreen(ModalScreen[None]):
                 "Agents (2)",
                 [
                     Binding("↑↓", "move", "Move (refreshed every second)"),
-                    *AgentsScreen.__dict__.get("BINDINGS", []),
+                    *only(AgentsScreen.__dict__.get("BINDINGS", [])),
                 ],
             ),
-            ("Events (3)", [*EventsScreen.BINDINGS, Binding("enter", "open", "Open its workflow")]),
+            (
+                "Events (3)",
+                [*only(EventsScreen.BINDINGS), Binding("enter", "open", "Open its workflow")],
+            ),
         ]
         with VerticalScroll(id="help"):
             yield Static(Content.from_markup("[b]redisflow console — keys[/b]"), id="help-title")

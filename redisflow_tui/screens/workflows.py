@@ -191,7 +191,8 @@ class WorkflowsScreen(LiveScreen):
         if not text:
             self.app.call_from_thread(self.action_clear)
             return
-        names = [n for n, _ in self.console.engine.names(prefix=text)]
+        found: Any = self.console.engine.names(prefix=text)
+        names = [n for n, _ in found]
         chosen = text if text in names else (names[0] if len(names) == 1 else None)
         self.app.call_from_thread(self._use_name, text, chosen, names)
 

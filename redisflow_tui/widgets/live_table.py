@@ -249,8 +249,8 @@ class LiveTable(ScrollView, can_focus=True):
         row = scroll_y + y - 1
         if not 0 <= row < len(self.rows):
             return Strip.blank(width, base)
-        strip = self._lines.get(row)
-        if strip is None:
+        cached = self._lines.get(row)
+        if cached is None:
             style = base
             if row == self.cursor:
                 style = self._style("cursor")
@@ -258,9 +258,9 @@ class LiveTable(ScrollView, can_focus=True):
                 style = self._style("odd")
             # the cursor row in the cursor's colours, for contrast
             strip = Strip(self._render_cells(self.rows[row], style, row != self.cursor))
-            strip = strip.extend_cell_length(max(width, self._width), style)
-            self._lines[row] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, base)
+            cached = strip.extend_cell_length(max(width, self._width), style)
+            self._lines[row] = cached
+        return cached.crop_extend(scroll_x, scroll_x + width, base)
 
     # -- moving -----------------------------------------------------------------------
 
