@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -86,7 +87,12 @@ def _serve(args: argparse.Namespace, url: str) -> None:
     if args.theme:
         cmd += ["--theme", args.theme]
     print(f"redisflow-tui: serving on http://127.0.0.1:{args.port} (no authentication)")
-    Server(shlex.join(cmd), host="127.0.0.1", port=args.port, title="redisflow").serve()
+    # stop cleanly on SIGTERM too, so the private Redis and the demo go with us
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        Server(shlex.join(cmd), host="127.0.0.1", port=args.port, title="redisflow").serve()
+    except KeyboardInterrupt:
+        pass
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -235,13 +235,13 @@ class Demo:
             self._spawn_agent(agent_id, types, concurrency)
 
     def stop(self) -> None:
-        """Stop every demo process (agents finish their tasks first)."""
+        """Stop every demo process (agents get two seconds to finish their tasks)."""
         self._stop.set()
         procs = list(self.processes.values())
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 2  # then killed: their tasks are handed on
         for p in procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
