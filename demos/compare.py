@@ -410,8 +410,8 @@ def run_peer(
         if not args.json and int(now - t0) != shown:
             shown = int(now - t0)
             print(
-                f"  {system}: {done * len(stages) // max(1, stages[-1]):,}/{tasks:,} tasks"
-                f"{' (pushing)' if not push_time else ''}",
+                f"  {system}: {done // stages[-1]:,}/{workflows:,} workflows"
+                f"{' (pushing)' if not push_time else ''}   ",
                 file=sys.stderr,
                 end="\r",
             )
