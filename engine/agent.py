@@ -173,10 +173,11 @@ class Agent:
             for sig, old in installed:
                 signal.signal(sig, old)
 
-    def _install_signals(self) -> list[tuple[int, Any]]:
+    def _install_signals(self) -> list[tuple[signal.Signals, Any]]:
+        """Stop on SIGTERM/SIGINT; returns each signal with the handler it had before."""
         if threading.current_thread() is not threading.main_thread():
             return []
-        installed = []
+        installed: list[tuple[signal.Signals, Any]] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             installed.append((sig, signal.signal(sig, lambda *_: self.stop())))
         return installed
@@ -269,7 +270,10 @@ class Agent:
             return
         self._inflight += len(tasks)
         for t in tasks:
-            self._pool.submit(lambda t=t: self._results.put(self._execute(t)))
+            self._pool.submit(self._execute_and_report, t)
+
+    def _execute_and_report(self, task: Task) -> None:
+        self._results.put(self._execute(task))
 
     def _execute(self, task: Task) -> Outcome:
         try:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import redis
+from redis.typing import KeyT, StreamIdT
 
 from .definition import DEFAULT_MAX_PAYLOAD, Workflow, compile_workflow
 from .embedded import EmbeddedRedis, url_from_env
@@ -34,6 +36,11 @@ DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
 PUSH_BATCH = 64  # workflows per push.lua call
 SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
+
+# The engine's clients decode replies (``decode_responses=True``), so every string Redis
+# returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
+_Entries: TypeAlias = list[tuple[str, dict[str, str]]]
+_Scored: TypeAlias = list[tuple[str, float]]
 
 
 def _script_error(e: redis.ResponseError) -> Exception:
@@ -124,10 +131,12 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _common(self, shard: ShardKeys) -> list[Any]:
+    def _common(self, shard: ShardKeys) -> builtins.list[Any]:
         return [shard.prefix, self.event_cap]
 
-    def _call(self, script: Any, keys: list[str], args: list[Any], client: Any = None) -> Any:
+    def _call(
+        self, script: Any, keys: builtins.list[str], args: builtins.list[Any], client: Any = None
+    ) -> Any:
         try:
             return script(keys=keys, args=args, client=client)
         except redis.ResponseError as e:
@@ -142,7 +151,7 @@ class Engine:
         """
         return self.push_many([wf])[0]
 
-    def push_many(self, workflows: Iterable[Workflow]) -> list[str]:
+    def push_many(self, workflows: Iterable[Workflow]) -> builtins.list[str]:
         """Validate every workflow first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
@@ -215,7 +224,9 @@ class Engine:
                 skip = 0  # entries that could not be cleaned stay in the index: page past them
                 while True:
                     key = shard.by_state(state)
-                    wids = self.redis.zrangebyscore(key, "-inf", cutoff, skip, 500)
+                    wids = cast(
+                        "list[str]", self.redis.zrangebyscore(key, "-inf", cutoff, skip, 500)
+                    )
                     if not wids:
                         break
                     for wid in wids:
@@ -237,7 +248,7 @@ class Engine:
             for s in ("succeeded", "failed", "cancelled")
         )
 
-    def maintain(self, max_lost: int = 5, limit: int = 200) -> list[int]:
+    def maintain(self, max_lost: int = 5, limit: int = 200) -> builtins.list[int]:
         """One round of housekeeping on every shard (see ``reap.lua``); agents call this."""
         totals = [0, 0, 0, 0]
         for shard in self.keys.all_shards():
@@ -253,21 +264,21 @@ class Engine:
         sec, usec = self.redis.time()
         return sec + usec / 1e6
 
-    def _task_names(self, wid: str | int) -> list[str]:
+    def _task_names(self, wid: str | int) -> builtins.list[str]:
         key = self.keys.shard_of(wid).workflow(wid)
         n = self.redis.hget(key, "n")
         if n is None:
             raise NotFoundError(f"workflow {wid} does not exist")
-        return list(self.redis.hmget(key, [f"{i}N" for i in range(int(n))]))
+        return list(cast("list[str]", self.redis.hmget(key, [f"{i}N" for i in range(int(n))])))
 
     def status(self, wid: str | int) -> WorkflowStatus:
         """Everything stored of one workflow: state, counts by task state, every task."""
-        raw = self.redis.hgetall(self.keys.shard_of(wid).workflow(wid))
+        raw = cast("dict[str, str]", self.redis.hgetall(self.keys.shard_of(wid).workflow(wid)))
         if not raw:
             raise NotFoundError(f"workflow {wid} does not exist")
         return parse_status(str(wid), raw)
 
-    def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
+    def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
         wids = list(wids)
         pipe = self.redis.pipeline(transaction=False)
@@ -292,29 +303,31 @@ class Engine:
         name: str | None = None,
         offset: int = 0,
         limit: int = 50,
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Workflow ids, newest first, one page at a time; filter by state and/or name."""
         if self.keys.shards == 1 and (state is None or name is None):
             key = self._index_key(self.keys.shard(0), state, name)
-            return list(self.redis.zrevrange(key, offset, offset + limit - 1))
+            return list(cast("list[str]", self.redis.zrevrange(key, offset, offset + limit - 1)))
         # several shards, or both filters: merge newest-first across indexes
         ids: list[str] = []
         for shard in self.keys.all_shards():
             key = self._index_key(shard, state if name is None else None, name)
-            ids.extend(self.redis.zrevrange(key, 0, offset + limit * 4 - 1))
+            ids.extend(cast("list[str]", self.redis.zrevrange(key, 0, offset + limit * 4 - 1)))
         ids.sort(key=int, reverse=True)
         if state is not None and name is not None:
             rows = self.summaries(ids)
             ids = [r.id for r in rows if r.state == state]
         return ids[offset : offset + limit]
 
+    # This method shadows the builtin inside the class body: annotations here say
+    # ``builtins.list``.
     def list(
         self,
         state: str | None = None,
         name: str | None = None,
         offset: int = 0,
         limit: int = 50,
-    ) -> list[WorkflowSummary]:
+    ) -> builtins.list[WorkflowSummary]:
         """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
         return self.summaries(self.list_ids(state, name, offset, limit))
 
@@ -324,11 +337,12 @@ class Engine:
             int(self.redis.zcard(self._index_key(s, state, name))) for s in self.keys.all_shards()
         )
 
-    def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
+    def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""
         counts: dict[str, int] = {}
         for shard in self.keys.all_shards():
-            for name, score in self.redis.zrevrange(shard.names, 0, -1, withscores=True):
+            scored = cast(_Scored, self.redis.zrevrange(shard.names, 0, -1, withscores=True))
+            for name, score in scored:
                 if name.startswith(prefix):
                     counts[name] = counts.get(name, 0) + int(score)
         return sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
@@ -340,7 +354,7 @@ class Engine:
         pushed_t = pushed_w = 0
         queued: dict[str, int] = {}
         for shard in self.keys.all_shards():
-            raw = self.redis.hgetall(shard.stats)
+            raw = cast("dict[str, str]", self.redis.hgetall(shard.stats))
             for field, value in raw.items():
                 kind, _, what = field.partition(":")
                 if what == "pushed":
@@ -352,7 +366,7 @@ class Engine:
                     tasks[what] = tasks.get(what, 0) + int(value)
                 elif kind == "w":
                     workflows[what] = workflows.get(what, 0) + int(value)
-            types = sorted(self.redis.smembers(shard.types))
+            types = sorted(cast("set[str]", self.redis.smembers(shard.types)))
             pipe = self.redis.pipeline(transaction=False)
             for t in types:
                 pipe.zcard(shard.queue(t))
@@ -360,14 +374,14 @@ class Engine:
                 queued[t] = queued.get(t, 0) + int(n)
         return Stats(tasks, workflows, pushed_t, pushed_w, queued)
 
-    def agents(self) -> list[AgentInfo]:
+    def agents(self) -> builtins.list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
         now = self.server_time()
         out: list[AgentInfo] = []
         for shard in self.keys.all_shards():
-            infos = self.redis.hgetall(shard.agents)
-            states = self.redis.hgetall(shard.agents_state)
-            seen = dict(self.redis.zrange(shard.agents_seen, 0, -1, withscores=True))
+            infos = cast("dict[str, str]", self.redis.hgetall(shard.agents))
+            states = cast("dict[str, str]", self.redis.hgetall(shard.agents_state))
+            seen = dict(cast(_Scored, self.redis.zrange(shard.agents_seen, 0, -1, withscores=True)))
             pipe = self.redis.pipeline(transaction=False)
             ids = sorted(infos)
             for agent_id in ids:
@@ -404,20 +418,26 @@ class Engine:
                 )
         return out
 
-    def events(self, count: int = 200) -> list[Event]:
+    def events(self, count: int = 200) -> builtins.list[Event]:
         """The most recent lifecycle events from the capped stream, newest first."""
         out: list[Event] = []
         for shard in self.keys.all_shards():
-            entries = self.redis.xrevrange(shard.events, count=count)
+            entries = cast(_Entries, self.redis.xrevrange(shard.events, count=count))
             for entry_id, fields in entries:
                 out.extend(reversed(decode_batch(fields["e"], entry_id)))
         out.sort(key=lambda e: e.ts, reverse=True)
         return out[:count]
 
-    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
-        streams = {s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()}
-        reply = self.redis.xread(streams, block=block_ms or None, count=1000)
+        streams: dict[KeyT, StreamIdT] = {
+            s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()
+        }
+        # RESP2 reply: [[stream key, entries], ...], or None when nothing arrived in time
+        reply = cast(
+            "list[tuple[str, _Entries]] | None",
+            self.redis.xread(streams, block=block_ms or None, count=1000),
+        )
         out: list[Event] = []
         for key, entries in reply or []:
             shard = next(s for s in self.keys.all_shards() if s.events == key)
@@ -453,7 +473,7 @@ class Engine:
 
     def state(self, wid: str | int) -> WorkflowState:
         """The current state of one workflow."""
-        st = self.redis.hget(self.keys.shard_of(wid).workflow(wid), "st")
+        st = cast("str | None", self.redis.hget(self.keys.shard_of(wid).workflow(wid), "st"))
         if st is None:
             raise NotFoundError(f"workflow {wid} does not exist")
         return WorkflowState(st)

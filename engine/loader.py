@@ -95,8 +95,9 @@ class _JSONLineDecoder(json.JSONDecoder):
 
         self.memo: dict[str, str] = {}
         self.parse_object = parse_object
-        # The C scanner ignores parse_object; the pure-Python one calls it.
-        self.scan_once = json.scanner.py_make_scanner(self)
+        # The C scanner ignores parse_object; the pure-Python one calls it. (json.scanner
+        # has py_make_scanner, but the standard library's type stubs leave it out.)
+        self.scan_once = json.scanner.py_make_scanner(self)  # type: ignore[attr-defined]
 
 
 def _parse(text: str, source: str) -> Any:
@@ -184,7 +185,7 @@ def _seed002(doc: dict[str, Any], source: str) -> list[Workflow]:
         wwhere = _where(source, wnode)
         w = _mapping(wnode, "a workflow", wwhere)
         _known(w, {"name", "steps", "tasks"}, f"workflow {w.get('name')!r}", wwhere)
-        subtasks: dict[str, Any] = {}
+        subtasks: dict[Any, dict[str, Any]] = {}  # by name as written: not validated yet
         for snode in w.get("tasks") or []:
             s = _mapping(snode, "a task", _where(source, snode))
             subtasks[s.get("name")] = s

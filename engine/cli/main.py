@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..client import Engine
 from ..errors import DefinitionError
@@ -24,6 +24,9 @@ from .common import (
     guarded,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from rich.console import OverflowMethod
 
 STATE_STYLE = {
     "running": "cyan",
@@ -60,7 +63,7 @@ class _LazyConsole:
 out = _LazyConsole()
 
 
-def _table(*columns: str, overflow: str = "ellipsis") -> Any:
+def _table(*columns: str, overflow: OverflowMethod = "ellipsis") -> Any:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
@@ -328,7 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Push, watch and steer redisflow workflows.",
         epilog="exit codes: 0 ok, 1 a waited-for workflow failed, 2 bad input, 3 Redis unreachable",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Subcommand parsers are Parsers; their parents are plain ArgumentParsers.
+    sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
     both = [conn, js]
 
     p = sub.add_parser("push", parents=both, help="push workflow files (YAML or JSON)")
