@@ -127,12 +127,16 @@ def summary_table(res: BenchResult) -> Table:
     row("agents (processes)", res.agents)
     row("phases", res.phases)
     row("push", f"{res.push_s:.2f} s  ({res.workflows_pushed_per_s:,.0f} workflows/s)")
-    row("run", f"{res.run_s:.2f} s  ({res.tasks_per_s:,.0f} tasks/s)")
+    since = "from the first push" if res.phases == "overlap" else "after the push"
+    row(f"run ({since})", f"{res.run_s:.2f} s  ({res.tasks_per_s:,.0f} tasks/s)")
     row("total", f"{res.total_s:.2f} s")
     row("Redis peak", f"{res.redis_peak_mb:.1f} MB  (baseline {res.redis_baseline_mb:.1f} MB)")
     row("bytes per task (at peak)", f"{res.bytes_per_task:.0f}")
     if res.bytes_per_task_pushed is not None:
         row("bytes per task (pushed, not run)", f"{res.bytes_per_task_pushed:.0f}")
+    if res.redis_us_per_task is not None:
+        row("Redis CPU per task", f"{res.redis_us_per_task:.1f} us")
+    row("agents' CPU per task", f"{res.agent_us_per_task:.1f} us")
     row("ready-to-start p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
     row("succeeded / failed / skipped", f"{res.succeeded} / {res.failed} / {res.skipped}")
     row("ok", "[green]yes[/]" if res.ok else "[red]NO[/]")
