@@ -8,7 +8,6 @@ browser on 127.0.0.1 with textual-serve.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import signal
 import sys
@@ -19,6 +18,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from engine import EmbeddedRedis, Engine, UnreachableError
+from engine.cli.common import connection_options
+from engine.definition import DEFAULT_MAX_PAYLOAD
 
 EXIT_UNREACHABLE = 3
 
@@ -26,19 +27,9 @@ EXIT_UNREACHABLE = 3
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="redisflow-tui",
+        parents=[connection_options()],
         description="Watch and steer redisflow workflows live. Keys: ? for help, "
         "Ctrl+P for every action, Ctrl+Q to quit.",
-    )
-    p.add_argument(
-        "--url",
-        default=os.environ.get("REDISFLOW_URL"),
-        help="Redis URL (default: $REDISFLOW_URL; without either, a private redis-server "
-        "is started for this session)",
-    )
-    p.add_argument(
-        "--namespace",
-        default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
-        help="key prefix of the deployment (default: rf)",
     )
     p.add_argument(
         "--demo",
@@ -60,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_engine(url: str, namespace: str) -> Engine:
+def make_engine(url: str, namespace: str, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Engine:
     """An engine for the console: calls time out and retry briefly, so a hung or gone
     server shows as lost within a second or two instead of freezing a read."""
     client = redis.Redis.from_url(
@@ -71,7 +62,7 @@ def make_engine(url: str, namespace: str) -> Engine:
         health_check_interval=15,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     )
-    return Engine(client, namespace=namespace)
+    return Engine(client, namespace=namespace, max_payload=max_payload)
 
 
 def _serve(args: argparse.Namespace, url: str) -> None:
@@ -80,6 +71,7 @@ def _serve(args: argparse.Namespace, url: str) -> None:
     except ImportError:
         sys.exit("redisflow-tui: --serve needs textual-serve: pip install 'redisflow[serve]'")
     cmd = [sys.executable, "-m", "redisflow_tui", "--url", url, "--namespace", args.namespace]
+    cmd += ["--max-payload", str(args.max_payload)]
     if args.read_only:
         cmd.append("--read-only")
     if args.no_keyspace:
@@ -119,7 +111,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             return 0
         from .app import RedisflowApp
 
-        engine = make_engine(url, args.namespace)
+        engine = make_engine(url, args.namespace, args.max_payload)
         label = f"{url} (private)" if embedded and not args.demo else url
         if args.demo:
             label = f"{url} (demo)"
