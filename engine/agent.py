@@ -29,6 +29,7 @@ from .client import Engine
 from .errors import RedisflowError
 from .handlers import Handler, Task, TaskFailed
 from .model import decode_json
+from .scripts import ScriptBatch
 
 log = logging.getLogger("redisflow.agent")
 
@@ -222,17 +223,17 @@ class Agent:
         """Report outcomes and claim free slots' worth of tasks in one round trip."""
         outcomes = self._collect()
         free = self.concurrency - self._inflight if self._pool else self.batch
-        pipe = self.engine.redis.pipeline(transaction=False)
+        pipe = self.engine.scripts.batch()
         if outcomes:
             self._queue_report(pipe, outcomes)
         claims = 0
         if free > 0 and not self._stopping.is_set():
             for shard in self._shards:
                 # one claim over all our types: never more tasks than free slots
-                self.engine.scripts.claim(
-                    keys=[shard.queue(t) for t in self.types],
-                    args=[*self.engine._common(shard), self.id, min(free, self.batch)],
-                    client=pipe,
+                pipe.add(
+                    "claim",
+                    [shard.queue(t) for t in self.types],
+                    [*self.engine._common(shard), self.id, min(free, self.batch)],
                 )
                 claims += 1
         if not outcomes and not claims:
@@ -319,13 +320,13 @@ class Agent:
             by.setdefault(self.engine.keys.shard_of(o[0]).shard, []).append(o)
         return by
 
-    def _queue_report(self, pipe: Any, outcomes: list[Outcome]) -> None:
+    def _queue_report(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> None:
         for shard_index, items in sorted(self._report_shards(outcomes).items()):
             shard = self.engine.keys.shard(shard_index)
             args: list[Any] = [*self.engine._common(shard), self.id, len(items)]
             for wid, idx, attempt, how, value in items:
                 args += [wid, idx, attempt, how, value]
-            self.engine.scripts.complete(keys=[shard.stats], args=args, client=pipe)
+            pipe.add("complete", [shard.stats], args)
 
     def _count_reports(self, replies: list[Any]) -> None:
         for reply in replies:
@@ -338,14 +339,14 @@ class Agent:
         outcomes = self._collect()
         if not outcomes:
             return
-        pipe = self.engine.redis.pipeline(transaction=False)
+        pipe = self.engine.scripts.batch()
         self._queue_report(pipe, outcomes)
         self._count_reports(self._execute_pipe(pipe, outcomes))
 
-    def _execute_pipe(self, pipe: Any, outcomes: list[Outcome]) -> list[Any]:
+    def _execute_pipe(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> list[Any]:
         """Run a round trip; if the connection drops, keep its outcomes to send again."""
         try:
-            return list(pipe.execute(raise_on_error=False))
+            return pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError):
             for o in outcomes:
                 self._results.put(o)

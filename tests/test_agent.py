@@ -375,3 +375,23 @@ def test_several_shards_work_as_one(redis_url: str) -> None:
         assert_stats_agree(engine)
         assert engine.cleanup_finished() == 6
         assert engine.count() == 0
+
+
+def test_agent_reloads_scripts_the_server_forgot(engine: Engine) -> None:
+    """SCRIPT FLUSH (or a restart) mid-run: calls answered NOSCRIPT are loaded and resent once."""
+    wf = Workflow("flushy")
+    prev = None
+    for i in range(6):
+        prev = wf.task(f"t{i}", after=[prev] if prev else [])
+    wid = engine.push(wf)
+    engine.redis.script_flush()
+    runs: list[str] = []
+
+    def handler(task: Task) -> None:
+        runs.append(task.name)
+        if task.name == "t2":
+            engine.redis.script_flush()
+
+    Agent(engine, "flushed", {"": handler}).run(until_idle=True)
+    assert engine.status(wid).state == "succeeded"
+    assert runs == [f"t{i}" for i in range(6)]  # each ran once: no call was sent twice
