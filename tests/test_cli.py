@@ -384,3 +384,26 @@ def test_without_a_url_a_private_redis_comes_and_goes() -> None:
     assert m, result.stderr
     with socket.socket() as s:  # stopped with the command
         assert s.connect_ex(("127.0.0.1", int(m.group(1)))) != 0
+
+
+def test_exec_timeout_fails_a_slow_command(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """--exec-timeout fails an attempt whose command runs too long, naming the timeout."""
+    wf = tmp_path / "slow.yaml"
+    wf.write_text("name: slow\ntasks:\n  - name: nap\n")
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    wid = cli("push", str(wf), env=cli_env).stdout.strip()
+    command = f"{sys.executable} {slow}"
+    agent = cli(
+        "--exec",
+        command,
+        "--exec-timeout",
+        "0.5",
+        "--until-idle",
+        env=cli_env,
+        tool="redisflow-agent",
+    )
+    assert agent.returncode == 0, agent.stderr
+    task = json.loads(cli("status", wid, "--json", env=cli_env).stdout)["tasks"][0]
+    assert task["state"] == "failed"
+    assert "timed out after 0.5s" in task["error"]

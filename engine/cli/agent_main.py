@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=positive_int, default=None, help="tasks claimed per round trip")
     p.add_argument("--lease", type=positive_float, default=15.0, help="lease seconds (default 15)")
+    p.add_argument(
+        "--exec-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="with --exec: fail an attempt whose command runs longer than this",
+    )
     p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -59,7 +66,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    handler = import_handler(args.handler) if args.handler else exec_handler(args.command)
+    if args.handler:
+        handler = import_handler(args.handler)
+    else:
+        handler = exec_handler(args.command, timeout=args.exec_timeout)
     types = args.types or [""]
     engine = connect(args)
     try:
