@@ -499,7 +499,7 @@ class Engine:
                     return st
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"workflow {wid} still {st} after {timeout}s")
+                    raise TimeoutError(f"workflow {wid} still {st} after {timeout:g}s")
                 wake.wait(1.0 if left is None else min(1.0, left))
                 wake.clear()
 

@@ -310,7 +310,8 @@ def test_push_wait_timeout_exits_1(engine: Engine, cli_env: dict[str, str]) -> N
         "push", str(DEMOS / "seed000-sample.yaml"), "--wait", "--timeout", "0.2", env=cli_env
     )
     assert result.returncode == 1
-    assert "still running after" in result.stderr and "Traceback" not in result.stderr
+    assert "gave up after 0.2s; still unfinished" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # -- the demo files, end to end -------------------------------------------------------------

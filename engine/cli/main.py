@@ -136,14 +136,24 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
             print(wid, flush=True)
     if not args.wait:
         return EXIT_OK
+    if engine.embedded is not None:
+        print(
+            "redisflow: waiting on a private Redis that no agent can reach; give --url or "
+            "REDISFLOW_URL to wait for agents (see: redisflow server)",
+            file=sys.stderr,
+        )
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: dict[str, str] = {}
     try:
         for wid in ids:  # --timeout bounds the whole wait, not each workflow's
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             final[wid] = engine.wait(wid, timeout=left).value
-    except TimeoutError as e:
-        print(f"redisflow: {e}", file=sys.stderr)
+    except TimeoutError:
+        late = [wid for wid in ids if wid not in final]
+        print(
+            f"redisflow: gave up after {args.timeout:g}s; still unfinished: {', '.join(late)}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     if args.json:
         print_json({"ids": ids, "states": final})
