@@ -308,16 +308,34 @@ class Engine:
         if self.keys.shards == 1 and (state is None or name is None):
             key = self._index_key(self.keys.shard(0), state, name)
             return list(cast("list[str]", self.redis.zrevrange(key, offset, offset + limit - 1)))
-        # several shards, or both filters: merge newest-first across indexes
         ids: list[str] = []
-        for shard in self.keys.all_shards():
-            key = self._index_key(shard, state if name is None else None, name)
-            ids.extend(cast("list[str]", self.redis.zrevrange(key, 0, offset + limit * 4 - 1)))
-        ids.sort(key=int, reverse=True)
         if state is not None and name is not None:
-            rows = self.summaries(ids)
-            ids = [r.id for r in rows if r.state == state]
+            # both filters: walk each shard's name index newest first, keeping the ones in
+            # `state`, until a page's worth is found
+            for shard in self.keys.all_shards():
+                ids.extend(self._ids_in_state(shard.by_name(name), state, offset + limit))
+        else:
+            # several shards: merge newest-first across their indexes
+            for shard in self.keys.all_shards():
+                key = self._index_key(shard, state, name)
+                ids.extend(cast("list[str]", self.redis.zrevrange(key, 0, offset + limit - 1)))
+        ids.sort(key=int, reverse=True)
         return ids[offset : offset + limit]
+
+    def _ids_in_state(self, index: str, state: str, want: int) -> builtins.list[str]:
+        """Up to ``want`` ids of ``index`` (newest first) whose workflow is in ``state``."""
+        found: list[str] = []
+        start, chunk = 0, 500
+        while len(found) < want:
+            wids = cast("list[str]", self.redis.zrevrange(index, start, start + chunk - 1))
+            if not wids:
+                break
+            pipe = self.redis.pipeline(transaction=False)
+            for wid in wids:
+                pipe.hget(self.keys.shard_of(wid).workflow(wid), "st")
+            found += [w for w, st in zip(wids, pipe.execute(), strict=True) if st == state]
+            start += chunk
+        return found[:want]
 
     # This method shadows the builtin inside the class body: annotations here say
     # ``builtins.list``.
@@ -332,7 +350,13 @@ class Engine:
         return self.summaries(self.list_ids(state, name, offset, limit))
 
     def count(self, state: str | None = None, name: str | None = None) -> int:
-        """How many workflows match (O(1) per shard for one filter)."""
+        """How many workflows match: O(1) per shard for one filter; with both, a walk of
+        the name's index."""
+        if state is not None and name is not None:
+            return sum(
+                len(self._ids_in_state(s.by_name(name), state, 1 << 62))
+                for s in self.keys.all_shards()
+            )
         return sum(
             int(self.redis.zcard(self._index_key(s, state, name))) for s in self.keys.all_shards()
         )

@@ -639,3 +639,23 @@ def test_stop_hands_running_tasks_back(engine: Engine) -> None:
     assert hand.succeed(t) == 0
     assert [a.state for a in engine.agents() if a.id == "leaver"] == ["stopped"]
     assert_stats_agree(engine)
+
+
+def test_list_by_state_and_name_pages_exactly(engine: Engine) -> None:
+    """Both filters: every matching workflow, newest first, however deep in the name index."""
+    wids = []
+    for k in range(30):
+        wf = Workflow("nightly" if k % 3 else "other")
+        wf.task("only")
+        wids.append(engine.push(wf))
+    nightly = [w for k, w in enumerate(wids) if k % 3]
+    for w in nightly[:5]:  # the oldest five nightly ones get cancelled
+        engine.cancel(w)
+    running = [w for w in reversed(nightly) if w not in nightly[:5]]
+    assert engine.list_ids(state="running", name="nightly", limit=100) == running
+    page2 = engine.list_ids(state="running", name="nightly", offset=10, limit=10)
+    assert page2 == running[10:20]
+    assert (
+        engine.list_ids(state="cancelled", name="nightly", limit=3)
+        == list(reversed(nightly[:5]))[:3]
+    )

@@ -209,7 +209,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     offset = (args.page - 1) * args.limit
     rows = engine.list(args.state, args.name, offset=offset, limit=args.limit)
-    total = engine.count(args.state, args.name if args.state is None else None)
+    total = engine.count(args.state, args.name)
     if args.json:
         print_json({"page": args.page, "total": total, "workflows": [r.to_dict() for r in rows]})
         return EXIT_OK
