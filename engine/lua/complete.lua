@@ -24,7 +24,8 @@ for r = 0, nres - 1 do
   local wid, i, attempt, how, value = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local wk = wkey(wid)
   local member = wid .. ':' .. i
-  local m = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'a', i .. 'g', i .. 'C', i .. 'f', i .. 'M', 'bk')
+  -- Only what every outcome needs: each field is a scan of a compact hash.
+  local m = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'a', i .. 'g', i .. 'C')
   if m[3] ~= 'running' or m[4] ~= attempt or m[5] ~= agent then
     out[#out + 1] = 0
     emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
@@ -43,7 +44,7 @@ for r = 0, nres - 1 do
       else
         redis.call('HSET', wk, i .. 's', 'succeeded', i .. 'd', NOW - ct)
       end
-      if m[7] then redis.call('HDEL', wk, i .. 'e') end  -- an error of an earlier attempt
+      if attempt ~= '1' then redis.call('HDEL', wk, i .. 'e') end  -- an earlier attempt's error
       move_count('running', 'succeeded')
       wf_ok[wk] = wf_ok[wk] + 1
       emit('succeeded', wid, i)
@@ -68,8 +69,9 @@ for r = 0, nres - 1 do
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
       redis.call('HSET', wk, i .. 'e', value, i .. 'd', NOW - ct)
-      if live and failures < tonumber(m[8] or '1') then
-        local delay = tonumber(m[9] or '1000') * 2 ^ (failures - 1)
+      local limits = redis.call('HMGET', wk, i .. 'M', 'bk')
+      if live and failures < tonumber(limits[1] or '1') then
+        local delay = tonumber(limits[2] or '1000') * 2 ^ (failures - 1)
         redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct + delay)
         redis.call('ZADD', P .. ':delayed', string.format('%.0f', NOW + delay), member)
         move_count('running', 'ready')
