@@ -145,7 +145,7 @@ end
 -- The task fields start_task needs, in the order it reads them (claim.lua prefetches
 -- them together with the workflow's state, in one HMGET).
 local function start_fields(i)
-  return i .. 'a', i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'd'
+  return i .. 'a', i .. 'N', i .. 'T', i .. 'P', i .. 'U'
 end
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
@@ -159,7 +159,7 @@ local function start_task(wid, wk, i, agent, ct, agent_json, f, at)
   end
   local a = tonumber(f[at] or '0') + 1
   redis.call('HSET', wk, i .. 's', 'running', i .. 'a', a, i .. 'g', agent, i .. 'b', NOW - ct)
-  if f[at + 5] then redis.call('HDEL', wk, i .. 'd') end
+  if f[at] then redis.call('HDEL', wk, i .. 'd') end  -- ran before: drop its end time
   emit_json('claimed', wid, i, agent_json)
   return {wid, tonumber(i), f[at + 1], f[at + 2] or '', f[at + 3] or 'null', a,
     parent_outputs(wk, f[at + 4])}
