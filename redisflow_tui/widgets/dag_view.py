@@ -21,17 +21,9 @@ from textual.strip import Strip
 from ..data.dag import GLYPH, DagGraph, LevelRow, combined
 from ..data.home import progress_bar
 from ..data.layout import DagLayout, Ref
+from .looks import TASK_LOOKS, look_css
 
-LOOKS = (
-    "waiting",
-    "ready",
-    "retrying",
-    "running",
-    "succeeded",
-    "failed",
-    "skipped",
-    "cancelled",
-)
+LOOKS = TASK_LOOKS
 
 
 class DagView(ScrollView, can_focus=True):
@@ -44,17 +36,9 @@ class DagView(ScrollView, can_focus=True):
         background: $surface;
         scrollbar-size: 1 1;
     }
-    DagView > .dag--waiting { color: $foreground-muted; }
-    DagView > .dag--ready { color: $text-primary; }
-    DagView > .dag--retrying { color: $text-error; }
-    DagView > .dag--running { color: $accent; text-style: bold; }
-    DagView > .dag--succeeded { color: $success; }
-    DagView > .dag--failed { color: $error; text-style: bold; }
-    DagView > .dag--skipped { color: $foreground-muted; }
-    DagView > .dag--cancelled { color: $text-secondary; }
     DagView > .dag--cursor { text-style: reverse bold; }
     DagView > .dag--level { color: $foreground-muted; }
-    """
+    """ + look_css("DagView", "dag", LOOKS, bold=("running", "failed"))
 
     BINDINGS = [
         Binding("up", "move(0, -1)", "Up", show=False),

@@ -16,6 +16,7 @@ from engine import Event
 
 from ..data.clock import Clock
 from ..data.events import detail
+from .looks import look_css
 
 KIND_LOOK = {
     "task.claimed": "running",
@@ -51,15 +52,11 @@ class EventLogView(ScrollView, can_focus=True):
         background: $block-cursor-background;
         color: $block-cursor-foreground;
     }
-    EventLogView > .events--running { color: $accent; }
-    EventLogView > .events--succeeded { color: $success; }
-    EventLogView > .events--failed { color: $error; }
-    EventLogView > .events--retrying { color: $text-error; }
-    EventLogView > .events--ready { color: $text-primary; }
-    EventLogView > .events--paused { color: $text-primary; }
-    EventLogView > .events--cancelled { color: $text-secondary; }
-    EventLogView > .events--skipped { color: $foreground-muted; }
-    """
+    """ + look_css(
+        "EventLogView",
+        "events",
+        ("running", "succeeded", "failed", "retrying", "ready", "paused", "cancelled", "skipped"),
+    )
     BINDINGS = [
         Binding("up", "cursor(-1)", "Up", show=False),
         Binding("down", "cursor(1)", "Down", show=False),

@@ -10,6 +10,7 @@ from textual.strip import Strip
 
 from ..data.dag import GLYPH, LevelRow
 from ..data.home import progress_bar
+from .looks import look_css
 
 BAR = 10
 
@@ -26,16 +27,21 @@ class LevelsView(ScrollView):
     LevelsView > .levels--bad { color: $error; }
     LevelsView > .levels--rest { color: $foreground-muted; }
     LevelsView > .levels--label { color: $foreground-muted; }
-    LevelsView > .levels--running { color: $accent; }
-    LevelsView > .levels--retrying { color: $text-error; }
-    LevelsView > .levels--ready { color: $text-primary; }
-    LevelsView > .levels--failed { color: $error; }
-    LevelsView > .levels--skipped { color: $foreground-muted; }
-    LevelsView > .levels--cancelled { color: $text-secondary; }
-    LevelsView > .levels--waiting { color: $foreground-muted; }
-    LevelsView > .levels--succeeded { color: $success; }
-    LevelsView > .levels--paused { color: $text-primary; }
-    """
+    """ + look_css(
+        "LevelsView",
+        "levels",
+        (
+            "running",
+            "retrying",
+            "ready",
+            "failed",
+            "skipped",
+            "cancelled",
+            "waiting",
+            "succeeded",
+            "paused",
+        ),
+    )
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -24,19 +24,14 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .looks import TASK_LOOKS, look_css
+
 Part = tuple[str, str]
 Cell = str | Part | list[Part]
 Row = tuple[Cell, ...]
 
 LOOKS = (
-    "waiting",
-    "ready",
-    "retrying",
-    "running",
-    "succeeded",
-    "failed",
-    "skipped",
-    "cancelled",
+    *TASK_LOOKS,
     "paused",
     "online",
     "stale",
@@ -79,22 +74,7 @@ class LiveTable(ScrollView, can_focus=True):
         text-style: bold;
     }
     LiveTable > .table--odd { background: $surface-lighten-1; }
-    LiveTable > .table--waiting { color: $foreground-muted; }
-    LiveTable > .table--ready { color: $text-primary; }
-    LiveTable > .table--retrying { color: $text-error; }
-    LiveTable > .table--running { color: $accent; text-style: bold; }
-    LiveTable > .table--succeeded { color: $success; }
-    LiveTable > .table--failed { color: $error; text-style: bold; }
-    LiveTable > .table--skipped { color: $foreground-muted; }
-    LiveTable > .table--cancelled { color: $text-secondary; }
-    LiveTable > .table--paused { color: $text-primary; }
-    LiveTable > .table--online { color: $success; }
-    LiveTable > .table--stale { color: $warning; text-style: bold; }
-    LiveTable > .table--dead { color: $error; text-style: bold; }
-    LiveTable > .table--stopped { color: $foreground-muted; }
-    LiveTable > .table--dim { color: $foreground-muted; }
-    LiveTable > .table--bold { text-style: bold; }
-    """
+    """ + look_css("LiveTable", "table", LOOKS, bold=("running", "failed", "stale", "dead", "bold"))
     BINDINGS = [
         Binding("up", "move(-1)", "Up", show=False),
         Binding("down", "move(1)", "Down", show=False),

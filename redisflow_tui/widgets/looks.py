@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.style import Style
 from rich.text import Text
 from textual.app import App
@@ -65,3 +67,32 @@ def look_text(app: App[object], look: str, label: str | None = None, glyph: bool
 def markup_var(look: str) -> str:
     """The content-markup colour of a state, e.g. ``$success``."""
     return "$" + LOOK_VARS.get(look, "foreground")
+
+
+# How a task can look: its states, with "retrying" for a ready task in backoff.
+TASK_LOOKS = (
+    "waiting",
+    "ready",
+    "retrying",
+    "running",
+    "succeeded",
+    "failed",
+    "skipped",
+    "cancelled",
+)
+
+
+def look_css(widget: str, prefix: str, looks: Iterable[str], bold: Iterable[str] = ()) -> str:
+    """Component-class CSS ``<widget> > .<prefix>--<look>`` from :data:`LOOK_VARS`.
+
+    Every widget that colours states takes its rules from here, so they all agree.
+    ``dim`` is the muted colour; a look not in the palette gets only its boldness.
+    """
+    strong = set(bold)
+    palette = {**LOOK_VARS, "dim": "foreground-muted"}
+    rules = []
+    for look in looks:
+        colour = f" color: ${palette[look]};" if look in palette else ""
+        style = " text-style: bold;" if look in strong else ""
+        rules.append(f"{widget} > .{prefix}--{look} {{{colour}{style} }}")
+    return "\n".join(rules) + "\n"
