@@ -113,13 +113,18 @@ class BenchResult:
 
 
 def shape_factory(shape: str, seed: int = 0) -> Callable[[int], Workflow]:
-    """A function building the ``i``-th workflow of a shape (random DAGs differ per ``i``)."""
+    """A function giving the ``i``-th workflow of a shape.
+
+    Random DAGs differ per ``i``; the other shapes are one definition pushed again and
+    again, as a user pushes a workflow many times (validated and compiled once per call
+    of :meth:`Engine.push_many`).
+    """
     if shape not in SHAPE_NAMES:
         raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPE_NAMES)}")
     if shape == "random":
         return lambda i: random_dag(10, 0.3, seed=seed * 1_000_003 + i)
-    build = SHAPES[shape]
-    return lambda i: build()
+    wf = SHAPES[shape]()
+    return lambda i: wf
 
 
 def iter_chunks(make: Callable[[int], Workflow], total: int, size: int) -> Iterator[list[Workflow]]:

@@ -13,7 +13,7 @@ from typing import Any, TypeAlias, cast
 import redis
 from redis.typing import KeyT, StreamIdT
 
-from .definition import DEFAULT_MAX_PAYLOAD, Workflow, compile_workflow
+from .definition import DEFAULT_MAX_PAYLOAD, CompiledWorkflow, Workflow, compile_workflow
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from .events import EventListener, decode_batch, iter_stream
@@ -34,7 +34,8 @@ from .scripts import Scripts
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
-PUSH_BATCH = 64  # workflows per push.lua call
+PUSH_BATCH = 256  # at most this many workflows per push.lua call
+PUSH_BATCH_TASKS = 2048  # and about this many tasks
 SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
 
 # The engine's clients decode replies (``decode_responses=True``), so every string Redis
@@ -155,18 +156,27 @@ class Engine:
         """Validate every workflow first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
+        Workflows with the same tasks share one stored definition; pushing one
+        :class:`Workflow` object many times validates and compiles it once.
         """
-        compiled = [compile_workflow(wf, self.max_payload) for wf in workflows]
+        compiled: list[CompiledWorkflow] = []
+        seen: dict[int, CompiledWorkflow] = {}
+        for wf in list(workflows):
+            c = seen.get(id(wf))
+            if c is None:
+                c = seen[id(wf)] = compile_workflow(wf, self.max_payload)
+            compiled.append(c)
         ids: list[str] = []
         pipe = self.redis.pipeline(transaction=False)
         calls = 0
-        for start in range(0, len(compiled), PUSH_BATCH):
-            batch = compiled[start : start + PUSH_BATCH]
-            shard = self.keys.shard(next(self._rr) % self.keys.shards)
-            args: list[Any] = [*self._common(shard), self.keys.shards, shard.shard, len(batch)]
-            for c in batch:
-                args.extend(c.args)
-            self.scripts.push(keys=[shard.seq], args=args, client=pipe)
+        start = 0
+        while start < len(compiled):
+            end, tasks = start, 0
+            while end < len(compiled) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
+                tasks += compiled[end].definition[1]
+                end += 1
+            self._push_call(pipe, compiled[start:end])
+            start = end
             calls += 1
             if calls >= 16:
                 for result in pipe.execute():
@@ -176,6 +186,22 @@ class Engine:
             for result in pipe.execute():
                 ids.extend(result)
         return [str(i) for i in ids]
+
+    def _push_call(self, pipe: Any, batch: builtins.list[CompiledWorkflow]) -> None:
+        """Queue one push.lua call for ``batch`` on ``pipe`` (one shard, round robin)."""
+        shard = self.keys.shard(next(self._rr) % self.keys.shards)
+        numbers: dict[str, int] = {}
+        defs: list[Any] = []
+        rows: list[Any] = []
+        for c in batch:
+            n = numbers.get(c.digest)
+            if n is None:
+                n = numbers[c.digest] = len(numbers) + 1
+                defs.extend(c.definition)
+            rows += (n, c.name)
+        args = [*self._common(shard), self.keys.shards, shard.shard, len(numbers), *defs]
+        args += [len(batch), *rows]
+        self.scripts.push(keys=[shard.seq], args=args, client=pipe)
 
     # -- steering -----------------------------------------------------------------------
 
@@ -265,18 +291,23 @@ class Engine:
         return sec + usec / 1e6
 
     def _task_names(self, wid: str | int) -> builtins.list[str]:
-        key = self.keys.shard_of(wid).workflow(wid)
-        n = self.redis.hget(key, "n")
+        shard = self.keys.shard_of(wid)
+        n, digest = self.redis.hmget(shard.workflow(wid), ["n", "d"])
         if n is None:
             raise NotFoundError(f"workflow {wid} does not exist")
-        return list(cast("list[str]", self.redis.hmget(key, [f"{i}N" for i in range(int(n))])))
+        fields = [f"{i}N" for i in range(int(n))]
+        return list(cast("list[str]", self.redis.hmget(shard.definition(digest), fields)))
 
     def status(self, wid: str | int) -> WorkflowStatus:
         """Everything stored of one workflow: state, counts by task state, every task."""
-        raw = cast("dict[str, str]", self.redis.hgetall(self.keys.shard_of(wid).workflow(wid)))
+        shard = self.keys.shard_of(wid)
+        raw = cast("dict[str, str]", self.redis.hgetall(shard.workflow(wid)))
         if not raw:
             raise NotFoundError(f"workflow {wid} does not exist")
-        return parse_status(str(wid), raw)
+        definition = cast("dict[str, str]", self.redis.hgetall(shard.definition(raw["d"])))
+        if not definition:  # cleaned up between the two reads
+            raise NotFoundError(f"workflow {wid} does not exist")
+        return parse_status(str(wid), {**definition, **raw})
 
     def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
@@ -544,7 +575,8 @@ def parse_summary(wid: str, row: list[Any]) -> WorkflowSummary:
 
 
 def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
-    """Build a :class:`WorkflowStatus` from a workflow hash (see ``lua/_lib.lua``)."""
+    """Build a :class:`WorkflowStatus` from a workflow hash merged with its definition's
+    (see ``lua/_lib.lua``)."""
     summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
     ct = int(raw["ct"])
     n = summary.total

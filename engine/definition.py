@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -87,10 +88,15 @@ def _fail(where: str | None, message: str) -> DefinitionError:
 
 @dataclass
 class CompiledWorkflow:
-    """A validated workflow in the flat form ``push.lua`` takes."""
+    """A validated workflow in the flat form ``push.lua`` takes.
+
+    ``definition`` holds what every workflow pushed with the same tasks shares (stored once
+    per shard under ``digest``); only ``name`` is the workflow's own.
+    """
 
     name: str
-    args: list[Any]
+    digest: str
+    definition: list[Any]
 
 
 def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
@@ -205,34 +211,46 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
     for i, t in enumerate(wf.tasks):
         for p in t.after:
             children[index[p]].append(i)
-    fields: list[Any] = ["n", len(wf.tasks), "left", len(wf.tasks), "ok", 0, "bad", 0, "skip", 0]
+    static: list[Any] = []
     if wf.retry_backoff != 1.0:
-        fields += ["bk", int(wf.retry_backoff * 1000)]
+        static += ["bk", int(wf.retry_backoff * 1000)]
+    init: list[Any] = []
     roots: list[Any] = []
     types: list[str] = []
     for i, t in enumerate(wf.tasks):
-        fields += [f"{i}N", t.name]
+        static += [f"{i}N", t.name]
         if t.type:
-            fields += [f"{i}T", t.type]
+            static += [f"{i}T", t.type]
         if payloads[i]:
-            fields += [f"{i}P", payloads[i]]
+            static += [f"{i}P", payloads[i]]
         if t.priority:
-            fields += [f"{i}R", t.priority]
+            static += [f"{i}R", t.priority]
         if t.max_attempts != 1:
-            fields += [f"{i}M", t.max_attempts]
+            static += [f"{i}M", t.max_attempts]
         if children[i]:
-            fields += [f"{i}C", ",".join(map(str, children[i]))]
+            static += [f"{i}C", ",".join(map(str, children[i]))]
         if t.after:
-            fields += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
-            fields += [f"{i}s", "waiting", f"{i}w", len(t.after)]
+            static += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
+            init += [f"{i}s", "waiting", f"{i}w", len(t.after)]
         else:
-            fields += [f"{i}s", "ready", f"{i}q", 0]
+            init += [f"{i}s", "ready", f"{i}q", 0]
             roots += [i, t.type, t.priority]
         if t.type not in types:
             types.append(t.type)
-    args: list[Any] = [wf.name, len(roots) // 3, *roots, len(types), *types]
-    args += [len(wf.tasks), len(fields) // 2, *fields]
-    return CompiledWorkflow(wf.name, args)
+    digest = definition_digest(static)
+    definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
+    definition += [len(static) // 2, *static, len(init) // 2, *init]
+    return CompiledWorkflow(wf.name, digest, definition)
+
+
+def definition_digest(static: Sequence[Any]) -> str:
+    """The content address of a definition's static fields (length-prefixed, so unambiguous)."""
+    h = hashlib.blake2b(digest_size=12)
+    for v in static:
+        b = str(v).encode()
+        h.update(b"%d:" % len(b))
+        h.update(b)
+    return h.hexdigest()
 
 
 def task_index(wf_tasks: Sequence[str], name: str) -> int:

@@ -10,8 +10,11 @@ Per shard ``S`` (``P = <namespace>:{<namespace>:S}``):
 key                           type    holds
 ============================  ======  =====================================================
 ``P:seq``                     string  last workflow sequence number of this shard
-``P:w:<wid>``                 hash    one workflow: meta fields and every task's fields
-                                      (see :mod:`engine.definition` for the field names)
+``P:w:<wid>``                 hash    one workflow: meta fields and every task's runtime
+                                      fields (see ``lua/_lib.lua`` for the field names)
+``P:d:<digest>``              hash    one workflow definition, shared by every workflow
+                                      pushed with the same tasks: each task's static
+                                      fields, and ``r``, how many workflows use it
 ``P:q:<type>``                zset    ready tasks of one type, ``<wid>:<idx>``, scored by
                                       priority then workflow age (lowest pops first)
 ``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms
@@ -59,6 +62,9 @@ class ShardKeys:
 
     def workflow(self, wid: int | str) -> str:
         return f"{self.prefix}:w:{wid}"
+
+    def definition(self, digest: str) -> str:
+        return f"{self.prefix}:d:{digest}"
 
     def queue(self, task_type: str) -> str:
         return f"{self.prefix}:q:{task_type}"

@@ -118,17 +118,36 @@ def test_compiled_layout() -> None:
     a = wf.task("a", payload="x", type="io", priority=3)
     wf.task("b", after=[a], max_attempts=2)
     c = compile_workflow(wf)
-    args = c.args
-    assert args[:5] == ["w", 1, 0, "io", 3]  # name, one root: index 0, type io, priority 3
-    assert args[5:9] == [2, "io", "", 2]  # two types, then two tasks
-    assert args[9] * 2 == len(args) - 10
-    fields = dict(zip(args[10::2], args[11::2], strict=True))
-    assert fields["bk"] == 250
-    assert fields["0N"] == "a" and fields["0T"] == "io" and fields["0P"] == '"x"'
-    assert fields["0C"] == "1" and fields["0s"] == "ready"
-    assert fields["1U"] == "0" and fields["1s"] == "waiting" and fields["1w"] == 1
-    assert fields["1M"] == 2
-    assert "1T" not in fields and "1R" not in fields  # defaults are not stored
+    d = c.definition
+    assert c.name == "w" and d[0] == c.digest
+    assert d[1:6] == [2, 1, 0, "io", 3]  # two tasks, one root: index 0, type io, priority 3
+    assert d[6:9] == [2, "io", ""]  # two types
+    nstatic = d[9]
+    static = dict(zip(d[10 : 10 + 2 * nstatic : 2], d[11 : 11 + 2 * nstatic : 2], strict=True))
+    rest = d[10 + 2 * nstatic :]
+    assert rest[0] * 2 == len(rest) - 1
+    init = dict(zip(rest[1::2], rest[2::2], strict=True))
+    assert static["bk"] == 250
+    assert static["0N"] == "a" and static["0T"] == "io" and static["0P"] == '"x"'
+    assert static["0C"] == "1" and static["1U"] == "0" and static["1M"] == 2
+    assert "1T" not in static and "1R" not in static  # defaults are not stored
+    assert init == {"0s": "ready", "0q": 0, "1s": "waiting", "1w": 1}
+
+
+def test_digest_depends_on_tasks_not_on_the_workflow_name() -> None:
+    def build(name: str, payload: str) -> Workflow:
+        wf = Workflow(name)
+        wf.task("a", payload=payload)
+        wf.task("b", after=["a"])
+        return wf
+
+    assert compile_workflow(build("x", "p")).digest == compile_workflow(build("y", "p")).digest
+    assert compile_workflow(build("x", "p")).digest != compile_workflow(build("x", "q")).digest
+    # length-prefixed: moving a character between two values changes the digest
+    one, two = Workflow("w"), Workflow("w")
+    one.task("ab", payload="c")
+    two.task("a", payload="bc")
+    assert compile_workflow(one).digest != compile_workflow(two).digest
 
 
 def test_long_chain_and_wide_fan_validate() -> None:

@@ -193,8 +193,11 @@ class EngineMachine(RuleBasedStateMachine):
         running_sets = {a: r.smembers(shard.running_of(a)) for a in AGENTS}
         live = dict(r.zrange(shard.agents_live, 0, -1, withscores=True))
         seen_members: set[str] = set()
+        uses: Counter[str] = Counter()
         for wid in r.zrange(shard.all, 0, -1):
             raw = r.hgetall(shard.workflow(wid))
+            uses[raw["d"]] += 1
+            raw = {**r.hgetall(shard.definition(raw["d"])), **raw}
             wst, n = raw["st"], int(raw["n"])
             tally: Counter[str] = Counter(raw.get(f"{i}s") for i in range(n))
             assert int(raw["ok"]) == tally["succeeded"]
@@ -239,6 +242,11 @@ class EngineMachine(RuleBasedStateMachine):
                     assert holder in live  # a running task's agent holds a lease
                 if s == "succeeded" and raw.get(f"{i}o") is not None:
                     assert decode_json(raw[f"{i}o"]) == raw[f"{i}N"]
+        # every stored definition is used, and knows by how many workflows
+        stored = {k.rsplit(":", 1)[1] for k in r.scan_iter(shard.definition("*"))}
+        assert stored == set(uses)
+        for digest, used in uses.items():
+            assert int(r.hget(shard.definition(digest), "r")) == used
         # nothing queued, delayed or held that does not belong to a stored task
         for member in queued | delayed | set().union(*running_sets.values()):
             assert member in seen_members, member

@@ -9,17 +9,19 @@
 -- "RFSTATE ..." (operation not allowed in this state) or "RFNOTFOUND ..." replies.
 --
 -- Workflow hash fields (P:w:<wid>):
---   name st n left ok bad skip ct ft bk      name, state, task count, tasks not terminal,
---                                            succeeded, failed, skipped, created ms,
---                                            finished ms, retry backoff base ms
---   <i>N <i>T <i>P <i>R <i>M <i>C <i>U       task i: name, type, payload JSON, priority,
---                                            max attempts, children csv, parents csv
---   <i>s <i>w <i>a <i>f <i>l <i>g            state, parents still unfinished, attempts
+--   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
+--                                            tasks not terminal, succeeded, failed,
+--                                            skipped, created ms, finished ms
+--   <i>s <i>w <i>a <i>f <i>l <i>g            task i: state, parents still unfinished, attempts
 --                                            started (the fencing token), failures,
 --                                            leases lost, agent
 --   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
 --                                            as ms after ct
--- Absent fields take their defaults: T "", R 0, M 1, C/U none, w/f/l 0.
+-- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks):
+--   r bk                                     workflows using it, retry backoff base ms
+--   <i>N <i>T <i>P <i>R <i>M <i>C <i>U       task i: name, type, payload JSON, priority,
+--                                            max attempts, children csv, parents csv
+-- Absent fields take their defaults: T "", R 0, M 1, C/U none, w/f/l 0, bk 1000.
 
 local P = ARGV[1]
 local EVMAX = ARGV[2]
@@ -41,6 +43,18 @@ end
 
 local function wkey(wid)
   return P .. ':w:' .. wid
+end
+
+-- The definition key of workflow hash wk, read once per script call; pass `digest` when
+-- it was read already. Only for a workflow that exists.
+local dkeys = {}
+local function dkey(wk, digest)
+  local k = dkeys[wk]
+  if k == nil then
+    k = P .. ':d:' .. (digest or redis.call('HGET', wk, 'd'))
+    dkeys[wk] = k
+  end
+  return k
 end
 
 -- An event is [kind, wid, task index or -1, extra or null], encoded as JSON.
@@ -74,7 +88,7 @@ end
 
 -- Put task i of workflow wid into its type's ready queue and wake that type's agents.
 local function enqueue(wid, wk, i)
-  local f = redis.call('HMGET', wk, i .. 'T', i .. 'R')
+  local f = redis.call('HMGET', dkey(wk), i .. 'T', i .. 'R')
   local typ = f[1] or ''
   redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
   wake[typ] = true
@@ -83,7 +97,7 @@ end
 -- Take task i out of whichever ready structure holds it (queue or backoff).
 local function dequeue(wid, wk, i)
   local member = wid .. ':' .. i
-  local typ = redis.call('HGET', wk, i .. 'T') or ''
+  local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
   redis.call('ZREM', P .. ':q:' .. typ, member)
   redis.call('ZREM', P .. ':delayed', member)
 end
@@ -99,14 +113,15 @@ end
 -- Mark every waiting descendant of task i skipped. Returns how many were skipped.
 local function skip_descendants(wid, wk, i)
   local skipped = 0
-  local stack = split_csv(redis.call('HGET', wk, i .. 'C'))
+  local dk = dkey(wk)
+  local stack = split_csv(redis.call('HGET', dk, i .. 'C'))
   while #stack > 0 do
     local c = table.remove(stack)
     if redis.call('HGET', wk, c .. 's') == 'waiting' then
       redis.call('HSET', wk, c .. 's', 'skipped')
       move_count('waiting', 'skipped')
       skipped = skipped + 1
-      for _, g in ipairs(split_csv(redis.call('HGET', wk, c .. 'C'))) do stack[#stack + 1] = g end
+      for _, g in ipairs(split_csv(redis.call('HGET', dk, c .. 'C'))) do stack[#stack + 1] = g end
     end
   end
   if skipped > 0 then
@@ -128,41 +143,38 @@ local function finish_if_done(wid, wk)
   end
 end
 
--- The parents' outputs of task i, as a flat {name, output, ...} list, in one read.
-local function parent_outputs(wk, parents_csv)
+-- The parents' outputs of a task, as a flat {name, output, ...} list: names from the
+-- definition, outputs from the workflow, one read each.
+local function parent_outputs(wk, dk, parents_csv)
   local parents = split_csv(parents_csv)
   if #parents == 0 then return {} end
-  local fields = {}
-  for _, p in ipairs(parents) do
-    fields[#fields + 1] = p .. 'N'
-    fields[#fields + 1] = p .. 'o'
+  local names, outs = {}, {}
+  for k, p in ipairs(parents) do
+    names[k] = p .. 'N'
+    outs[k] = p .. 'o'
   end
-  local out = redis.call('HMGET', wk, unpack(fields))
-  for k = 2, #out, 2 do out[k] = out[k] or '' end
+  names = redis.call('HMGET', dk, unpack(names))
+  outs = redis.call('HMGET', wk, unpack(outs))
+  local out = {}
+  for k = 1, #parents do
+    out[#out + 1] = names[k]
+    out[#out + 1] = outs[k] or ''
+  end
   return out
 end
 
--- The task fields start_task needs, in the order it reads them (claim.lua prefetches
--- them together with the workflow's state, in one HMGET).
-local function start_fields(i)
-  return i .. 'a', i .. 'N', i .. 'T', i .. 'P', i .. 'U'
-end
-
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
--- `f` holds the start_fields values from index `at` on (read here when nil).
--- `agent_json` is the agent id JSON-encoded, once per script call.
+-- `attempts` is the task's `a` field as read (nil: never started); `agent_json` the agent
+-- id JSON-encoded, once per script call.
 -- Returns the reply row {wid, i, name, type, payload, attempt, {parent outputs}}.
-local function start_task(wid, wk, i, agent, ct, agent_json, f, at)
-  if f == nil then
-    f = redis.call('HMGET', wk, start_fields(i))
-    at = 1
-  end
-  local a = tonumber(f[at] or '0') + 1
+local function start_task(wid, wk, i, agent, ct, agent_json, attempts, digest)
+  local dk = dkey(wk, digest)
+  local f = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U')
+  local a = tonumber(attempts or '0') + 1
   redis.call('HSET', wk, i .. 's', 'running', i .. 'a', a, i .. 'g', agent, i .. 'b', NOW - ct)
-  if f[at] then redis.call('HDEL', wk, i .. 'd') end  -- ran before: drop its end time
+  if attempts then redis.call('HDEL', wk, i .. 'd') end  -- ran before: drop its end time
   emit_json('claimed', wid, i, agent_json)
-  return {wid, tonumber(i), f[at + 1], f[at + 2] or '', f[at + 3] or 'null', a,
-    parent_outputs(wk, f[at + 4])}
+  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, parent_outputs(wk, dk, f[4])}
 end
 
 -- A running task whose agent is gone (lost, stopped or restarted) while its workflow was
@@ -190,8 +202,9 @@ end
 -- A cancelled workflow can still have running tasks: they leave their agent's set (the
 -- agent's late outcome is then rejected, as the hash is gone).
 local function remove_workflow(wid, wk, st)
-  local m = redis.call('HMGET', wk, 'name', 'n')
+  local m = redis.call('HMGET', wk, 'name', 'n', 'd')
   local n = tonumber(m[2])
+  local dk = dkey(wk, m[3])
   for i = 0, n - 1 do
     local f = redis.call('HMGET', wk, i .. 's', i .. 'g')
     local s = f[1]
@@ -203,6 +216,7 @@ local function remove_workflow(wid, wk, st)
     end
   end
   redis.call('DEL', wk)
+  if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', P .. ':all', wid)
   redis.call('ZREM', P .. ':ws:' .. st, wid)
   redis.call('ZREM', P .. ':wn:' .. m[1], wid)

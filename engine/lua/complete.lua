@@ -25,7 +25,7 @@ for r = 0, nres - 1 do
   local wk = wkey(wid)
   local member = wid .. ':' .. i
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'a', i .. 'g', i .. 'C')
+  local m = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'a', i .. 'g', 'd')
   if m[3] ~= 'running' or m[4] ~= attempt or m[5] ~= agent then
     out[#out + 1] = 0
     emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
@@ -48,19 +48,16 @@ for r = 0, nres - 1 do
       move_count('running', 'succeeded')
       wf_ok[wk] = wf_ok[wk] + 1
       emit('succeeded', wid, i)
-      for _, c in ipairs(split_csv(m[6])) do
-        local cf = redis.call('HMGET', wk, c .. 's', c .. 'w', c .. 'T', c .. 'R')
+      local dk = dkey(wk, m[6])
+      for _, c in ipairs(split_csv(redis.call('HGET', dk, i .. 'C'))) do
+        local cf = redis.call('HMGET', wk, c .. 's', c .. 'w')
         if cf[1] == 'waiting' then
           local w = tonumber(cf[2] or '1') - 1
           if w <= 0 then
             redis.call('HDEL', wk, c .. 'w')
             redis.call('HSET', wk, c .. 's', 'ready', c .. 'q', NOW - ct)
             move_count('waiting', 'ready')
-            if wst == 'running' then
-              local typ = cf[3] or ''
-              redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(cf[4] or '0'), wid), wid .. ':' .. c)
-              wake[typ] = true
-            end
+            if wst == 'running' then enqueue(wid, wk, c) end
           else
             redis.call('HSET', wk, c .. 'w', w)
           end
@@ -69,7 +66,7 @@ for r = 0, nres - 1 do
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
       redis.call('HSET', wk, i .. 'e', value, i .. 'd', NOW - ct)
-      local limits = redis.call('HMGET', wk, i .. 'M', 'bk')
+      local limits = redis.call('HMGET', dkey(wk, m[6]), i .. 'M', 'bk')
       if live and failures < tonumber(limits[1] or '1') then
         local delay = tonumber(limits[2] or '1000') * 2 ^ (failures - 1)
         redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct + delay)

@@ -1,57 +1,123 @@
 -- push.lua: create workflows of one shard, and queue their root tasks.
 -- KEYS[1]  P:seq
--- ARGV[3]  shard count N; ARGV[4] this shard's index S; ARGV[5] how many workflows follow.
--- Then per workflow:
---   name, nroots, then per root (idx, type, priority), ntypes, types...,
---   ntasks, nfields, then nfields field/value pairs (every static task field, every
---   task's s/w, and the meta fields n left ok bad skip bk).
+-- ARGV[3]  shard count N; ARGV[4] this shard's index S; ARGV[5] how many definitions follow.
+-- Then per definition (engine/definition.py, compile_workflow):
+--   digest, ntasks, nroots, then per root (idx, type, priority), ntypes, types...,
+--   nstatic, static field/value pairs (stored once in P:d:<digest>),
+--   ninit, initial runtime field/value pairs (every task's s and w or q).
+-- Then how many workflows follow, and per workflow: its definition's number (1-based), name.
 -- Returns the new workflow ids, in order.
--- Python validated every definition (engine/definition.py): nothing here can fail
--- half-way, so the first write is safe.
+-- Python validated every definition: nothing here can fail half-way, so the first write
+-- is safe.
 local shards = tonumber(ARGV[3])
 local shard = tonumber(ARGV[4])
-local count_wf = tonumber(ARGV[5])
+local ndefs = tonumber(ARGV[5])
 local pos = 6
-local ids = {}
-for _ = 1, count_wf do
-  local wid = tostring(redis.call('INCRBY', KEYS[1], shards) + shard)
-  local wk = wkey(wid)
-  local name = ARGV[pos]
-  local nroots = tonumber(ARGV[pos + 1])
-  local roots_at = pos + 2
+
+-- HSET or ZADD a long flat argument list in slices (Lua's unpack has a stack limit).
+local function write_all(cmd, key, list)
+  local chunk = 6000
+  for from = 1, #list, chunk do
+    redis.call(cmd, key, unpack(list, from, math.min(from + chunk - 1, #list)))
+  end
+end
+
+local defs = {}
+for d = 1, ndefs do
+  local digest = ARGV[pos]
+  local dk = P .. ':d:' .. digest
+  local ntasks = tonumber(ARGV[pos + 1])
+  local nroots = tonumber(ARGV[pos + 2])
+  local roots_at = pos + 3
   pos = roots_at + 3 * nroots
   local ntypes = tonumber(ARGV[pos])
   for t = 1, ntypes do redis.call('SADD', P .. ':types', ARGV[pos + t]) end
   pos = pos + ntypes + 1
-  local ntasks = tonumber(ARGV[pos])
-  local nfields = tonumber(ARGV[pos + 1])
-  pos = pos + 2
-  local chunk = 3000
-  local i = 0
-  while i < nfields do
-    local last = math.min(i + chunk, nfields)
-    redis.call('HSET', wk, unpack(ARGV, pos + 2 * i, pos + 2 * last - 1))
-    i = last
+  local nstatic = tonumber(ARGV[pos])
+  if redis.call('EXISTS', dk) == 0 then
+    local static = {}
+    for k = pos + 1, pos + 2 * nstatic do static[#static + 1] = ARGV[k] end
+    write_all('HSET', dk, static)
   end
-  pos = pos + 2 * nfields
-  redis.call('HSET', wk, 'name', name, 'st', 'running', 'ct', NOW)
-  redis.call('ZADD', P .. ':all', wid, wid)
-  redis.call('ZADD', P .. ':ws:running', NOW, wid)
-  redis.call('ZADD', P .. ':wn:' .. name, wid, wid)
-  redis.call('ZINCRBY', P .. ':names', 1, name)
+  pos = pos + 2 * nstatic + 1
+  local ninit = tonumber(ARGV[pos])
+  -- The new workflow hash, with slots 2 (name) and 6 (creation time) filled per workflow.
+  local fields = {'name', '', 'st', 'running', 'ct', NOW, 'd', digest, 'n', ntasks,
+    'left', ntasks, 'ok', 0, 'bad', 0, 'skip', 0}
+  for k = pos + 1, pos + 2 * ninit do fields[#fields + 1] = ARGV[k] end
+  pos = pos + 2 * ninit + 1
+  local roots = {}
   for r = 0, nroots - 1 do
     local at = roots_at + 3 * r
-    local idx, typ, pri = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
-    redis.call('ZADD', P .. ':q:' .. typ, queue_score(pri, wid), wid .. ':' .. idx)
-    wake[typ] = true
+    roots[#roots + 1] = {ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])}
   end
-  count('t:ready', nroots)
-  count('t:waiting', ntasks - nroots)
-  count('t:pushed', ntasks)
-  count('w:running', 1)
-  count('w:pushed', 1)
-  emit('pushed', wid, -1, name)
+  defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0}
+end
+
+local nwf = tonumber(ARGV[pos])
+pos = pos + 1
+-- Ids for the whole call at once: the same numbers nwf INCRBYs would hand out.
+local last = redis.call('INCRBY', KEYS[1], shards * nwf)
+local first = last - shards * (nwf - 1) + shard
+local ids = {}
+local all, running = {}, {}
+local by_name, name_order, name_json = {}, {}, {}
+local by_type = {}
+for k = 0, nwf - 1 do
+  local def = defs[tonumber(ARGV[pos + 2 * k])]
+  local name = ARGV[pos + 2 * k + 1]
+  local wid = tostring(first + shards * k)
+  def.uses = def.uses + 1
+  def.fields[2] = name
+  write_all('HSET', wkey(wid), def.fields)
+  all[#all + 1] = wid
+  all[#all + 1] = wid
+  running[#running + 1] = NOW
+  running[#running + 1] = wid
+  local same = by_name[name]
+  if same == nil then
+    same = {}
+    by_name[name] = same
+    name_order[#name_order + 1] = name
+    name_json[name] = cjson.encode(name)
+  end
+  same[#same + 1] = wid
+  same[#same + 1] = wid
+  for _, root in ipairs(def.roots) do
+    local q = by_type[root[2]]
+    if q == nil then
+      q = {}
+      by_type[root[2]] = q
+    end
+    q[#q + 1] = queue_score(root[3], wid)
+    q[#q + 1] = wid .. ':' .. root[1]
+  end
+  emit_json('pushed', wid, -1, name_json[name])
   ids[#ids + 1] = wid
 end
+if nwf > 0 then
+  write_all('ZADD', P .. ':all', all)
+  write_all('ZADD', P .. ':ws:running', running)
+end
+for _, name in ipairs(name_order) do
+  local same = by_name[name]
+  write_all('ZADD', P .. ':wn:' .. name, same)
+  redis.call('ZINCRBY', P .. ':names', math.floor(#same / 2), name)
+end
+for typ, q in pairs(by_type) do
+  write_all('ZADD', P .. ':q:' .. typ, q)
+  wake[typ] = true
+end
+for _, def in ipairs(defs) do
+  if def.uses > 0 then
+    redis.call('HINCRBY', def.key, 'r', def.uses)
+    local nroots = #def.roots
+    count('t:ready', nroots * def.uses)
+    count('t:waiting', (def.ntasks - nroots) * def.uses)
+    count('t:pushed', def.ntasks * def.uses)
+  end
+end
+count('w:running', nwf)
+count('w:pushed', nwf)
 flush()
 return ids

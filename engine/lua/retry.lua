@@ -25,7 +25,7 @@ else
   for k = 4, #ARGV do
     local s = redis.call('HGET', wk, ARGV[k] .. 's')
     if s ~= 'failed' then
-      local name = redis.call('HGET', wk, ARGV[k] .. 'N') or ARGV[k]
+      local name = redis.call('HGET', dkey(wk), ARGV[k] .. 'N') or ARGV[k]
       return redis.error_reply('RFSTATE task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed task can be retried')
     end
     add(ARGV[k])
@@ -40,7 +40,7 @@ else
       local si = tostring(i)
       if not reset[si] and redis.call('HGET', wk, si .. 's') == 'skipped' then
         local ok = true
-        local parents = split_csv(redis.call('HGET', wk, si .. 'U'))
+        local parents = split_csv(redis.call('HGET', dkey(wk), si .. 'U'))
         local any_reset = false
         for _, p in ipairs(parents) do
           if reset[p] then
@@ -66,7 +66,7 @@ for _, i in ipairs(order) do
   local s = redis.call('HGET', wk, i .. 's')
   if s == 'failed' then bad = bad + 1 else skip = skip + 1 end
   local waiting = 0
-  for _, p in ipairs(split_csv(redis.call('HGET', wk, i .. 'U'))) do
+  for _, p in ipairs(split_csv(redis.call('HGET', dkey(wk), i .. 'U'))) do
     if reset[p] or redis.call('HGET', wk, p .. 's') ~= 'succeeded' then waiting = waiting + 1 end
   end
   redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'd', i .. 'o')
