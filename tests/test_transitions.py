@@ -428,6 +428,32 @@ def test_cleanup_leaves_no_trace(engine: Engine) -> None:
     assert_stats_agree(engine)
 
 
+def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> None:
+    shard = engine.keys.shard(0)
+    one = diamond("one")
+    a, b = engine.push(one), engine.push(diamond("two"))  # same tasks, another name
+    c, d = engine.push_many([one, one])
+    other = diamond("other")
+    other.tasks[0].payload = "different"
+    e = engine.push(other)
+    digests = {w: engine.redis.hget(shard.workflow(w), "d") for w in (a, b, c, d, e)}
+    assert len({digests[w] for w in (a, b, c, d)}) == 1 and digests[e] != digests[a]
+    assert int(engine.redis.hget(shard.definition(digests[a]), "r")) == 4
+    assert engine.status(b).name == "two" and engine.status(e).tasks[0].payload == "different"
+    hand = Hand(engine)
+    while tasks := hand.claim():
+        for t in tasks:
+            hand.succeed(t)
+    for w in (a, b, c):
+        engine.cleanup(w)
+    assert int(engine.redis.hget(shard.definition(digests[a]), "r")) == 1
+    assert engine.status(d).tasks[3].name == "d"
+    engine.cleanup(d)
+    assert not engine.redis.exists(shard.definition(digests[a]))  # its last user took it along
+    assert engine.redis.exists(shard.definition(digests[e]))
+    assert_stats_agree(engine)
+
+
 def test_cleanup_of_a_cancelled_workflow_with_a_running_task(engine: Engine) -> None:
     wid = engine.push(diamond())
     hand = Hand(engine)
