@@ -445,9 +445,9 @@ class Agent:
 
 
 def _row_task(row: list[Any]) -> Task:
-    wid, idx, name, typ, payload, attempt, parent_pairs = row
+    wid, idx, name, typ, payload, attempt, parent_names, outputs = row
     parents = {
-        parent_pairs[k]: decode_json(parent_pairs[k + 1] or None)
-        for k in range(0, len(parent_pairs), 2)
+        p: decode_json(out or None)
+        for p, out in zip(json.loads(parent_names), outputs, strict=True)
     }
     return Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)

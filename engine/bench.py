@@ -314,7 +314,7 @@ def recount(engine: Engine, wids: list[str]) -> dict[str, Any]:
             wstates[st] = wstates.get(st, 0) + 1
             tasks += count
             for s in row[1 : 1 + count]:
-                key = s or "missing"
+                key = s or "waiting"  # a task's state field is absent until it is ready
                 tstates[key] = tstates.get(key, 0) + 1
             attempts += sum(int(a or 0) for a in row[1 + count :])
     return {"workflows": wstates, "tasks": tstates, "attempts": attempts, "total_tasks": tasks}

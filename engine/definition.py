@@ -231,7 +231,7 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
             static += [f"{i}C", ",".join(map(str, children[i]))]
         if t.after:
             static += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
-            init += [f"{i}s", "waiting", f"{i}w", len(t.after)]
+            static += [f"{i}V", _encode(t.after)]
         else:
             init += [f"{i}s", "ready", f"{i}q", 0]
             roots += [i, t.type, t.priority]

@@ -12,16 +12,18 @@
 --   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
 --                                            tasks not terminal, succeeded, failed,
 --                                            skipped, created ms, finished ms
---   <i>s <i>w <i>a <i>f <i>l <i>g            task i: state, parents still unfinished, attempts
+--   <i>s <i>a <i>f <i>l <i>g                 task i: state (absent: waiting), attempts
 --                                            started (the fencing token), failures,
 --                                            leases lost, agent
 --   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
 --                                            as ms after ct
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks):
 --   r bk                                     workflows using it, retry backoff base ms
---   <i>N <i>T <i>P <i>R <i>M <i>C <i>U       task i: name, type, payload JSON, priority,
---                                            max attempts, children csv, parents csv
--- Absent fields take their defaults: T "", R 0, M 1, C/U none, w/f/l 0, bk 1000.
+--   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
+--                                            max attempts, children csv, parents csv,
+--                                            parents' names as a JSON array
+-- Absent fields take their defaults: s waiting, T "", R 0, M 1, C/U/V none, f/l 0,
+-- bk 1000. A task waits until every parent has succeeded (complete.lua checks them).
 
 local P = ARGV[1]
 local EVMAX = ARGV[2]
@@ -117,7 +119,8 @@ local function skip_descendants(wid, wk, i)
   local stack = split_csv(redis.call('HGET', dk, i .. 'C'))
   while #stack > 0 do
     local c = table.remove(stack)
-    if redis.call('HGET', wk, c .. 's') == 'waiting' then
+    local s = redis.call('HGET', wk, c .. 's')
+    if not s or s == 'waiting' then
       redis.call('HSET', wk, c .. 's', 'skipped')
       move_count('waiting', 'skipped')
       skipped = skipped + 1
@@ -143,38 +146,30 @@ local function finish_if_done(wid, wk)
   end
 end
 
--- The parents' outputs of a task, as a flat {name, output, ...} list: names from the
--- definition, outputs from the workflow, one read each.
-local function parent_outputs(wk, dk, parents_csv)
+-- The outputs of a task's parents (csv of indexes), in that order, in one read.
+local function parent_outputs(wk, parents_csv)
   local parents = split_csv(parents_csv)
   if #parents == 0 then return {} end
-  local names, outs = {}, {}
-  for k, p in ipairs(parents) do
-    names[k] = p .. 'N'
-    outs[k] = p .. 'o'
-  end
-  names = redis.call('HMGET', dk, unpack(names))
-  outs = redis.call('HMGET', wk, unpack(outs))
-  local out = {}
-  for k = 1, #parents do
-    out[#out + 1] = names[k]
-    out[#out + 1] = outs[k] or ''
-  end
-  return out
+  for k, p in ipairs(parents) do parents[k] = p .. 'o' end
+  local outs = redis.call('HMGET', wk, unpack(parents))
+  for k = 1, #outs do outs[k] = outs[k] or '' end
+  return outs
 end
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
 -- `attempts` is the task's `a` field as read (nil: never started); `agent_json` the agent
 -- id JSON-encoded, once per script call.
--- Returns the reply row {wid, i, name, type, payload, attempt, {parent outputs}}.
+-- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
+-- {their outputs}}.
 local function start_task(wid, wk, i, agent, ct, agent_json, attempts, digest)
   local dk = dkey(wk, digest)
-  local f = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U')
+  local f = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'V')
   local a = tonumber(attempts or '0') + 1
   redis.call('HSET', wk, i .. 's', 'running', i .. 'a', a, i .. 'g', agent, i .. 'b', NOW - ct)
   if attempts then redis.call('HDEL', wk, i .. 'd') end  -- ran before: drop its end time
   emit_json('claimed', wid, i, agent_json)
-  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, parent_outputs(wk, dk, f[4])}
+  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, f[5] or '[]',
+    parent_outputs(wk, f[4])}
 end
 
 -- A running task whose agent is gone (lost, stopped or restarted) while its workflow was
@@ -207,8 +202,8 @@ local function remove_workflow(wid, wk, st)
   local dk = dkey(wk, m[3])
   for i = 0, n - 1 do
     local f = redis.call('HMGET', wk, i .. 's', i .. 'g')
-    local s = f[1]
-    if s then count('t:' .. s, -1) end
+    local s = f[1] or 'waiting'
+    count('t:' .. s, -1)
     if s == 'running' and f[2] then
       redis.call('SREM', P .. ':run:' .. f[2], wid .. ':' .. i)
     elseif s == 'ready' then

@@ -19,6 +19,59 @@ local function touch(wid, wk, live)
     wf_order[#wf_order + 1] = {wid, wk, live}
   end
 end
+-- Children of task i (which just succeeded) whose parents have all succeeded become
+-- ready, queued unless the workflow is paused. Three reads whatever the fan-out: the
+-- children's parents, types and priorities; their states and their parents' states;
+-- then one write for all that became ready.
+local function release_children(wid, wk, i, kids, ct, queue)
+  local dk = dkey(wk)
+  local fields = {}
+  for _, c in ipairs(kids) do
+    fields[#fields + 1] = c .. 'U'
+    fields[#fields + 1] = c .. 'T'
+    fields[#fields + 1] = c .. 'R'
+  end
+  local info = redis.call('HMGET', dk, unpack(fields))
+  local wanted, seen = {}, {}
+  local function want(t)
+    if not seen[t] then
+      seen[t] = #wanted + 1
+      wanted[#wanted + 1] = t .. 's'
+    end
+  end
+  local parents = {}
+  for k, c in ipairs(kids) do
+    want(c)
+    parents[k] = split_csv(info[3 * k - 2])
+    for _, p in ipairs(parents[k]) do
+      if p ~= i then want(p) end
+    end
+  end
+  local st = redis.call('HMGET', wk, unpack(wanted))
+  local ready = {}
+  for k, c in ipairs(kids) do
+    local cs = st[seen[c]]
+    local go = (not cs or cs == 'waiting')
+    for _, p in ipairs(parents[k]) do
+      if go and p ~= i and st[seen[p]] ~= 'succeeded' then go = false end
+    end
+    if go then
+      ready[#ready + 1] = c .. 's'
+      ready[#ready + 1] = 'ready'
+      ready[#ready + 1] = c .. 'q'
+      ready[#ready + 1] = NOW - ct
+      st[seen[c]] = 'ready'  -- a child listed twice is released once
+      move_count('waiting', 'ready')
+      if queue then
+        local typ = info[3 * k - 1] or ''
+        redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
+        wake[typ] = true
+      end
+    end
+  end
+  if #ready > 0 then redis.call('HSET', wk, unpack(ready)) end
+end
+
 for r = 0, nres - 1 do
   local at = 5 + 5 * r
   local wid, i, attempt, how, value = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
@@ -48,21 +101,8 @@ for r = 0, nres - 1 do
       move_count('running', 'succeeded')
       wf_ok[wk] = wf_ok[wk] + 1
       emit('succeeded', wid, i)
-      local dk = dkey(wk, m[6])
-      for _, c in ipairs(split_csv(redis.call('HGET', dk, i .. 'C'))) do
-        local cf = redis.call('HMGET', wk, c .. 's', c .. 'w')
-        if cf[1] == 'waiting' then
-          local w = tonumber(cf[2] or '1') - 1
-          if w <= 0 then
-            redis.call('HDEL', wk, c .. 'w')
-            redis.call('HSET', wk, c .. 's', 'ready', c .. 'q', NOW - ct)
-            move_count('waiting', 'ready')
-            if wst == 'running' then enqueue(wid, wk, c) end
-          else
-            redis.call('HSET', wk, c .. 'w', w)
-          end
-        end
-      end
+      local kids = split_csv(redis.call('HGET', dkey(wk, m[6]), i .. 'C'))
+      if #kids > 0 then release_children(wid, wk, i, kids, ct, wst == 'running') end
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
       redis.call('HSET', wk, i .. 'e', value, i .. 'd', NOW - ct)

@@ -75,7 +75,7 @@ for _, i in ipairs(order) do
     move_count(s, 'ready')
     if live then enqueue(wid, wk, i) end
   else
-    redis.call('HSET', wk, i .. 's', 'waiting', i .. 'w', waiting)
+    redis.call('HSET', wk, i .. 's', 'waiting')
     move_count(s, 'waiting')
   end
 end
