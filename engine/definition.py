@@ -244,13 +244,8 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
 
 
 def definition_digest(static: Sequence[Any]) -> str:
-    """The content address of a definition's static fields (length-prefixed, so unambiguous)."""
-    h = hashlib.blake2b(digest_size=12)
-    for v in static:
-        b = str(v).encode()
-        h.update(b"%d:" % len(b))
-        h.update(b)
-    return h.hexdigest()
+    """The content address of a definition's static fields (as a JSON array: unambiguous)."""
+    return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()
 
 
 def task_index(wf_tasks: Sequence[str], name: str) -> int:

@@ -305,6 +305,19 @@ def test_push_wait_exit_codes(engine: Engine, cli_env: dict[str, str], tmp_path:
     assert agent.returncode == 0
 
 
+def test_push_copies(engine: Engine, cli_env: dict[str, str]) -> None:
+    result = cli("push", str(DEMOS / "seed000-sample.yaml"), "--copies", "3", "--json", env=cli_env)
+    assert result.returncode == 0, result.stderr
+    ids = json.loads(result.stdout)["ids"]
+    assert len(set(ids)) == 3
+    assert {engine.status(w).name for w in ids} == {"TestWorkflow"}
+    shard = engine.keys.shard(0)
+    [digest] = {engine.redis.hget(shard.workflow(w), "d") for w in ids}
+    assert engine.redis.hget(shard.definition(digest), "r") == "3"
+    refused = cli("push", str(DEMOS / "seed000-sample.yaml"), "--copies", "0", env=cli_env)
+    assert refused.returncode == 2 and "--copies" in refused.stderr
+
+
 def test_push_wait_timeout_exits_1(engine: Engine, cli_env: dict[str, str]) -> None:
     result = cli(
         "push", str(DEMOS / "seed000-sample.yaml"), "--wait", "--timeout", "0.2", env=cli_env

@@ -128,7 +128,7 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     workflows = []
     for path in args.files:
         workflows.extend(load_file(path))
-    ids = engine.push_many(workflows)
+    ids = engine.push_many(wf for wf in workflows for _ in range(args.copies))
     if args.json and not args.wait:
         print_json({"ids": ids})
     elif not args.json:
@@ -349,6 +349,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("push", parents=both, help="push workflow files (YAML or JSON)")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "--copies",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="push each workflow N times (they share one stored definition)",
+    )
     p.add_argument(
         "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
     )

@@ -129,11 +129,13 @@ if #done > 0 then redis.call('SREM', run_key, unpack(done)) end
 for _, w in ipairs(wf_order) do
   local wid, wk, live = w[1], w[2], w[3]
   local ok = wf_ok[wk]
+  local left = nil
   if ok > 0 then
     redis.call('HINCRBY', wk, 'ok', ok)
-    redis.call('HINCRBY', wk, 'left', -ok)
+    left = redis.call('HINCRBY', wk, 'left', -ok)
   end
-  if live then finish_if_done(wid, wk) end
+  -- Only failures (their counts were written above): read the workflow back to decide.
+  if live and (left == nil or left <= 0) then finish_if_done(wid, wk) end
 end
 flush()
 return out
