@@ -11,6 +11,7 @@ from typing import Any
 from .errors import DefinitionError
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
+DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
 PRIORITY_RANGE = (-999, 999)
 MAX_TASKS = 100_000
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -48,9 +49,17 @@ class Workflow:
         >>> b = wf.task("TestNode2", payload="Node2", after=[a])
     """
 
-    def __init__(self, name: str, *, retry_backoff: float = 1.0, where: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        retry_backoff: float = 1.0,
+        retry_backoff_max: float = DEFAULT_BACKOFF_MAX,
+        where: str | None = None,
+    ):
         self.name = name
         self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
         self.where = where
         self.tasks: list[TaskDef] = []
 
@@ -115,6 +124,9 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
         raise _fail(where, f"workflow {wf.name!r} has {len(wf.tasks)} tasks; at most {MAX_TASKS}")
     if not isinstance(wf.retry_backoff, int | float) or wf.retry_backoff < 0:
         raise _fail(where, f"workflow {wf.name!r}: retry_backoff must be a number >= 0")
+    cap = wf.retry_backoff_max
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or cap < 0:
+        raise _fail(where, f"workflow {wf.name!r}: retry_backoff_max must be a number >= 0")
     seen: dict[str, TaskDef] = {}
     payloads: list[str] = []
     lo, hi = PRIORITY_RANGE
@@ -214,6 +226,8 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
     static: list[Any] = []
     if wf.retry_backoff != 1.0:
         static += ["bk", int(wf.retry_backoff * 1000)]
+    if wf.retry_backoff_max != DEFAULT_BACKOFF_MAX:
+        static += ["bm", int(wf.retry_backoff_max * 1000)]
     init: list[Any] = []
     roots: list[Any] = []
     types: list[str] = []

@@ -3,7 +3,8 @@
 Native (YAML or JSON)::
 
     name: report
-    retry_backoff: 1.0            # optional, seconds
+    retry_backoff: 1.0            # optional, seconds before the first retry; doubles each time
+    retry_backoff_max: 600        # optional, seconds: the longest delay between retries
     tasks:
       - name: fetch
         type: io                  # optional, default ""
@@ -31,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from .definition import Workflow
+from .definition import DEFAULT_BACKOFF_MAX, Workflow
 from .errors import DefinitionError
 
 
@@ -155,11 +156,16 @@ NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts"}
 
 def _native(doc: dict[str, Any], source: str) -> list[Workflow]:
     where = _where(source, doc)
-    _known(doc, {"name", "tasks", "retry_backoff"}, "the workflow", where)
+    _known(doc, {"name", "tasks", "retry_backoff", "retry_backoff_max"}, "the workflow", where)
     tasks = doc.get("tasks")
     if not isinstance(tasks, list):
         raise DefinitionError(f"{where}: 'tasks' must be a list of tasks")
-    wf = Workflow(doc.get("name") or "", retry_backoff=doc.get("retry_backoff", 1.0), where=where)
+    wf = Workflow(
+        doc.get("name") or "",
+        retry_backoff=doc.get("retry_backoff", 1.0),
+        retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
+        where=where,
+    )
     for node in tasks:
         here = _where(source, node)
         t = _mapping(node, "a task", here)

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NATIVE = """\
 name: report
 retry_backoff: 0.5
+retry_backoff_max: 30
 tasks:
   - name: fetch
     type: io
@@ -31,7 +32,7 @@ tasks:
 
 def test_native_yaml() -> None:
     [wf] = load_text(NATIVE, "r.yaml")
-    assert wf.name == "report" and wf.retry_backoff == 0.5
+    assert wf.name == "report" and wf.retry_backoff == 0.5 and wf.retry_backoff_max == 30
     fetch, parse, build = wf.tasks
     assert (fetch.type, fetch.payload, fetch.priority, fetch.max_attempts) == (
         "io",
@@ -41,7 +42,7 @@ def test_native_yaml() -> None:
     )
     assert parse.after == ["fetch"] and parse.type == "" and parse.payload is None
     assert build.after == ["fetch", "parse"]
-    assert [t.where for t in wf.tasks] == ["r.yaml:4", "r.yaml:9", "r.yaml:11"]
+    assert [t.where for t in wf.tasks] == ["r.yaml:5", "r.yaml:10", "r.yaml:12"]
     validate(wf)
 
 

@@ -191,6 +191,19 @@ def test_retries_back_off_exponentially_up_to_max_attempts(engine: Engine) -> No
     assert_stats_agree(engine)
 
 
+def test_retry_delays_stop_growing_at_retry_backoff_max(engine: Engine) -> None:
+    wf = Workflow("flaky", retry_backoff=0.02, retry_backoff_max=0.05)
+    wf.task("f", max_attempts=5)
+    engine.push(wf)
+    hand = Hand(engine)
+    for attempt in range(1, 5):
+        t = wait_for(lambda: hand.claim(), what="the retry")[0]
+        assert t.attempt == attempt
+        hand.fail(t, f"boom {attempt}")
+    delays = [e.data["delay_ms"] for e in reversed(engine.events()) if e.kind == "task.retrying"]
+    assert delays == [20, 40, 50, 50]
+
+
 def test_a_retried_task_can_succeed(engine: Engine) -> None:
     wf = Workflow("flaky", retry_backoff=0.0)
     wf.task("f", max_attempts=2)

@@ -18,12 +18,14 @@
 --   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
 --                                            as ms after ct
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks):
---   r bk                                     workflows using it, retry backoff base ms
+--   r bk bm                                  workflows using it, retry backoff base ms,
+--                                            longest retry delay ms
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array
 -- Absent fields take their defaults: s waiting, T "", R 0, M 1, C/U/V none, f/l 0,
--- bk 1000. A task waits until every parent has succeeded (complete.lua checks them).
+-- bk 1000, bm 600000. A task waits until every parent has succeeded (complete.lua
+-- checks them).
 
 local P = ARGV[1]
 local EVMAX = ARGV[2]

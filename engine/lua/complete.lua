@@ -106,9 +106,10 @@ for r = 0, nres - 1 do
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
       redis.call('HSET', wk, i .. 'e', value, i .. 'd', NOW - ct)
-      local limits = redis.call('HMGET', dkey(wk, m[6]), i .. 'M', 'bk')
+      local limits = redis.call('HMGET', dkey(wk, m[6]), i .. 'M', 'bk', 'bm')
       if live and failures < tonumber(limits[1] or '1') then
-        local delay = tonumber(limits[2] or '1000') * 2 ^ (failures - 1)
+        local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
+          tonumber(limits[3] or '600000'))
         redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct + delay)
         redis.call('ZADD', P .. ':delayed', string.format('%.0f', NOW + delay), member)
         move_count('running', 'ready')
