@@ -28,6 +28,7 @@ import redis
 from .client import Engine
 from .errors import RedisflowError
 from .handlers import Handler, Task, TaskFailed
+from .keys import ShardKeys
 from .model import decode_json
 from .scripts import ScriptBatch
 
@@ -110,6 +111,7 @@ class Agent:
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._shards = engine.keys.all_shards()
+        self._next_shard = 0
         self._max_output = engine.max_payload
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -220,37 +222,58 @@ class Agent:
             self._wait_wakeup(pubsub)
 
     def _turn(self) -> int:
-        """Report outcomes and claim free slots' worth of tasks in one round trip."""
+        """Report outcomes and claim free slots' worth of tasks in one round trip.
+
+        With several shards the claim goes first to the shard whose turn it is; only when
+        it returns fewer tasks than there are free slots are the others asked, one after
+        another, for the rest: never more tasks than free slots.
+        """
         outcomes = self._collect()
         free = self.concurrency - self._inflight if self._pool else self.batch
+        want = min(free, self.batch) if free > 0 and not self._stopping.is_set() else 0
+        shards = self._shards
+        if len(shards) > 1:
+            self._next_shard = (self._next_shard + 1) % len(shards)
+            shards = shards[self._next_shard :] + shards[: self._next_shard]
         pipe = self.engine.scripts.batch()
         if outcomes:
             self._queue_report(pipe, outcomes)
-        claims = 0
-        if free > 0 and not self._stopping.is_set():
-            for shard in self._shards:
-                # one claim over all our types: never more tasks than free slots
-                pipe.add(
-                    "claim",
-                    [shard.queue(t) for t in self.types],
-                    [*self.engine._common(shard), self.id, min(free, self.batch)],
-                )
-                claims += 1
-        if not outcomes and not claims:
+        if want:
+            self._queue_claim(pipe, shards[0], want)
+        elif not outcomes:
             return 0
         replies = self._execute_pipe(pipe, outcomes)
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
         self._count_reports(reported)
+        tasks = self._claimed(replies[len(reported) :])
+        for shard in shards[1:] if want else []:
+            if len(tasks) >= want or self._lease_lost.is_set():
+                break
+            pipe = self.engine.scripts.batch()
+            self._queue_claim(pipe, shard, want - len(tasks))
+            tasks.extend(self._claimed(self._execute_pipe(pipe, [])))
+        self._start(tasks)
+        return len(tasks)
+
+    def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
+        # one claim over all our types: the best `count` tasks among them
+        pipe.add(
+            "claim",
+            [shard.queue(t) for t in self.types],
+            [*self.engine._common(shard), self.id, count],
+        )
+
+    def _claimed(self, replies: list[Any]) -> list[Task]:
+        """The tasks in claim replies; a lost lease is flagged for the main loop."""
         tasks: list[Task] = []
-        for reply in replies[len(reported) :]:
+        for reply in replies:
             if isinstance(reply, redis.ResponseError):
                 if "RFLEASE" in str(reply):
                     self._lease_lost.set()
                     continue
                 raise reply
             tasks.extend(_row_task(r) for r in reply)
-        self._start(tasks)
-        return len(tasks)
+        return tasks
 
     def _start(self, tasks: list[Task]) -> None:
         if not tasks:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -375,6 +376,37 @@ def test_several_shards_work_as_one(redis_url: str) -> None:
         assert_stats_agree(engine)
         assert engine.cleanup_finished() == 6
         assert engine.count() == 0
+
+
+def test_several_shards_never_hand_an_agent_more_than_its_free_slots(redis_url: str) -> None:
+    with Engine.connect(redis_url, shards=3) as engine:
+        for i in range(9):  # three single-task workflows ready on every shard
+            wf = Workflow(f"w{i}")
+            wf.task("t")
+            engine.push(wf)
+        gate = threading.Event()
+        running: list[int] = []
+        lock = threading.Lock()
+        most = 0
+
+        def hold(task: Task) -> None:
+            nonlocal most
+            with lock:
+                running.append(1)
+                most = max(most, len(running))
+            gate.wait(10)
+            with lock:
+                running.pop()
+
+        with agent_thread(engine, {"": hold}, concurrency=2):
+            wait_for(lambda: len(running) == 2, what="two running tasks")
+            time.sleep(0.3)  # more turns: still no third claim
+            held = sum(engine.redis.scard(s.running_of("a1")) for s in engine.keys.all_shards())
+            assert held == 2 and most == 2
+            gate.set()
+            wait_for(lambda: engine.stats().workflows["succeeded"] == 9, what="all nine")
+        assert most == 2
+        assert_stats_agree(engine)
 
 
 def test_agent_reloads_scripts_the_server_forgot(engine: Engine) -> None:
