@@ -111,6 +111,7 @@ class Agent:
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._shards = engine.keys.all_shards()
+        self._unstarted: list[Task] = []  # claimed, never started, when stopping
         self._next_shard = 0
         self._max_output = engine.max_payload
 
@@ -188,9 +189,15 @@ class Agent:
     def _leave(self) -> None:
         self._report()
         for shard in self._shards:
+            unstarted: list[Any] = []
+            for t in self._unstarted:
+                if self.engine.keys.shard_of(t.workflow_id) == shard:
+                    unstarted += (f"{t.workflow_id}:{t.index}", t.attempt)
             self.engine.scripts.stop(
-                keys=[shard.agents_live], args=[*self.engine._common(shard), self.id]
+                keys=[shard.agents_live],
+                args=[*self.engine._common(shard), self.id, *unstarted],
             )
+        self._unstarted.clear()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -283,7 +290,10 @@ class Agent:
             ran = 0
             for t in tasks:
                 if self._stopping.is_set():
-                    break  # the rest of the batch goes back to ready when we leave
+                    # the rest of the batch goes back to ready when we leave, its
+                    # attempt not counted
+                    self._unstarted.extend(tasks[ran:])
+                    break
                 self._results.put(self._execute(t))
                 ran += 1
             if self._adaptive and ran:

@@ -190,15 +190,20 @@ def test_stop_finishes_in_flight_tasks_and_starts_no_more(engine: Engine) -> Non
         wf.task(f"t{i}", priority=-i)
     wid = engine.push(wf)
     ran: list[str] = []
-    agent = Agent(engine, "stopper", {"": lambda t: (ran.append(t.name), agent.stop())})
+    agent = Agent(engine, "stopper", {"": lambda t: (ran.append(t.name), agent.stop())}, batch=5)
     agent.run()  # inline, one batch of five claimed
     assert ran == ["t0"]
     st = engine.status(wid)
     assert st.task("t0").state == "succeeded"
     assert {st.task(f"t{i}").state for i in range(1, 5)} == {"ready"}  # handed back
+    # they never started: no attempt counted, no agent recorded
+    assert {(st.task(f"t{i}").attempts, st.task(f"t{i}").agent) for i in range(1, 5)} == {(0, None)}
     assert len(engine.redis.zrange(engine.keys.shard(0).queue(""), 0, -1)) == 4
     assert [a.state for a in engine.agents()] == [AgentState.STOPPED]
     assert_stats_agree(engine)
+    attempts: list[int] = []
+    run_agent(engine, {"": lambda t: attempts.append(t.attempt)})
+    assert attempts == [1, 1, 1, 1]
 
 
 def test_a_drain_longer_than_the_lease_keeps_the_lease(engine: Engine) -> None:
