@@ -34,6 +34,7 @@ from .scripts import Scripts
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
+NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
@@ -85,6 +86,8 @@ class Engine:
         self.embedded = embedded
         self.scripts = Scripts(client)
         self._rr = itertools.count()
+        self._def_of: dict[str, tuple[str, int]] = {}  # wid -> (digest, task count)
+        self._names_of: dict[str, list[str]] = {}  # digest -> task names
         self._lock = threading.Lock()
 
     # -- connecting ---------------------------------------------------------------------
@@ -474,14 +477,62 @@ class Engine:
         return out
 
     def events(self, count: int = 200) -> builtins.list[Event]:
-        """The most recent lifecycle events from the capped stream, newest first."""
+        """The most recent lifecycle events from the capped stream, newest first, with
+        the names of their tasks (see :meth:`name_tasks`)."""
         out: list[Event] = []
         for shard in self.keys.all_shards():
             entries = cast(_Entries, self.redis.xrevrange(shard.events, count=count))
             for entry_id, fields in entries:
                 out.extend(reversed(decode_batch(fields["e"], entry_id)))
         out.sort(key=lambda e: e.ts, reverse=True)
-        return out[:count]
+        out = out[:count]
+        self.name_tasks(out)
+        return out
+
+    def name_tasks(self, events: Iterable[Event]) -> None:
+        """Fill in the ``task_name`` of task events, from their workflows' definitions.
+
+        Events carry a task's index only; names are read at most in two pipelined round
+        trips (the definition of each workflow not seen before, then the names of each
+        definition not seen before) and cached. A workflow already cleaned up leaves
+        ``task_name`` as ``None``.
+        """
+        todo = [e for e in events if e.task is not None and e.task_name is None]
+        if not todo:
+            return
+        defs = self._def_of
+        missing = list({e.wid for e in todo if e.wid not in defs})
+        if missing:
+            pipe = self.redis.pipeline(transaction=False)
+            for wid in missing:
+                pipe.hmget(self.keys.shard_of(wid).workflow(wid), ["d", "n"])
+            rows = pipe.execute()
+            if len(defs) + len(missing) > NAME_CACHE:
+                defs.clear()
+            for wid, (digest, n) in zip(missing, rows, strict=True):
+                if digest:
+                    defs[wid] = (digest, int(n))
+        names = self._names_of
+        wanted: dict[str, tuple[str, int]] = {}
+        for e in todo:
+            known = defs.get(e.wid)
+            if known and known[0] not in names:
+                wanted[known[0]] = (e.wid, known[1])
+        if wanted:
+            pipe = self.redis.pipeline(transaction=False)
+            for digest, (wid, n) in wanted.items():
+                key = self.keys.shard_of(wid).definition(digest)
+                pipe.hmget(key, [f"{i}N" for i in range(n)])
+            if len(names) + len(wanted) > NAME_CACHE // 10:
+                names.clear()
+            for digest, got in zip(wanted, pipe.execute(), strict=True):
+                if all(got):
+                    names[digest] = got
+        for e in todo:
+            known = defs.get(e.wid)
+            listed = names.get(known[0]) if known else None
+            if listed and e.task is not None and 0 <= e.task < len(listed):
+                e.task_name = listed[e.task]
 
     def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""

@@ -185,6 +185,7 @@ class Event:
     task: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
     id: str = ""  # the stream entry id the event came in
+    task_name: str | None = None  # filled in by Engine.name_tasks
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()

@@ -164,6 +164,8 @@ class RedisflowApp(App[None]):
         if changes.resync:
             self._history_due = True
         self.event_log.add_live(changes.events, changes.dropped)
+        if changes.events:
+            self._name_events(changes.events)
         self.rates.add_finished(changes.finished)
         screen_changes = Changes(
             resync=changes.resync,
@@ -198,6 +200,21 @@ class RedisflowApp(App[None]):
             self._history_due = True
             return
         self.call_from_thread(self._apply_history, history)
+
+    @work(thread=True, group="names", exit_on_error=False)
+    def _name_events(self, events: list[Any]) -> None:
+        """Fill in the task names of live events (read off the UI thread), then redraw."""
+        try:
+            self.engine.name_tasks(events)
+        except UNREACHABLE:
+            return
+        self.call_from_thread(self._events_named)
+
+    def _events_named(self) -> None:
+        self.event_log.version += 1
+        for screen in self.live_screens:
+            if screen.MODE == "events":
+                screen.tick()
 
     def _apply_history(self, history: list[Any]) -> None:
         self.event_log.load_history(history)

@@ -52,6 +52,27 @@ def test_lifecycle_events_reach_the_stream(engine: Engine) -> None:
     assert agent_kinds[0] == "agent.online" and agent_kinds[-1] == "agent.stopped"
 
 
+def test_events_carry_task_names_while_their_workflow_exists(engine: Engine) -> None:
+    bad, good = flaky_and_fine()
+    bad_id, good_id = engine.push_many([bad, good])
+    run_agent(engine, {"": handler}, "evagent")
+    named = {(e.wid, e.task, e.task_name) for e in engine.events() if e.task is not None}
+    assert (bad_id, 0, "x") in named  # x2 was skipped: no event of its own
+    assert (good_id, 0, "y") in named
+    # live events (no names yet) are named in one go, from the cache
+    fresh = [Event("task.claimed", bad_id, 0.0, 1), Event("task.claimed", good_id, 0.0, 0)]
+    engine.name_tasks(fresh)
+    assert [e.task_name for e in fresh] == ["x2", "y"]
+    engine.cleanup(good_id)
+    other = Engine.connect(engine.url)  # a new client: nothing cached
+    try:
+        gone = [Event("task.claimed", good_id, 0.0, 0)]
+        other.name_tasks(gone)  # a workflow cleaned up: no name, no error
+        assert gone[0].task_name is None
+    finally:
+        other.close()
+
+
 def test_steering_events(engine: Engine) -> None:
     wf = Workflow("steer")
     wf.task("a")

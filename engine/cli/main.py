@@ -278,7 +278,7 @@ def cmd_events(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     for e in reversed(events):
         stamp = time.strftime("%H:%M:%S", time.localtime(e.ts))
-        task = "" if e.task is None else f" task {e.task}"
+        task = "" if e.task is None else f" task {e.task_name or e.task}"
         extra = " ".join(f"{k}={v}" for k, v in e.data.items())
         print(f"{stamp} {e.kind:<20} {e.wid}{task} {extra}".rstrip())
     return EXIT_OK

@@ -35,10 +35,20 @@ def detail(e: Event) -> str:
     return ""
 
 
+TASK_WIDTH = 24  # the task column of the event log: "#3 import-csv"
+
+
+def task_label(e: Event) -> str:
+    """``#3 import-csv`` (the name once known), fitted to the task column."""
+    if e.task is None:
+        return ""
+    label = f"#{e.task} {e.task_name}" if e.task_name else f"#{e.task}"
+    return label if len(label) < TASK_WIDTH else label[: TASK_WIDTH - 2] + "…"
+
+
 def haystack(e: Event) -> str:
     """Lower-case text a filter matches against."""
-    task = "" if e.task is None else f"#{e.task}"
-    return f"{e.kind} {e.wid} {task} {detail(e)}".lower()
+    return f"{e.kind} {e.wid} {task_label(e)} {e.task_name or ''} {detail(e)}".lower()
 
 
 class EventLog:

@@ -33,7 +33,7 @@ class EventsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield from self.frame()
         yield Input(
-            placeholder="filter: words to match in kind, workflow id, #task, detail "
+            placeholder="filter: words to match in kind, workflow id, #task, task name, detail "
             "(e.g. “failed”, “task.claimed agent-a”)",
             id="event-filter",
         )

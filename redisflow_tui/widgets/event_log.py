@@ -15,7 +15,7 @@ from textual.strip import Strip
 from engine import Event
 
 from ..data.clock import Clock
-from ..data.events import detail
+from ..data.events import TASK_WIDTH, detail, task_label
 from .looks import look_css
 
 KIND_LOOK = {
@@ -114,12 +114,12 @@ class EventLogView(ScrollView, can_focus=True):
             base = self._style("cursor")
         look = KIND_LOOK.get(e.kind, "skipped")
         who = f"wf {e.wid}" if e.wid else ""
-        task = "" if e.task is None else f"#{e.task}"
+        task = task_label(e)
         dim = base if on_cursor else base + self._style("time")
         segs = [
             Segment(f" {self.clock.stamp(e.ts)}  ", dim),
             Segment(f"{e.kind:<19}", base if on_cursor else base + self._style(look)),
-            Segment(f"{who:<10}{task:<6}", base),
+            Segment(f"{who:<10}{task:<{TASK_WIDTH}}", base),
             Segment(detail(e), dim),
         ]
         strip = Strip(segs).extend_cell_length(max(self.size.width, 120), base)
