@@ -7,7 +7,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeAlias, cast
 
 import redis
@@ -34,6 +34,8 @@ from .scripts import Scripts
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
+BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
+DEFINITION_CACHE = 400_000  # definition fields status() keeps between reads
 NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
@@ -88,6 +90,8 @@ class Engine:
         self._rr = itertools.count()
         self._def_of: dict[str, tuple[str, int]] = {}  # wid -> (digest, task count)
         self._names_of: dict[str, list[str]] = {}  # digest -> task names
+        self._definitions: dict[str, dict[str, str]] = {}  # digest -> fields, oldest first
+        self._definition_fields = 0
         self._lock = threading.Lock()
 
     # -- connecting ---------------------------------------------------------------------
@@ -302,15 +306,49 @@ class Engine:
         return list(cast("list[str]", self.redis.hmget(shard.definition(digest), fields)))
 
     def status(self, wid: str | int) -> WorkflowStatus:
-        """Everything stored of one workflow: state, counts by task state, every task."""
+        """Everything stored of one workflow: state, counts by task state, every task.
+
+        A small workflow is read atomically (HGETALL). A big one (over
+        :data:`BIG_HASH` fields) is read in HSCAN slices so Redis never stalls on one
+        command; its task states may then be a few milliseconds apart. Definitions never
+        change, so theirs is read once and kept (up to :data:`DEFINITION_CACHE` fields).
+        """
         shard = self.keys.shard_of(wid)
-        raw = cast("dict[str, str]", self.redis.hgetall(shard.workflow(wid)))
-        if not raw:
+        key = shard.workflow(wid)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hlen(key)
+        pipe.hget(key, "d")
+        size, digest = pipe.execute()
+        if not size:
             raise NotFoundError(f"workflow {wid} does not exist")
-        definition = cast("dict[str, str]", self.redis.hgetall(shard.definition(raw["d"])))
-        if not definition:  # cleaned up between the two reads
+        raw = self._read_hash(key, size)
+        if not raw:  # cleaned up meanwhile
             raise NotFoundError(f"workflow {wid} does not exist")
+        definition = self._definitions.get(digest)
+        if definition is None:
+            dkey = shard.definition(digest)
+            definition = self._read_hash(dkey, cast(int, self.redis.hlen(dkey)))
+            if not definition:  # cleaned up between the reads
+                raise NotFoundError(f"workflow {wid} does not exist")
+            definition.pop("r", None)  # how many use it: changes, and no part of a status
+            self._remember_definition(digest, definition)
         return parse_status(str(wid), {**definition, **raw})
+
+    def _read_hash(self, key: str, size: int) -> dict[str, str]:
+        if size <= BIG_HASH:
+            return cast("dict[str, str]", self.redis.hgetall(key))
+        return dict(cast(Iterator[tuple[str, str]], self.redis.hscan_iter(key, count=BIG_HASH)))
+
+    def _remember_definition(self, digest: str, definition: dict[str, str]) -> None:
+        with self._lock:
+            cache = self._definitions
+            if digest in cache:
+                return
+            self._definition_fields += len(definition)
+            cache[digest] = definition
+            while self._definition_fields > DEFINITION_CACHE and len(cache) > 1:
+                oldest = next(iter(cache))
+                self._definition_fields -= len(cache.pop(oldest))
 
     def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""

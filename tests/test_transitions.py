@@ -6,6 +6,7 @@ import pytest
 from engine_helpers import Hand, assert_stats_agree, run_agent, traces_of, wait_for
 
 from engine import Engine, NotFoundError, StateError, Task, Workflow
+from engine import client as client_module
 
 
 def diamond(name: str = "diamond", **kw: object) -> Workflow:
@@ -465,6 +466,40 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
     assert not engine.redis.exists(shard.definition(digests[a]))  # its last user took it along
     assert engine.redis.exists(shard.definition(digests[e]))
     assert_stats_agree(engine)
+
+
+def test_big_workflows_are_read_in_slices_and_definitions_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf = Workflow("wide")
+    root = wf.task("root", payload={"n": 1})
+    for i in range(300):
+        wf.task(f"leaf{i}", payload=i, after=[root], max_attempts=2)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    hand.succeed(hand.claim_one(), "r")
+    for t in hand.claim(count=50):
+        hand.succeed(t, t.payload * 2)
+    whole = engine.status(wid)  # HGETALL
+    monkeypatch.setattr(client_module, "BIG_HASH", 16)
+    fresh = Engine.connect(engine.url)
+    try:
+        sliced = fresh.status(wid)  # HSCAN, 16 fields at a time
+        assert sliced == whole
+        assert sliced.counts == {**sliced.counts, "succeeded": 51, "ready": 250}
+        done = [t for t in sliced.tasks if t.state == "succeeded" and t.name != "root"]
+        assert len(done) == 50 and all(t.output == t.payload * 2 for t in done)
+        assert {t.max_attempts for t in sliced.tasks} == {1, 2}
+        for t in hand.claim(count=10):
+            hand.succeed(t)
+        again = fresh.status(wid)  # the definition from the cache, the rest read anew
+        assert again.counts["succeeded"] == 61
+        engine.cancel(wid)
+        engine.cleanup(wid)
+        with pytest.raises(NotFoundError):
+            fresh.status(wid)
+    finally:
+        fresh.close()
 
 
 def test_cleanup_of_a_cancelled_workflow_with_a_running_task(engine: Engine) -> None:

@@ -24,6 +24,11 @@ from ..widgets.app_bar import AppBar, Banner
 if TYPE_CHECKING:
     from ..app import RedisflowApp
 
+# After a read that took t seconds the next waits READ_GAP_SHARE * t (at most
+# MAX_READ_GAP_S): a 100,000-task workflow takes seconds to read, and re-reading it back
+# to back would keep a core and Redis busy for one screen.
+READ_GAP_SHARE = 2.0
+MAX_READ_GAP_S = 5.0
 WRITE_ACTIONS = frozenset(
     {
         "pause",
@@ -49,6 +54,7 @@ class LiveScreen(Screen[None]):
         self.pending = Changes(resync=True)
         self.reading = False
         self._last_read = 0.0
+        self._gap = 0.0  # the least time between two reads: a share of the last one's
 
     @property
     def console(self) -> RedisflowApp:
@@ -102,6 +108,8 @@ class LiveScreen(Screen[None]):
             return
         if self.console.link[0] is not True:
             return
+        if not self.pending.resync and self._since_read() < self._gap:
+            return  # a slow read (a huge workflow): let Redis and the console breathe
         due = self.PERIOD_S is not None and time.monotonic() - self._last_read >= self.PERIOD_S
         if not (due or self.wants_read(self.pending)):
             return
@@ -114,7 +122,11 @@ class LiveScreen(Screen[None]):
             exit_on_error=False,
         )
 
+    def _since_read(self) -> float:
+        return time.monotonic() - self._last_read
+
     def _read_in_thread(self, changes: Changes) -> None:
+        began = time.monotonic()
         try:
             result = self.read(self.console.engine, changes)
         except UNREACHABLE:
@@ -123,6 +135,7 @@ class LiveScreen(Screen[None]):
         except Exception as e:  # noqa: BLE001 - shown, and the console keeps going
             self._call(self._read_failed, changes, e)
             return
+        self._gap = min(MAX_READ_GAP_S, READ_GAP_SHARE * (time.monotonic() - began))
         self._call(self._applied, result, changes)
 
     def _call(self, fn: Any, *args: Any) -> None:
