@@ -40,6 +40,8 @@ NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
+# Per-task fields as status() reads them, definition's first (see lua/_lib.lua).
+TASK_FIELDS = ("N", "T", "P", "R", "M", "C", "U", "s", "a", "f", "g", "o", "e", "q", "b", "d")
 
 # The engine's clients decode replies (``decode_responses=True``), so every string Redis
 # returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
@@ -669,10 +671,15 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
     ct = int(raw["ct"])
     n = summary.total
-    names = [raw.get(f"{i}N", str(i)) for i in range(n)]
+    # One pass over the fields, into one column per task field ("3s" -> column s, row 3).
+    columns: dict[str, list[str | None]] = {f: [None] * n for f in TASK_FIELDS}
+    for key, value in raw.items():
+        column = columns.get(key[-1])
+        if column is not None and key[0].isdigit():
+            column[int(key[:-1])] = value
+    names = [v if v is not None else str(i) for i, v in enumerate(columns["N"])]
 
-    def at(i: int, f: str) -> float | None:
-        v = raw.get(f"{i}{f}")
+    def at(v: str | None) -> float | None:
         return None if v is None else (ct + int(float(v))) / 1000.0
 
     def idx_list(v: str | None) -> list[str]:
@@ -680,28 +687,30 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
 
     tasks = []
     counts = {s.value: 0 for s in TaskState}
-    for i in range(n):
-        state = TaskState(raw.get(f"{i}s", "waiting"))
+    states = {s.value: s for s in TaskState}
+    rows = zip(*(columns[f] for f in TASK_FIELDS), strict=True)
+    for i, (_, typ, payload, pri, most, kids, ups, st, a, f, g, o, e, q, b, d) in enumerate(rows):
+        state = states[st or "waiting"]
         counts[state.value] += 1
         tasks.append(
             TaskStatus(
                 index=i,
                 name=names[i],
-                type=raw.get(f"{i}T", ""),
+                type=typ or "",
                 state=state,
-                priority=int(raw.get(f"{i}R", 0)),
-                payload=decode_json(raw.get(f"{i}P")),
-                parents=idx_list(raw.get(f"{i}U")),
-                children=idx_list(raw.get(f"{i}C")),
-                attempts=int(raw.get(f"{i}a", 0)),
-                failures=int(raw.get(f"{i}f", 0)),
-                max_attempts=int(raw.get(f"{i}M", 1)),
-                agent=raw.get(f"{i}g"),
-                output=decode_json(raw.get(f"{i}o")),
-                error=raw.get(f"{i}e"),
-                ready_at=at(i, "q"),
-                started_at=at(i, "b"),
-                finished_at=at(i, "d"),
+                priority=int(pri or 0),
+                payload=decode_json(payload),
+                parents=idx_list(ups),
+                children=idx_list(kids),
+                attempts=int(a or 0),
+                failures=int(f or 0),
+                max_attempts=int(most or 1),
+                agent=g,
+                output=decode_json(o),
+                error=e,
+                ready_at=at(q),
+                started_at=at(b),
+                finished_at=at(d),
             )
         )
     return WorkflowStatus(**summary.__dict__, counts=counts, tasks=tasks)
