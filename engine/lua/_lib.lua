@@ -17,7 +17,10 @@
 --                                            leases lost, agent
 --   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
 --                                            as ms after ct
--- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks):
+-- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
+-- never changed once written. Every script reaches it through the workflow's `d` field
+-- (dkey below), so a workflow that must change its tasks at run time, e.g. a fan-out
+-- adding one task per item, can point `d` at a private copy it owns and change that):
 --   r bk bm                                  workflows using it, retry backoff base ms,
 --                                            longest retry delay ms
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
