@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -239,5 +239,7 @@ class Hand:
         """Make this agent's lease run out now (as if it stopped heartbeating long ago)."""
         self.engine.redis.zadd(self.shard.agents_live, {self.id: 0})
 
-    def stop(self) -> None:
-        self.engine.scripts.stop(keys=[self.shard.agents_live], args=self._args())
+    def stop(self, unstarted: Iterable[Task] = ()) -> None:
+        """Leave; ``unstarted`` tasks were claimed but never run (their attempt is undone)."""
+        pairs = [x for t in unstarted for x in (f"{t.workflow_id}:{t.index}", t.attempt)]
+        self.engine.scripts.stop(keys=[self.shard.agents_live], args=self._args(*pairs))

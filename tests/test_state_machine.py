@@ -145,6 +145,13 @@ class EngineMachine(RuleBasedStateMachine):
         self.held[agent] = []
         self.hands[agent].register()
 
+    @rule(agent=st.sampled_from(AGENTS))
+    def stop_before_starting(self, agent: str) -> None:
+        """The agent stops with tasks it never started: it will never report them."""
+        self.hands[agent].stop(unstarted=self.held[agent])
+        self.held[agent] = []
+        self.hands[agent].register()
+
     @rule()
     def maintain(self) -> None:
         self.engine.maintain(max_lost=2)
@@ -237,6 +244,9 @@ class EngineMachine(RuleBasedStateMachine):
                     assert doomed & set(parents), (member, raw)  # else it could run
                 elif s != "cancelled":  # it ran or may run now: every parent succeeded
                     assert set(parents) <= {"succeeded"}, (member, raw)
+                # every failure and every lost lease ended an attempt that was started
+                tried, failed, lost = (int(raw.get(f"{i}{f}", 0)) for f in "afl")
+                assert tried >= failed + lost, (member, raw)
                 holder = raw.get(f"{i}g") if s == "running" else None
                 for a in AGENTS:
                     assert (member in running_sets[a]) == (holder == a), (member, a, s)
