@@ -28,7 +28,7 @@ from .commands import ConsoleCommands
 from .data import actions
 from .data.clock import Clock
 from .data.events import EventLog
-from .data.feed import UNREACHABLE, Changes, Connected, Feed, FeedMessage, Lost
+from .data.feed import EVENT_BUFFER, UNREACHABLE, Changes, Connected, Feed, FeedMessage, Lost
 from .data.layout import LayoutCache
 from .data.rates import Rates
 from .screens.agents import AgentsScreen
@@ -114,6 +114,8 @@ class RedisflowApp(App[None]):
         self.layouts = LayoutCache()
         self.stats: Stats | None = None
         self.live_screens: weakref.WeakSet[LiveScreen] = weakref.WeakSet()
+        self._unnamed: list[Any] = []  # live events waiting for their task names
+        self._naming = False
         self._stop = threading.Event()
         self._history_due = False
         self._was_lost = False
@@ -165,7 +167,12 @@ class RedisflowApp(App[None]):
             self._history_due = True
         self.event_log.add_live(changes.events, changes.dropped)
         if changes.events:
-            self._name_events(changes.events)
+            self._unnamed.extend(changes.events)
+            del self._unnamed[:-EVENT_BUFFER]  # more than a drain's worth: the newest
+            if not self._naming:
+                self._naming = True
+                self._name_events(self._unnamed)
+                self._unnamed = []
         self.rates.add_finished(changes.finished)
         screen_changes = Changes(
             resync=changes.resync,
@@ -206,11 +213,12 @@ class RedisflowApp(App[None]):
         """Fill in the task names of live events (read off the UI thread), then redraw."""
         try:
             self.engine.name_tasks(events)
-        except UNREACHABLE:
-            return
+        except Exception:  # noqa: BLE001 - names are a nicety: the log shows #index without
+            pass
         self.call_from_thread(self._events_named)
 
     def _events_named(self) -> None:
+        self._naming = False
         self.event_log.version += 1
         for screen in self.live_screens:
             if screen.MODE == "events":

@@ -320,6 +320,31 @@ async def test_agents_and_events_screens(
         assert app.screen.wid == wid
 
 
+async def test_live_events_show_task_names(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    from redisflow_tui.widgets.event_log import EventLogView
+
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        log = app.screen.query_one(EventLogView)
+        wid = engine.push(shapes.diamond4())  # after the history was read: live events
+        drain(engine, agent_id="worker-1")
+
+        def named() -> bool:
+            return {
+                e.task_name for e in log.events if e.wid == wid and e.kind == "task.succeeded"
+            } == {"TestNode1", "TestNode2", "TestNode3", "TestNode4"}
+
+        await wait_for(pilot, named, what="task names on live events")
+        row = next(
+            i for i, e in enumerate(log.events) if e.wid == wid and e.task_name == "TestNode4"
+        )
+        line = log.render_line(row - log.scroll_offset.y)  # newest first: on screen
+        assert "#3 TestNode4" in "".join(seg.text for seg in line)
+
+
 async def test_help_and_palette(engine: Engine, console: Callable[..., RedisflowApp]) -> None:
     wid = engine.push(shapes.diamond4())
     app = console()
