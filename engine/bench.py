@@ -306,17 +306,18 @@ def recount(engine: Engine, wids: list[str]) -> dict[str, Any]:
         for wid, n in zip(chunk, ns, strict=True):
             count = int(n or 0)
             sizes[wid] = count
-            fields = ["st"] + [f"{i}s" for i in range(count)] + [f"{i}a" for i in range(count)]
+            fields = ["st"] + [str(i) for i in range(count)]  # each task's record
             pipe.hmget(engine.keys.shard_of(wid).workflow(wid), fields)
         for wid, row in zip(chunk, pipe.execute(), strict=True):
             count = sizes[wid]
             st = row[0] or "missing"
             wstates[st] = wstates.get(st, 0) + 1
             tasks += count
-            for s in row[1 : 1 + count]:
-                key = s or "waiting"  # a task's state field is absent until it is ready
+            for rec in row[1:]:
+                # state|attempts|...; no record yet: waiting, never started
+                key, _, rest = (rec or "waiting|0").partition("|")
                 tstates[key] = tstates.get(key, 0) + 1
-            attempts += sum(int(a or 0) for a in row[1 + count :])
+                attempts += int(rest.partition("|")[0] or 0)
     return {"workflows": wstates, "tasks": tstates, "attempts": attempts, "total_tasks": tasks}
 
 

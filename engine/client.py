@@ -40,8 +40,10 @@ NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
-# Per-task fields as status() reads them, definition's first (see lua/_lib.lua).
-TASK_FIELDS = ("N", "T", "P", "R", "M", "C", "U", "s", "a", "f", "g", "o", "e", "q", "b", "d")
+# Per-task fields as status() reads them, definition's first (see lua/_lib.lua); the
+# task's record (state, attempts, times, agent) is the field named by its bare index.
+TASK_FIELDS = ("N", "T", "P", "R", "M", "C", "U", "f", "o", "e")
+_NO_RECORD = ("waiting", "0", "", "", "", "")
 
 # The engine's clients decode replies (``decode_responses=True``), so every string Redis
 # returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
@@ -671,16 +673,21 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
     ct = int(raw["ct"])
     n = summary.total
-    # One pass over the fields, into one column per task field ("3s" -> column s, row 3).
+    # One pass over the fields, into one column per task field ("3f" -> column f, row 3)
+    # and each task's record ("3": state|attempts|ready|begin|done|agent).
     columns: dict[str, list[str | None]] = {f: [None] * n for f in TASK_FIELDS}
+    records: list[str | None] = [None] * n
     for key, value in raw.items():
+        if key.isdigit():
+            records[int(key)] = value
+            continue
         column = columns.get(key[-1])
         if column is not None and key[0].isdigit():
             column[int(key[:-1])] = value
     names = [v if v is not None else str(i) for i, v in enumerate(columns["N"])]
 
-    def at(v: str | None) -> float | None:
-        return None if v is None else (ct + int(float(v))) / 1000.0
+    def at(v: str) -> float | None:
+        return (ct + int(float(v))) / 1000.0 if v else None
 
     def idx_list(v: str | None) -> list[str]:
         return [names[int(x)] for x in v.split(",")] if v else []
@@ -688,9 +695,10 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     tasks = []
     counts = {s.value: 0 for s in TaskState}
     states = {s.value: s for s in TaskState}
-    rows = zip(*(columns[f] for f in TASK_FIELDS), strict=True)
-    for i, (_, typ, payload, pri, most, kids, ups, st, a, f, g, o, e, q, b, d) in enumerate(rows):
-        state = states[st or "waiting"]
+    rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
+    for i, (rec, _, typ, payload, pri, most, kids, ups, f, o, e) in enumerate(rows):
+        st, a, q, b, d, g = rec.split("|", 5) if rec else _NO_RECORD
+        state = states[st]
         counts[state.value] += 1
         tasks.append(
             TaskStatus(
@@ -705,7 +713,7 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
                 attempts=int(a or 0),
                 failures=int(f or 0),
                 max_attempts=int(most or 1),
-                agent=g,
+                agent=g or None,
                 output=decode_json(o),
                 error=e,
                 ready_at=at(q),

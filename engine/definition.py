@@ -247,7 +247,7 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
             static += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
             static += [f"{i}V", _encode(t.after)]
         else:
-            init += [f"{i}s", "ready", f"{i}q", 0]
+            init += [str(i), "ready|0|0|||"]  # state|attempts|ready|begin|done|agent
             roots += [i, t.type, t.priority]
         if t.type not in types:
             types.append(t.type)

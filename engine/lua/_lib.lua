@@ -12,11 +12,11 @@
 --   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
 --                                            tasks not terminal, succeeded, failed,
 --                                            skipped, created ms, finished ms
---   <i>s <i>a <i>f <i>l <i>g                 task i: state (absent: waiting), attempts
---                                            started (the fencing token), failures,
---                                            leases lost, agent
---   <i>o <i>e <i>q <i>b <i>d                 output JSON, error, ready/begin/done times
---                                            as ms after ct
+--   <i>                                      task i's record (see tparse): state,
+--                                            attempts started (the fencing token),
+--                                            ready/begin/done times as ms after ct,
+--                                            agent; absent: waiting, never started
+--   <i>f <i>l <i>o <i>e                      failures, leases lost, output JSON, error
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
 -- never changed once written. Every script reaches it through the workflow's `d` field
 -- (dkey below), so a workflow that must change its tasks at run time, e.g. a fan-out
@@ -26,7 +26,7 @@
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array
--- Absent fields take their defaults: s waiting, T "", R 0, M 1, C/U/V none, f/l 0,
+-- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, f/l 0,
 -- bk 1000, bm 600000. A task waits until every parent has succeeded (complete.lua
 -- checks them).
 
@@ -83,6 +83,25 @@ local function split_csv(s)
   return out
 end
 
+-- A task's record, "<state>|<attempts>|<ready>|<begin>|<done>|<agent>", as a table
+-- (one field, so a step reads and writes one field however much it changes; the agent
+-- comes last, so its id may hold any character). nil (no record): waiting, never started.
+local function tparse(v)
+  if not v then return {s = 'waiting', a = 0, q = '', b = '', d = '', g = ''} end
+  local s, a, q, b, d, g = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return {s = s, a = tonumber(a) or 0, q = q, b = b, d = d, g = g}
+end
+
+local function tpack(t)
+  return t.s .. '|' .. t.a .. '|' .. t.q .. '|' .. t.b .. '|' .. t.d .. '|' .. t.g
+end
+
+-- Only the state of a record, as read.
+local function tstate(v)
+  if not v then return 'waiting' end
+  return string.match(v, '^[^|]*')
+end
+
 local function split_member(member)
   local c = string.find(member, ':', 1, true)
   return string.sub(member, 1, c - 1), string.sub(member, c + 1)
@@ -124,9 +143,10 @@ local function skip_descendants(wid, wk, i)
   local stack = split_csv(redis.call('HGET', dk, i .. 'C'))
   while #stack > 0 do
     local c = table.remove(stack)
-    local s = redis.call('HGET', wk, c .. 's')
-    if not s or s == 'waiting' then
-      redis.call('HSET', wk, c .. 's', 'skipped')
+    local t = tparse(redis.call('HGET', wk, c))
+    if t.s == 'waiting' then
+      t.s = 'skipped'
+      redis.call('HSET', wk, c, tpack(t))
       move_count('waiting', 'skipped')
       skipped = skipped + 1
       for _, g in ipairs(split_csv(redis.call('HGET', dk, c .. 'C'))) do stack[#stack + 1] = g end
@@ -162,25 +182,30 @@ local function parent_outputs(wk, parents_csv)
 end
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
--- `attempts` is the task's `a` field as read (nil: never started); `agent_json` the agent
--- id JSON-encoded, once per script call.
+-- `rec` is the task's record as read (a hot path: only what it needs is parsed);
+-- `agent_json` the agent id JSON-encoded, once per call.
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}}.
-local function start_task(wid, wk, i, agent, ct, agent_json, attempts, digest)
+local function start_task(wid, wk, i, agent, ct, agent_json, rec, digest)
   local dk = dkey(wk, digest)
   local f = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'V')
-  local a = tonumber(attempts or '0') + 1
-  redis.call('HSET', wk, i .. 's', 'running', i .. 'a', a, i .. 'g', agent, i .. 'b', NOW - ct)
-  if attempts then redis.call('HDEL', wk, i .. 'd') end  -- ran before: drop its end time
+  local a, q = 0, ''
+  if rec then
+    a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
+    a = tonumber(a) or 0
+  end
+  a = a + 1
+  redis.call('HSET', wk, i, 'running|' .. a .. '|' .. q .. '|' .. (NOW - ct) .. '||' .. agent)
   emit_json('claimed', wid, i, agent_json)
   return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, f[5] or '[]',
     parent_outputs(wk, f[4])}
 end
 
--- A running task whose agent is gone (lost, stopped or restarted) while its workflow was
--- cancelled: it will not run again.
-local function drop_cancelled(wk, i, ct)
-  redis.call('HSET', wk, i .. 's', 'cancelled', i .. 'd', NOW - ct)
+-- A running task (record `t`) whose agent is gone (lost, stopped or restarted) while its
+-- workflow was cancelled: it will not run again.
+local function drop_cancelled(wk, i, ct, t)
+  t.s, t.d = 'cancelled', NOW - ct
+  redis.call('HSET', wk, i, tpack(t))
   redis.call('HINCRBY', wk, 'left', -1)
   move_count('running', 'cancelled')
 end
@@ -192,8 +217,8 @@ local function promote_due(limit)
     redis.call('ZREM', P .. ':delayed', member)
     local wid, i = split_member(member)
     local wk = wkey(wid)
-    local f = redis.call('HMGET', wk, 'st', i .. 's')
-    if f[1] == 'running' and f[2] == 'ready' then enqueue(wid, wk, i) end
+    local f = redis.call('HMGET', wk, 'st', i)
+    if f[1] == 'running' and tstate(f[2]) == 'ready' then enqueue(wid, wk, i) end
   end
   return #due
 end
@@ -206,11 +231,11 @@ local function remove_workflow(wid, wk, st)
   local n = tonumber(m[2])
   local dk = dkey(wk, m[3])
   for i = 0, n - 1 do
-    local f = redis.call('HMGET', wk, i .. 's', i .. 'g')
-    local s = f[1] or 'waiting'
+    local t = tparse(redis.call('HGET', wk, i))
+    local s = t.s
     count('t:' .. s, -1)
-    if s == 'running' and f[2] then
-      redis.call('SREM', P .. ':run:' .. f[2], wid .. ':' .. i)
+    if s == 'running' and t.g ~= '' then
+      redis.call('SREM', P .. ':run:' .. t.g, wid .. ':' .. i)
     elseif s == 'ready' then
       dequeue(wid, wk, i)
     end

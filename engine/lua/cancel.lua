@@ -9,10 +9,12 @@ if m[1] ~= 'running' and m[1] ~= 'paused' then
 end
 local cancelled = 0
 for i = 0, tonumber(m[2]) - 1 do
-  local s = redis.call('HGET', wk, i .. 's') or 'waiting'
+  local t = tparse(redis.call('HGET', wk, i))
+  local s = t.s
   if s == 'waiting' or s == 'ready' then
     if s == 'ready' then dequeue(wid, wk, i) end
-    redis.call('HSET', wk, i .. 's', 'cancelled')
+    t.s = 'cancelled'
+    redis.call('HSET', wk, i, tpack(t))
     move_count(s, 'cancelled')
     cancelled = cancelled + 1
   end

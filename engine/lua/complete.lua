@@ -36,7 +36,7 @@ local function release_children(wid, wk, i, kids, ct, queue)
   local function want(t)
     if not seen[t] then
       seen[t] = #wanted + 1
-      wanted[#wanted + 1] = t .. 's'
+      wanted[#wanted + 1] = t
     end
   end
   local parents = {}
@@ -50,17 +50,21 @@ local function release_children(wid, wk, i, kids, ct, queue)
   local st = redis.call('HMGET', wk, unpack(wanted))
   local ready = {}
   for k, c in ipairs(kids) do
-    local cs = st[seen[c]]
-    local go = (not cs or cs == 'waiting')
+    local rec = st[seen[c]]
+    local go = (tstate(rec) == 'waiting')
     for _, p in ipairs(parents[k]) do
-      if go and p ~= i and st[seen[p]] ~= 'succeeded' then go = false end
+      if go and p ~= i and tstate(st[seen[p]]) ~= 'succeeded' then go = false end
     end
     if go then
-      ready[#ready + 1] = c .. 's'
-      ready[#ready + 1] = 'ready'
-      ready[#ready + 1] = c .. 'q'
-      ready[#ready + 1] = NOW - ct
-      st[seen[c]] = 'ready'  -- a child listed twice is released once
+      ready[#ready + 1] = c
+      if rec then  -- waiting again after a retry
+        local t = tparse(rec)
+        t.s, t.q = 'ready', NOW - ct
+        ready[#ready + 1] = tpack(t)
+      else
+        ready[#ready + 1] = 'ready|0|' .. (NOW - ct) .. '|||'
+      end
+      st[seen[c]] = 'ready|'  -- a child listed twice is released once
       move_count('waiting', 'ready')
       if queue then
         local typ = info[3 * k - 1] or ''
@@ -78,44 +82,49 @@ for r = 0, nres - 1 do
   local wk = wkey(wid)
   local member = wid .. ':' .. i
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'a', i .. 'g', 'd')
-  if m[3] ~= 'running' or m[4] ~= attempt or m[5] ~= agent then
+  local m = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+  -- the record's parts but the old end time (a hot path: no table)
+  local s, a, q, b, g = 'waiting', '0', '', '', ''
+  if m[3] then s, a, q, b, g = string.match(m[3], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|[^|]*|(.*)$') end
+  if s ~= 'running' or a ~= attempt or g ~= agent then
     out[#out + 1] = 0
     emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
     -- Not ours any more (handed on, finished or cleaned up): forget it. A newer attempt
     -- of our own (taken back at a restart) stays in the set.
-    if m[3] ~= 'running' or m[5] ~= agent then done[#done + 1] = member end
+    if s ~= 'running' or g ~= agent then done[#done + 1] = member end
   else
     out[#out + 1] = 1
     done[#done + 1] = member
     local wst, ct = m[1], tonumber(m[2])
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
+    local ended = '|' .. (NOW - ct) .. '|' .. g
     if how == 'ok' then
+      local rec = 'succeeded|' .. a .. '|' .. q .. '|' .. b .. ended
       if value ~= '' then
-        redis.call('HSET', wk, i .. 's', 'succeeded', i .. 'd', NOW - ct, i .. 'o', value)
+        redis.call('HSET', wk, i, rec, i .. 'o', value)
       else
-        redis.call('HSET', wk, i .. 's', 'succeeded', i .. 'd', NOW - ct)
+        redis.call('HSET', wk, i, rec)
       end
       if attempt ~= '1' then redis.call('HDEL', wk, i .. 'e') end  -- an earlier attempt's error
       move_count('running', 'succeeded')
       wf_ok[wk] = wf_ok[wk] + 1
       emit('succeeded', wid, i)
-      local kids = split_csv(redis.call('HGET', dkey(wk, m[6]), i .. 'C'))
+      local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
       if #kids > 0 then release_children(wid, wk, i, kids, ct, wst == 'running') end
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
-      redis.call('HSET', wk, i .. 'e', value, i .. 'd', NOW - ct)
-      local limits = redis.call('HMGET', dkey(wk, m[6]), i .. 'M', 'bk', 'bm')
+      local limits = redis.call('HMGET', dkey(wk, m[4]), i .. 'M', 'bk', 'bm')
       if live and failures < tonumber(limits[1] or '1') then
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
-        redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct + delay)
+        redis.call('HSET', wk, i, 'ready|' .. a .. '|' .. (NOW - ct + delay) .. '|' .. b .. ended,
+          i .. 'e', value)
         redis.call('ZADD', P .. ':delayed', string.format('%.0f', NOW + delay), member)
         move_count('running', 'ready')
         emit('retrying', wid, i, {failures, delay})
       else
-        redis.call('HSET', wk, i .. 's', 'failed')
+        redis.call('HSET', wk, i, 'failed|' .. a .. '|' .. q .. '|' .. b .. ended, i .. 'e', value)
         move_count('running', 'failed')
         redis.call('HINCRBY', wk, 'bad', 1)
         redis.call('HINCRBY', wk, 'left', -1)

@@ -10,7 +10,7 @@ end
 set_wstate(wid, wk, 'running', 'paused', tonumber(m[3]))  -- running/paused: by creation
 local held = 0
 for i = 0, tonumber(m[2]) - 1 do
-  if redis.call('HGET', wk, i .. 's') == 'ready' then
+  if tstate(redis.call('HGET', wk, i)) == 'ready' then
     local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
     held = held + redis.call('ZREM', P .. ':q:' .. typ, wid .. ':' .. i)
   end

@@ -17,14 +17,16 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
   for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
     local wid, i = split_member(member)
     local wk = wkey(wid)
-    local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g')
-    if f[3] == 'running' and f[4] == agent then
+    local f = redis.call('HMGET', wk, 'st', 'ct', i)
+    local t = tparse(f[3])
+    if t.s == 'running' and t.g == agent then
       local ct = tonumber(f[2])
       local lost = redis.call('HINCRBY', wk, i .. 'l', 1)
       if f[1] ~= 'running' and f[1] ~= 'paused' then
-        drop_cancelled(wk, i, ct)
+        drop_cancelled(wk, i, ct, t)
       elseif lost > max_lost then
-        redis.call('HSET', wk, i .. 's', 'failed', i .. 'd', NOW - ct,
+        t.s, t.d = 'failed', NOW - ct
+        redis.call('HSET', wk, i, tpack(t),
           i .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
         move_count('running', 'failed')
         redis.call('HINCRBY', wk, 'bad', 1)
@@ -33,7 +35,8 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
         skip_descendants(wid, wk, i)
         finish_if_done(wid, wk)
       else
-        redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct)
+        t.s, t.q = 'ready', NOW - ct
+        redis.call('HSET', wk, i, tpack(t))
         move_count('running', 'ready')
         if f[1] == 'running' then enqueue(wid, wk, i) end
         emit('requeued', wid, tonumber(i), agent)

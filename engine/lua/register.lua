@@ -14,12 +14,13 @@ local agent_json = cjson.encode(agent)
 for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
-  local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g', i .. 'a', 'd')
-  local mine = f[3] == 'running' and f[4] == agent
+  local f = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+  local t = tparse(f[3])
+  local mine = t.s == 'running' and t.g == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
-    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json, f[5], f[6])
+    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json, f[3], f[4])
   else
-    if mine then drop_cancelled(wk, i, tonumber(f[2])) end
+    if mine then drop_cancelled(wk, i, tonumber(f[2]), t) end
     redis.call('SREM', run_key, member)
   end
 end

@@ -9,7 +9,7 @@ end
 set_wstate(wid, wk, 'paused', 'running', tonumber(m[3]))
 local released = 0
 for i = 0, tonumber(m[2]) - 1 do
-  if redis.call('HGET', wk, i .. 's') == 'ready'
+  if tstate(redis.call('HGET', wk, i)) == 'ready'
       and not redis.call('ZSCORE', P .. ':delayed', wid .. ':' .. i) then
     enqueue(wid, wk, i)
     released = released + 1

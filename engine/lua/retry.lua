@@ -15,7 +15,7 @@ if #ARGV < 4 then
     return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; only a failed workflow can be retried')
   end
   for i = 0, n - 1 do
-    local s = redis.call('HGET', wk, i .. 's')
+    local s = tstate(redis.call('HGET', wk, i))
     if s == 'failed' or s == 'skipped' then add(tostring(i)) end
   end
 else
@@ -23,7 +23,7 @@ else
     return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; its tasks cannot be retried')
   end
   for k = 4, #ARGV do
-    local s = redis.call('HGET', wk, ARGV[k] .. 's')
+    local s = tstate(redis.call('HGET', wk, ARGV[k]))
     if s ~= 'failed' then
       local name = redis.call('HGET', dkey(wk), ARGV[k] .. 'N') or ARGV[k]
       return redis.error_reply('RFSTATE task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed task can be retried')
@@ -38,7 +38,7 @@ else
     changed = false
     for i = 0, n - 1 do
       local si = tostring(i)
-      if not reset[si] and redis.call('HGET', wk, si .. 's') == 'skipped' then
+      if not reset[si] and tstate(redis.call('HGET', wk, si)) == 'skipped' then
         local ok = true
         local parents = split_csv(redis.call('HGET', dkey(wk), si .. 'U'))
         local any_reset = false
@@ -46,7 +46,7 @@ else
           if reset[p] then
             any_reset = true
           else
-            local ps = redis.call('HGET', wk, p .. 's')
+            local ps = tstate(redis.call('HGET', wk, p))
             if ps == 'failed' or ps == 'skipped' or ps == 'cancelled' then ok = false end
           end
         end
@@ -63,19 +63,23 @@ if st == 'failed' then
 end
 local bad, skip = 0, 0
 for _, i in ipairs(order) do
-  local s = redis.call('HGET', wk, i .. 's')
+  local t = tparse(redis.call('HGET', wk, i))
+  local s = t.s
   if s == 'failed' then bad = bad + 1 else skip = skip + 1 end
   local waiting = 0
   for _, p in ipairs(split_csv(redis.call('HGET', dkey(wk), i .. 'U'))) do
-    if reset[p] or redis.call('HGET', wk, p .. 's') ~= 'succeeded' then waiting = waiting + 1 end
+    if reset[p] or tstate(redis.call('HGET', wk, p)) ~= 'succeeded' then waiting = waiting + 1 end
   end
-  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'd', i .. 'o')
+  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o')
+  t.d = ''
   if waiting == 0 then
-    redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - ct)
+    t.s, t.q = 'ready', NOW - ct
+    redis.call('HSET', wk, i, tpack(t))
     move_count(s, 'ready')
     if live then enqueue(wid, wk, i) end
   else
-    redis.call('HSET', wk, i .. 's', 'waiting')
+    t.s = 'waiting'
+    redis.call('HSET', wk, i, tpack(t))
     move_count(s, 'waiting')
   end
 end

@@ -9,20 +9,20 @@ for k = 4, #ARGV - 1, 2 do unstarted[ARGV[k]] = ARGV[k + 1] end
 for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
-  local f = redis.call('HMGET', wk, 'st', 'ct', i .. 's', i .. 'g', i .. 'a')
-  if f[3] == 'running' and f[4] == agent then
-    if unstarted[member] ~= nil and unstarted[member] == f[5] then
-      local a = tonumber(f[5]) - 1
-      redis.call('HDEL', wk, i .. 'g', i .. 'b')
-      if a > 0 then redis.call('HSET', wk, i .. 'a', a) else redis.call('HDEL', wk, i .. 'a') end
+  local f = redis.call('HMGET', wk, 'st', 'ct', i)
+  local t = tparse(f[3])
+  if t.s == 'running' and t.g == agent then
+    if unstarted[member] ~= nil and tonumber(unstarted[member]) == t.a then
+      t.a, t.g, t.b = t.a - 1, '', ''
     end
     if f[1] == 'running' or f[1] == 'paused' then
-      redis.call('HSET', wk, i .. 's', 'ready', i .. 'q', NOW - tonumber(f[2]))
+      t.s, t.q = 'ready', NOW - tonumber(f[2])
+      redis.call('HSET', wk, i, tpack(t))
       move_count('running', 'ready')
       if f[1] == 'running' then enqueue(wid, wk, i) end
       emit('requeued', wid, tonumber(i), agent)
     else
-      drop_cancelled(wk, i, tonumber(f[2]))
+      drop_cancelled(wk, i, tonumber(f[2]), t)
     end
   end
 end
