@@ -331,11 +331,14 @@ class Engine:
         definition = self._definitions.get(digest)
         if definition is None:
             dkey = shard.definition(digest)
-            definition = self._read_hash(dkey, cast(int, self.redis.hlen(dkey)))
+            fields = cast(int, self.redis.hlen(dkey))
+            definition = self._read_hash(dkey, fields)
             if not definition:  # cleaned up between the reads
                 raise NotFoundError(f"workflow {wid} does not exist")
+            whole = len(definition) == fields  # a slice-by-slice read the cleanup cut short
             definition.pop("r", None)  # how many use it: changes, and no part of a status
-            self._remember_definition(digest, definition)
+            if whole:
+                self._remember_definition(digest, definition)
         return parse_status(str(wid), {**definition, **raw})
 
     def _read_hash(self, key: str, size: int) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,10 +123,10 @@ def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
         raise _fail(where, f"workflow {wf.name!r} has no tasks")
     if len(wf.tasks) > MAX_TASKS:
         raise _fail(where, f"workflow {wf.name!r} has {len(wf.tasks)} tasks; at most {MAX_TASKS}")
-    if not isinstance(wf.retry_backoff, int | float) or wf.retry_backoff < 0:
+    if not isinstance(wf.retry_backoff, int | float) or not 0 <= wf.retry_backoff < math.inf:
         raise _fail(where, f"workflow {wf.name!r}: retry_backoff must be a number >= 0")
     cap = wf.retry_backoff_max
-    if isinstance(cap, bool) or not isinstance(cap, int | float) or cap < 0:
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or not 0 <= cap < math.inf:
         raise _fail(where, f"workflow {wf.name!r}: retry_backoff_max must be a number >= 0")
     seen: dict[str, TaskDef] = {}
     payloads: list[str] = []
@@ -246,6 +247,8 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
         if t.after:
             static += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
             static += [f"{i}V", _encode(t.after)]
+            if len(t.after) > 1:
+                static += [f"{i}W", len(t.after)]
         else:
             init += [str(i), "ready|0|0|||"]  # state|attempts|ready|begin|done|agent
             roots += [i, t.type, t.priority]

@@ -103,6 +103,11 @@ def test_workflow_needs_a_name_and_a_sane_backoff() -> None:
     wf.task("a")
     with pytest.raises(DefinitionError, match="retry_backoff"):
         validate(wf)
+    for bad in (float("inf"), float("nan")):
+        wf = Workflow("w", retry_backoff=bad)
+        wf.task("a")
+        with pytest.raises(DefinitionError, match="retry_backoff must be a number"):
+            validate(wf)
     wf = Workflow("w", retry_backoff_max="1h")  # type: ignore[arg-type]
     wf.task("a")
     with pytest.raises(DefinitionError, match="retry_backoff_max must be a number"):

@@ -240,6 +240,12 @@ class EngineMachine(RuleBasedStateMachine):
                 if s == "waiting":
                     pending = sum(1 for p in parents if p != "succeeded")
                     assert pending > 0, (member, raw)
+                    # several parents: their successes so far are counted
+                    counted = int(raw.get(f"{i}w", 0))
+                    assert counted == (len(parents) - pending if len(parents) > 1 else 0), (
+                        member,
+                        raw,
+                    )
                     assert not doomed & set(parents), (member, raw)  # would be skipped
                 elif s == "skipped":
                     assert doomed & set(parents), (member, raw)  # else it could run

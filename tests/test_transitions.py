@@ -502,6 +502,29 @@ def test_big_workflows_are_read_in_slices_and_definitions_once(
         fresh.close()
 
 
+def test_a_fan_out_and_fan_in_wider_than_a_lua_unpack(engine: Engine) -> None:
+    """9,000 children of one task, all parents of one more: no step passes them all at once."""
+    wf = Workflow("wide")
+    root = wf.task("root")
+    leaves = [wf.task(f"leaf{i}", after=[root]) for i in range(9000)]
+    wf.task("gather", after=leaves)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    assert hand.succeed(hand.claim_one(), "r") == 1
+    assert engine.status(wid).counts["ready"] == 9000
+    ran = 0
+    while tasks := hand.claim(count=2500):
+        for t in tasks:
+            if t.name == "gather":
+                assert len(t.parents) == 9000 and t.parents["leaf8999"] == 8999
+            assert hand.succeed(t, t.index - 1 if t.name != "gather" else None) == 1
+            ran += 1
+    assert ran == 9001
+    st = engine.status(wid)
+    assert st.state == "succeeded" and st.counts["succeeded"] == 9002
+    assert_stats_agree(engine)
+
+
 def test_cleanup_of_a_cancelled_workflow_with_a_running_task(engine: Engine) -> None:
     wid = engine.push(diamond())
     hand = Hand(engine)

@@ -17,6 +17,8 @@
 --                                            ready/begin/done times as ms after ct,
 --                                            agent; absent: waiting, never started
 --   <i>f <i>l <i>o <i>e                      failures, leases lost, output JSON, error
+--   <i>w                                     parents succeeded so far, for a waiting task
+--                                            with several (absent: none)
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
 -- never changed once written. Every script reaches it through the workflow's `d` field
 -- (dkey below), so a workflow that must change its tasks at run time, e.g. a fan-out
@@ -26,9 +28,9 @@
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array
--- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, f/l 0,
--- bk 1000, bm 600000. A task waits until every parent has succeeded (complete.lua
--- checks them).
+--   <i>W                                     how many parents, when more than one
+-- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
+-- bk 1000, bm 600000. A task waits until every parent has succeeded.
 
 local P = ARGV[1]
 local EVMAX = ARGV[2]
@@ -100,6 +102,28 @@ end
 local function tstate(v)
   if not v then return 'waiting' end
   return string.match(v, '^[^|]*')
+end
+
+-- HSET or ZADD a long flat argument list in slices (Lua's unpack stops near 8,000 values).
+local function write_all(cmd, key, list)
+  local chunk = 4000
+  for from = 1, #list, chunk do
+    redis.call(cmd, key, unpack(list, from, math.min(from + chunk - 1, #list)))
+  end
+end
+
+-- HMGET any number of fields, in slices; the values in the fields' order.
+local function hmget_all(key, fields)
+  if #fields <= 4000 then
+    if #fields == 0 then return {} end
+    return redis.call('HMGET', key, unpack(fields))
+  end
+  local out = {}
+  for from = 1, #fields, 4000 do
+    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 3999, #fields)))
+    for k = 1, #got do out[#out + 1] = got[k] end
+  end
+  return out
 end
 
 local function split_member(member)
@@ -176,7 +200,7 @@ local function parent_outputs(wk, parents_csv)
   local parents = split_csv(parents_csv)
   if #parents == 0 then return {} end
   for k, p in ipairs(parents) do parents[k] = p .. 'o' end
-  local outs = redis.call('HMGET', wk, unpack(parents))
+  local outs = hmget_all(wk, parents)
   for k = 1, #outs do outs[k] = outs[k] or '' end
   return outs
 end

@@ -15,6 +15,7 @@ for i = 0, tonumber(m[2]) - 1 do
     if s == 'ready' then dequeue(wid, wk, i) end
     t.s = 'cancelled'
     redis.call('HSET', wk, i, tpack(t))
+    redis.call('HDEL', wk, i .. 'w')
     move_count(s, 'cancelled')
     cancelled = cancelled + 1
   end

@@ -50,6 +50,6 @@ for _, member in ipairs(members) do
     started[#started + 1] = member
   end
 end
-if #started > 0 then redis.call('SADD', P .. ':run:' .. agent, unpack(started)) end
+write_all('SADD', P .. ':run:' .. agent, started)
 flush()
 return rows

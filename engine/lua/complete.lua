@@ -19,52 +19,40 @@ local function touch(wid, wk, live)
     wf_order[#wf_order + 1] = {wid, wk, live}
   end
 end
--- Children of task i (which just succeeded) whose parents have all succeeded become
--- ready, queued unless the workflow is paused. Three reads whatever the fan-out: the
--- children's parents, types and priorities; their states and their parents' states;
--- then one write for all that became ready.
+-- Children of task i (which just succeeded) that are still waiting and have no other
+-- parent to wait for become ready, queued unless the workflow is paused. A child with
+-- several parents (its definition's W) counts its parents' successes in `<c>w`, so each
+-- success costs one increment however wide the fan-in. Reads and writes go in slices,
+-- whatever the fan-out.
 local function release_children(wid, wk, i, kids, ct, queue)
-  local dk = dkey(wk)
-  local fields = {}
-  for _, c in ipairs(kids) do
-    fields[#fields + 1] = c .. 'U'
+  local fields, recs = {}, {}
+  for k, c in ipairs(kids) do
+    fields[#fields + 1] = c .. 'W'
     fields[#fields + 1] = c .. 'T'
     fields[#fields + 1] = c .. 'R'
+    recs[k] = c
   end
-  local info = redis.call('HMGET', dk, unpack(fields))
-  local wanted, seen = {}, {}
-  local function want(t)
-    if not seen[t] then
-      seen[t] = #wanted + 1
-      wanted[#wanted + 1] = t
-    end
-  end
-  local parents = {}
-  for k, c in ipairs(kids) do
-    want(c)
-    parents[k] = split_csv(info[3 * k - 2])
-    for _, p in ipairs(parents[k]) do
-      if p ~= i then want(p) end
-    end
-  end
-  local st = redis.call('HMGET', wk, unpack(wanted))
+  local info = hmget_all(dkey(wk), fields)
+  recs = hmget_all(wk, recs)
   local ready = {}
+  local at = NOW - ct
   for k, c in ipairs(kids) do
-    local rec = st[seen[c]]
-    local go = (tstate(rec) == 'waiting')
-    for _, p in ipairs(parents[k]) do
-      if go and p ~= i and tstate(st[seen[p]]) ~= 'succeeded' then go = false end
+    local rec = recs[k]
+    local go = tstate(rec) == 'waiting'
+    local need = tonumber(info[3 * k - 2] or '1')
+    if go and need > 1 then
+      go = redis.call('HINCRBY', wk, c .. 'w', 1) >= need
+      if go then redis.call('HDEL', wk, c .. 'w') end
     end
     if go then
       ready[#ready + 1] = c
       if rec then  -- waiting again after a retry
         local t = tparse(rec)
-        t.s, t.q = 'ready', NOW - ct
+        t.s, t.q = 'ready', at
         ready[#ready + 1] = tpack(t)
       else
-        ready[#ready + 1] = 'ready|0|' .. (NOW - ct) .. '|||'
+        ready[#ready + 1] = 'ready|0|' .. at .. '|||'
       end
-      st[seen[c]] = 'ready|'  -- a child listed twice is released once
       move_count('waiting', 'ready')
       if queue then
         local typ = info[3 * k - 1] or ''
@@ -73,7 +61,7 @@ local function release_children(wid, wk, i, kids, ct, queue)
       end
     end
   end
-  if #ready > 0 then redis.call('HSET', wk, unpack(ready)) end
+  write_all('HSET', wk, ready)
 end
 
 for r = 0, nres - 1 do
@@ -134,7 +122,7 @@ for r = 0, nres - 1 do
     end
   end
 end
-if #done > 0 then redis.call('SREM', run_key, unpack(done)) end
+write_all('SREM', run_key, done)
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do
   local wid, wk, live = w[1], w[2], w[3]

@@ -14,14 +14,6 @@ local shard = tonumber(ARGV[4])
 local ndefs = tonumber(ARGV[5])
 local pos = 6
 
--- HSET or ZADD a long flat argument list in slices (Lua's unpack has a stack limit).
-local function write_all(cmd, key, list)
-  local chunk = 6000
-  for from = 1, #list, chunk do
-    redis.call(cmd, key, unpack(list, from, math.min(from + chunk - 1, #list)))
-  end
-end
-
 local defs = {}
 for d = 1, ndefs do
   local digest = ARGV[pos]

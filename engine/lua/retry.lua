@@ -67,8 +67,15 @@ for _, i in ipairs(order) do
   local s = t.s
   if s == 'failed' then bad = bad + 1 else skip = skip + 1 end
   local waiting = 0
-  for _, p in ipairs(split_csv(redis.call('HGET', dkey(wk), i .. 'U'))) do
+  local parents = split_csv(redis.call('HGET', dkey(wk), i .. 'U'))
+  for _, p in ipairs(parents) do
     if reset[p] or tstate(redis.call('HGET', wk, p)) ~= 'succeeded' then waiting = waiting + 1 end
+  end
+  -- parents already succeeded, counted as complete.lua counts them (several parents only)
+  if #parents > 1 and waiting > 0 and #parents > waiting then
+    redis.call('HSET', wk, i .. 'w', #parents - waiting)
+  else
+    redis.call('HDEL', wk, i .. 'w')
   end
   redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o')
   t.d = ''
