@@ -19,12 +19,12 @@ local function touch(wid, wk, live)
     wf_order[#wf_order + 1] = {wid, wk, live}
   end
 end
--- Children of task i (which just succeeded) that are still waiting and have no other
+-- Children (`kids`) of a task that just succeeded that are still waiting and have no other
 -- parent to wait for become ready, queued unless the workflow is paused. A child with
 -- several parents (its definition's W) counts its parents' successes in `<c>w`, so each
 -- success costs one increment however wide the fan-in. Reads and writes go in slices,
 -- whatever the fan-out.
-local function release_children(wid, wk, i, kids, ct, queue)
+local function release_children(wid, wk, kids, ct, queue)
   local fields, recs = {}, {}
   for k, c in ipairs(kids) do
     fields[#fields + 1] = c .. 'W'
@@ -99,7 +99,7 @@ for r = 0, nres - 1 do
       wf_ok[wk] = wf_ok[wk] + 1
       emit('succeeded', wid, i)
       local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
-      if #kids > 0 then release_children(wid, wk, i, kids, ct, wst == 'running') end
+      if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
     else
       local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
       local limits = redis.call('HMGET', dkey(wk, m[4]), i .. 'M', 'bk', 'bm')
