@@ -81,6 +81,8 @@ class Agent:
             raise ValueError("concurrency must be at least 1")
         if batch is not None and batch < 1:
             raise ValueError("batch must be at least 1")
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise ValueError("an agent needs an id (unique per logical worker)")
         if not lease_s > 0:
             raise ValueError("lease_s must be above 0")
         if heartbeat_s is not None and not 0 < heartbeat_s < lease_s:

@@ -278,6 +278,8 @@ def test_agents_listing(engine: Engine) -> None:
 
 
 def test_agent_rejects_bad_arguments(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="needs an id"):
+        Agent(engine, " ", {"": lambda t: None})
     with pytest.raises(ValueError, match="at least one handler"):
         Agent(engine, "x", {})
     with pytest.raises(ValueError, match="concurrency"):

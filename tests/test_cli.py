@@ -197,6 +197,7 @@ def test_agent_usage_errors_exit_2(cli_env: dict[str, str]) -> None:
         (["--exec", "true", "--concurrency", "0"], r"--concurrency: must be at least 1"),
         (["--exec", "true", "--lease", "0"], r"--lease: must be above 0"),
         (["--exec", "true", "--batch", "x"], r"--batch: not a whole number: 'x'"),
+        (["--exec", "true", "--id", " "], r"--id must not be empty"),
     ):
         result = cli(*args, tool="redisflow-agent", env=cli_env)
         assert result.returncode == 2, args

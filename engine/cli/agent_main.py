@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..agent import Agent
 from ..handlers import exec_handler, import_handler
-from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, guarded
+from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, fail, guarded
 from .main import Parser, positive_float, positive_int
 
 
@@ -71,16 +71,21 @@ def run(argv: Sequence[str] | None = None) -> int:
     else:
         handler = exec_handler(args.command, timeout=args.exec_timeout)
     types = args.types or [""]
+    if not args.id.strip():
+        return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
     engine = connect(args)
     try:
-        agent = Agent(
-            engine,
-            args.id,
-            {t: handler for t in types},
-            concurrency=args.concurrency,
-            batch=args.batch,
-            lease_s=args.lease,
-        )
+        try:
+            agent = Agent(
+                engine,
+                args.id,
+                {t: handler for t in types},
+                concurrency=args.concurrency,
+                batch=args.batch,
+                lease_s=args.lease,
+            )
+        except ValueError as e:
+            return fail(str(e), EXIT_BAD_INPUT)
         agent.run(until_idle=args.until_idle)
         print(
             f"redisflow-agent {args.id}: {agent.processed} tasks done, {agent.rejected} rejected",
