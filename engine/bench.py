@@ -37,6 +37,7 @@ from .client import Engine
 from .definition import Workflow
 from .handlers import Task, TaskFailed
 from .keys import ShardKeys
+from .model import task_record
 from .shapes import SHAPES, random_dag
 
 SHAPE_NAMES = ("diamond4", "chain9", "chain10", "fan10", "random")
@@ -314,10 +315,9 @@ def recount(engine: Engine, wids: list[str]) -> dict[str, Any]:
             wstates[st] = wstates.get(st, 0) + 1
             tasks += count
             for rec in row[1:]:
-                # state|attempts|...; no record yet: waiting, never started
-                key, _, rest = (rec or "waiting|0").partition("|")
-                tstates[key] = tstates.get(key, 0) + 1
-                attempts += int(rest.partition("|")[0] or 0)
+                state, tried = task_record(rec)[:2]
+                tstates[state] = tstates.get(state, 0) + 1
+                attempts += int(tried or 0)
     return {"workflows": wstates, "tasks": tstates, "attempts": attempts, "total_tasks": tasks}
 
 

@@ -29,6 +29,7 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
     decode_json,
+    task_record,
 )
 from .scripts import Scripts
 
@@ -43,7 +44,6 @@ SUMMARY_FIELDS = ("name", "st", "n", "ok", "bad", "skip", "ct", "ft")
 # Per-task fields as status() reads them, definition's first (see lua/_lib.lua); the
 # task's record (state, attempts, times, agent) is the field named by its bare index.
 TASK_FIELDS = ("N", "T", "P", "R", "M", "C", "U", "f", "o", "e")
-_NO_RECORD = ("waiting", "0", "", "", "", "")
 
 # The engine's clients decode replies (``decode_responses=True``), so every string Redis
 # returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
@@ -700,7 +700,7 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     states = {s.value: s for s in TaskState}
     rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
     for i, (rec, _, typ, payload, pri, most, kids, ups, f, o, e) in enumerate(rows):
-        st, a, q, b, d, g = rec.split("|", 5) if rec else _NO_RECORD
+        st, a, q, b, d, g = task_record(rec)
         state = states[st]
         counts[state.value] += 1
         tasks.append(

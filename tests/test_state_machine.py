@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from engine import EmbeddedRedis, Engine, NotFoundError, StateError, Task, Workflow
-from engine.model import decode_json
+from engine.model import decode_json, task_record
 
 AGENTS = ("A", "B")
 TYPES = ("", "t")
@@ -279,7 +279,7 @@ def expand(raw: dict[str, str | None]) -> dict[str, str]:
         if value is None:
             continue
         if key.isdigit():
-            for part, v in zip("saqbdg", value.split("|", 5), strict=True):
+            for part, v in zip("saqbdg", task_record(value), strict=True):
                 if v:
                     out[f"{key}{part}"] = v
         else:
