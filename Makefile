@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,embedded,serve]'
+	$(BIN)/pip install -q -e '.[test,embedded,console]'
 	touch $@
 
 demo: $(BIN)/redisflow

@@ -4,7 +4,7 @@
 Each system gets the same Redis (flushed in between), the same number of worker
 processes, the same no-op task body, and the same workflows:
 
-* redisflow: ``redisflow-demo``'s own benchmark (:func:`engine.bench.run_bench`).
+* redisflow: ``redisflow-demo``'s own benchmark (:func:`demos.bench.run_bench`).
 * RQ: one job per task, ``depends_on`` its parent jobs, ``SimpleWorker`` processes (no fork
   per job, RQ's fastest worker).
 * Celery: a canvas per workflow, ``chain`` of signatures with a ``chord`` for each fan-out,
@@ -81,7 +81,7 @@ def stages_of(shape: str) -> list[int]:
 
     Celery and Dramatiq express layered shapes only; this checks the shape is one.
     """
-    from engine.shapes import SHAPES as BUILDERS
+    from demos.shapes import SHAPES as BUILDERS
 
     wf = BUILDERS[shape]()
     layer: dict[str, int] = {}
@@ -457,8 +457,8 @@ def run_peer(
 
 def run_redisflow(url: str, shape: str, workflows: int, workers: int, args: Any) -> Row:
     """redisflow-demo's benchmark, in the same overlap mode."""
+    from demos.bench import BenchConfig, run_bench
     from engine import Engine
-    from engine.bench import BenchConfig, run_bench
 
     engine = Engine.connect(url)
     try:

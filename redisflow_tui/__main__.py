@@ -103,7 +103,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                 )
         if args.demo:
-            from .demo import Demo
+            from demos.console_demo import Demo
 
             demo = Demo(url, rate=args.demo_rate, namespace=args.namespace).start()
         if args.serve:

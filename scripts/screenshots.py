@@ -22,10 +22,10 @@ sys.path.insert(0, str(ROOT))
 
 import cairosvg  # noqa: E402
 
+from demos.console_demo import Demo  # noqa: E402
 from engine import EmbeddedRedis, Engine, WorkflowStatus  # noqa: E402
 from redisflow_tui.__main__ import make_engine  # noqa: E402
 from redisflow_tui.app import RedisflowApp  # noqa: E402
-from redisflow_tui.demo import Demo  # noqa: E402
 from redisflow_tui.screens.workflow import WorkflowScreen  # noqa: E402
 from redisflow_tui.widgets.dag_view import DagView  # noqa: E402
 from redisflow_tui.widgets.task_table import TaskTable  # noqa: E402

@@ -31,7 +31,7 @@ FIELDS = {
 def run_demo(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "REDISFLOW_URL"}
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli.demo_main", "--url", url, "--json", *args],
+        [sys.executable, "-m", "demos.demo_main", "--url", url, "--json", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,7 +7,8 @@ import random
 import pytest
 from dagtrace import chips, trace
 
-from engine import TaskStatus, Workflow, shapes
+from demos import shapes
+from engine import TaskStatus, Workflow
 from redisflow_tui.data.dag import (
     fingerprint,
     focus_graph,

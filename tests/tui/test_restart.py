@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from support import wait_for
 
-from engine import EmbeddedRedis, shapes
+from demos import shapes
+from engine import EmbeddedRedis
 from redisflow_tui.__main__ import make_engine
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.data.clock import FrozenClock

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random as _random
 from collections.abc import Callable
 
-from .definition import Workflow
+from engine import Workflow
 
 
 def diamond4(name: str = "diamond4", payload: object = "x") -> Workflow:

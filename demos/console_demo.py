@@ -9,8 +9,8 @@ then and comes back under the same id, so the Agents screen shows stale and dead
 
 Each piece also runs on its own::
 
-    python -m redisflow_tui.demo push --url redis://... --rate 2 --task-ms 100:700
-    python -m redisflow_tui.demo agent --url redis://... --id agent-a --type "" --type io
+    python -m demos.console_demo push --url redis://... --rate 2 --task-ms 100:700
+    python -m demos.console_demo agent --url redis://... --id agent-a --type "" --type io
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from typing import Any
 
 import redis
 
-from engine import Agent, Engine, Task, Workflow, shapes
+from engine import Agent, Engine, Task, Workflow
+
+from . import shapes
 
 TYPES = ("", "io", "cpu")
 AGENTS = (
@@ -192,7 +194,7 @@ class Demo:
         self._supervisor: threading.Thread | None = None
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        cmd = [sys.executable, "-m", "redisflow_tui.demo", *args]
+        cmd = [sys.executable, "-m", "demos.console_demo", *args]
         cmd += ["--url", self.url, "--namespace", self.namespace]
         self.processes[name] = subprocess.Popen(
             cmd,
@@ -252,8 +254,8 @@ class Demo:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m redisflow_tui.demo push|agent ...``."""
-    p = argparse.ArgumentParser(prog="python -m redisflow_tui.demo")
+    """``python -m demos.console_demo push|agent ...``."""
+    p = argparse.ArgumentParser(prog="python -m demos.console_demo")
     sub = p.add_subparsers(dest="cmd", required=True)
     push = sub.add_parser("push", help="push demo workflows")
     push.add_argument("--rate", type=float, default=1.0, help="workflows per second")

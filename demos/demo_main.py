@@ -23,8 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..bench import SHAPE_NAMES, BenchConfig, BenchResult, run_bench
-from .common import (
+from engine.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
@@ -34,6 +33,8 @@ from .common import (
     guarded,
     print_json,
 )
+
+from .bench import SHAPE_NAMES, BenchConfig, BenchResult, run_bench
 
 
 def build_parser() -> argparse.ArgumentParser:

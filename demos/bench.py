@@ -33,11 +33,10 @@ from typing import Any
 
 import redis
 
-from .client import Engine
-from .definition import Workflow
-from .handlers import Task, TaskFailed
-from .keys import ShardKeys
-from .model import task_record
+from engine import Engine, Task, TaskFailed, Workflow
+from engine.keys import ShardKeys
+from engine.model import task_record
+
 from .shapes import SHAPES, random_dag
 
 SHAPE_NAMES = ("diamond4", "chain9", "chain10", "fan10", "random")
@@ -159,7 +158,7 @@ def agent_process(
     report: Any,
 ) -> None:
     """Body of one agent process: register, wait for ``go``, run until ``stop``."""
-    from .agent import Agent
+    from engine import Agent
 
     engine = Engine.connect(cfg.url, namespace=cfg.namespace, max_payload=cfg.max_payload)
     handler = _agent_handler(cfg.task_ms, cfg.fail_rate, cfg.seed * 7919 + index)
