@@ -34,7 +34,7 @@ from typing import Any
 import redis
 
 from engine import Engine, Task, TaskFailed, Workflow
-from engine.keys import ShardKeys
+from engine.store.keys import ShardKeys
 from engine.model import task_record
 
 from .shapes import SHAPES, random_dag

@@ -28,9 +28,9 @@ import redis
 from .client import Engine
 from .errors import RedisflowError
 from .handlers import Handler, Task, TaskFailed
-from .keys import ShardKeys
+from .store.keys import ShardKeys
 from .model import decode_json
-from .scripts import ScriptBatch
+from .store.scripts import ScriptBatch
 
 log = logging.getLogger("redisflow.agent")
 

@@ -17,7 +17,7 @@ from .definition import DEFAULT_MAX_PAYLOAD, CompiledWorkflow, Workflow, compile
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from .events import EventListener, decode_batch, iter_stream
-from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
+from .store.keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .model import (
     AgentInfo,
     AgentState,
@@ -31,7 +31,7 @@ from .model import (
     decode_json,
     task_record,
 )
-from .scripts import Scripts
+from .store.scripts import Scripts
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000

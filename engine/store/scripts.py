@@ -34,7 +34,7 @@ SCRIPT_NAMES = (
 @cache
 def script_source(name: str) -> str:
     """The full source of script ``name``: the shared helpers, then its own body."""
-    lua = resources.files("engine") / "lua"
+    lua = resources.files("engine.store") / "lua"
     lib = (lua / "_lib.lua").read_text(encoding="utf-8")
     body = (lua / f"{name}.lua").read_text(encoding="utf-8")
     return f"{lib}\n{body}"
