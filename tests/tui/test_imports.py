@@ -1,13 +1,18 @@
 """The console's import graph: no cycles, and screens, widgets and data never reach the app.
 
 Read from the source with :mod:`ast`, so imports under ``TYPE_CHECKING`` and inside
-functions count as much as those at the top of a module.
+functions count as much as those at the top of a module. Screens reach the app only
+through the :class:`~redisflow_tui.screens.base.Console` protocol, which it must fill.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+
+from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.base import Console
 
 PACKAGE = "redisflow_tui"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
@@ -102,3 +107,9 @@ def test_only_the_entry_points_import_the_app() -> None:
         name for name, deps in import_graph().items() if app in deps and name.startswith(below)
     )
     assert not offenders, f"these import the app instead of posting it messages: {offenders}"
+
+
+def test_the_app_shares_what_screens_read(console: Callable[..., RedisflowApp]) -> None:
+    app = console()
+    missing = [name for name in Console.__annotations__ if not hasattr(app, name)]
+    assert not missing, f"screens read these, the app lacks them: {missing}"
