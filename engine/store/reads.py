@@ -71,11 +71,13 @@ class Reads:
 
     def task_names(self, wid: str | int) -> builtins.list[str]:
         shard = self.keys.shard_of(wid)
-        n, digest = self.redis.hmget(shard.workflow(wid), [F_COUNT, F_DIGEST])
+        n, digest = cast(
+            "list[str | None]", self.redis.hmget(shard.workflow(wid), [F_COUNT, F_DIGEST])
+        )
         if n is None:
             raise NotFoundError(f"workflow {wid} does not exist")
         fields = [f"{i}{D_NAME}" for i in range(int(n))]
-        return list(cast("list[str]", self.redis.hmget(shard.definition(digest), fields)))
+        return list(cast("list[str]", self.redis.hmget(shard.definition(str(digest)), fields)))
 
     def status(self, wid: str | int) -> WorkflowStatus:
         """Everything stored of one workflow: state, counts by task state, every task.
@@ -99,7 +101,7 @@ class Reads:
         definition = self._definitions.get(digest)
         if definition is None:
             dkey = shard.definition(digest)
-            fields = cast(int, self.redis.hlen(dkey))
+            fields = int(self.redis.hlen(dkey))
             definition = self._read_hash(dkey, fields)
             if not definition:  # cleaned up between the reads
                 raise NotFoundError(f"workflow {wid} does not exist")
@@ -399,7 +401,7 @@ class Reads:
 
     def pubsub(self, channels: Iterable[str]) -> Any:
         """A pub/sub connection subscribed to ``channels`` (ignoring subscribe replies)."""
-        ps = self.redis.pubsub(ignore_subscribe_messages=True)
+        ps = self.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         channels = list(channels)
         if channels:
             ps.subscribe(*channels)

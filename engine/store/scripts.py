@@ -129,7 +129,9 @@ class ScriptBatch:
     def _send(self, calls: list[Call[Any]]) -> list[Any]:
         pipe = self.scripts.client.pipeline(transaction=False)
         for c in calls:
-            pipe.execute_command("EVALSHA", self.scripts.sha(c.name), len(c.keys), *c.keys, *c.args)
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "EVALSHA", self.scripts.sha(c.name), len(c.keys), *c.keys, *c.args
+            )
         return list(pipe.execute(raise_on_error=False))
 
     def execute(self) -> list[Any]:
