@@ -37,6 +37,20 @@ local EVMAX = ARGV[2]
 local T = redis.call('TIME')
 local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 
+-- The first of `cmds` this script's ACL user may not run, as an error message; nil when
+-- it may run them all. scripts.py calls it with every command the script may use, before
+-- the script's first write: a script stopped by a permission error is not rolled back.
+-- Redis 6.2 has no acl_check_cmd (there the roles of `redisflow acl` must be granted whole).
+local function denied(cmds)
+  if not redis.acl_check_cmd then return nil end
+  for k = 1, #cmds do
+    if not redis.acl_check_cmd(cmds[k]) then
+      return 'NOPERM this user may not run ' .. cmds[k] .. '; nothing was written'
+    end
+  end
+  return nil
+end
+
 local counters = {}
 local events = {}
 local wake = {}
