@@ -51,7 +51,7 @@ def url_of(client: redis.Redis) -> str:
     to another process of the same deployment, never to print (see :func:`redact`)."""
     kw: dict[str, Any] = client.connection_pool.connection_kwargs
     db = kw.get("db", 0)
-    cls = kw.get("connection_class")
+    cls = client.connection_pool.connection_class
     query = {k: v for k, v in kw.items() if k.startswith("ssl_") and isinstance(v, str | int)}
     user, password = kw.get("username"), kw.get("password")
     auth = ""
