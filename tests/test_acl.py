@@ -1,40 +1,22 @@
+# ruff: noqa: F811
 """Least-privilege users from ``redisflow acl`` on a real redis-server, and what a user
 missing a permission sees: one line, exit 3, and nothing written."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from engine_helpers import ROOT, Hand, cli, one_line_error, run_agent, scan_keys
+from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
 
-from engine import EmbeddedRedis, Engine, Workflow
+from engine import Engine, Workflow
 from engine.acl import ROLES, permission_message, role_commands, setuser_line
 from engine.scripts import SCRIPT_NAMES, script_commands
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedRedis]:
-    """A server of our own: ACL users outlive FLUSHALL, so they stay out of the shared one."""
-    with EmbeddedRedis() as s:
-        yield s
-
-
-@pytest.fixture()
-def admin(server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    client.flushall()
-    yield client
-    for user in client.acl_users():
-        if user != "default":
-            client.acl_deluser(user)
-    client.flushall()
-    client.close()
 
 
 def make_user(admin: redis.Redis, role: str, namespace: str = "rf", name: str = "") -> str:

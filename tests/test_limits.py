@@ -1,37 +1,21 @@
+# ruff: noqa: F811
 """Redis memory limits: a full server refuses whole scripts, never half of one; an eviction
 policy that would drop workflows is reported loudly."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 import redis
 from engine_helpers import ROOT, cli, one_line_error, scan_keys
+from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import EmbeddedRedis, Engine, Workflow
 from engine.health import server_warnings
 from engine.scripts import script_source, supports_shebang
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis() as s:
-        yield s
-
-
-@pytest.fixture()
-def admin(server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    client.flushall()
-    yield client
-    client.config_set("maxmemory", 0)
-    client.config_set("maxmemory-policy", "noeviction")
-    client.flushall()
-    client.close()
 
 
 def sample() -> Workflow:
