@@ -27,7 +27,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ import redis
 from engine import Engine, Task, TaskFailed, Workflow
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
+from engine.urls import url_of
 
 from .shapes import SHAPES, random_dag
 
@@ -348,7 +349,11 @@ def run_bench(
     progress: ProgressFn = _noop_progress,
 ) -> BenchResult:
     """Run one benchmark on ``engine`` (already connected and, if wanted, flushed)."""
-    r = redis.Redis.from_url(engine.url, decode_responses=True)
+    # Agents connect as this engine does: its full URL, credentials and TLS files included
+    # (engine.url is the printable form, without them).
+    url = url_of(engine.redis)
+    agent_cfg = replace(cfg, url=url)
+    r = redis.Redis.from_url(url, decode_responses=True)
     shards = engine.keys.all_shards()
     make = shape_factory(cfg.shape, cfg.seed)
     tasks_total = (
@@ -362,7 +367,7 @@ def run_bench(
     report: Any = ctx.Queue()
     t_spawn = time.monotonic()
     procs = [
-        ctx.Process(target=agent_process, args=(cfg, i, go, stop, report), daemon=True)
+        ctx.Process(target=agent_process, args=(agent_cfg, i, go, stop, report), daemon=True)
         for i in range(cfg.agents)
     ]
     for p in procs:

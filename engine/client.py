@@ -71,8 +71,13 @@ class Engine:
     def connect(cls, url: str | None = None, **options: Any) -> Engine:
         """Connect to ``url``, else ``REDISFLOW_URL``, else a private embedded redis-server.
 
+        ``rediss://`` URLs take their TLS files as query options (``ssl_ca_certs``,
+        ``ssl_certfile``, ``ssl_keyfile``). Messages show the URL with its password as ***.
+
         Raises :class:`UnreachableError` when Redis does not answer.
         """
+        from .urls import redact
+
         url = url or url_from_env()
         embedded = None
         if url is None:
@@ -85,17 +90,22 @@ class Engine:
         except ValueError as e:
             if embedded is not None:
                 embedded.stop()
-            raise DefinitionError(f"invalid Redis URL {url!r}: {e}") from None
+            raise DefinitionError(f"invalid Redis URL {redact(url)!r}: {e}") from None
         try:
             client.ping()
+        except redis.AuthenticationError as e:
+            raise UnreachableError(f"cannot log in to Redis at {redact(url)}: {e}") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
-            raise UnreachableError(f"cannot reach Redis at {url}: {e}") from None
+            raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
         return cls(client, embedded=embedded, **options)
 
     @property
     def url(self) -> str:
-        kw = self.redis.connection_pool.connection_kwargs
-        return f"redis://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+        """Where this handle connects, fit to print (password as ***). The full URL, to
+        hand to another process, is :func:`engine.urls.url_of` of :attr:`redis`."""
+        from .urls import redact, url_of
+
+        return redact(url_of(self.redis))
 
     def close(self) -> None:
         """Close the connection pool and stop the embedded server if this handle started one."""

@@ -9,9 +9,19 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from ..acl import missing_commands
 from ..agent import Agent
 from ..handlers import exec_handler, import_handler
-from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, fail, guarded
+from ..health import server_warnings
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    connect,
+    connection_options,
+    fail,
+    guarded,
+    refuse,
+)
 from .main import Parser, positive_float, positive_int
 
 
@@ -75,6 +85,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
     engine = connect(args)
     try:
+        missing = missing_commands(engine.redis, "agent")
+        if missing:
+            # Before registering: an agent that cannot work must not half-start.
+            return refuse(missing[0])
+        for warning in server_warnings(engine.redis):
+            print(f"redisflow-agent: WARNING: {warning}", file=sys.stderr)
         try:
             agent = Agent(
                 engine,

@@ -12,22 +12,45 @@ from typing import Any
 
 import redis
 
+from ..acl import denied_command, permission_message
 from ..client import Engine
 from ..definition import DEFAULT_MAX_PAYLOAD
-from ..errors import RedisflowError, UnreachableError
+from ..errors import DefinitionError, RedisflowError, UnreachableError
+from ..urls import with_tls
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
+OUT_OF_MEMORY = (
+    "Redis is out of memory (maxmemory reached, policy noeviction): nothing was written; "
+    "free memory (e.g. `redisflow cleanup --finished`) or raise maxmemory"
+)
+
+# The Redis user of this process's connection, for permission errors (one per process).
+_user: str | None = None
+
+
 def connection_options() -> argparse.ArgumentParser:
-    """A parent parser with ``--url`` and ``--namespace``."""
+    """A parent parser with ``--url``, ``--namespace``, ``--max-payload`` and the TLS files."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument(
         "--url",
         default=os.environ.get("REDISFLOW_URL"),
-        help="Redis URL (default: $REDISFLOW_URL; without either, a private redis-server "
-        "is started for this command and stopped on exit)",
+        help="Redis URL, redis:// or rediss:// (TLS), with user and password if any "
+        "(default: $REDISFLOW_URL; without either, a private redis-server is started for "
+        "this command and stopped on exit)",
     )
+    for name, what in (
+        ("ca", "CA certificate(s) to verify the server with"),
+        ("cert", "client certificate, for servers that require one"),
+        ("key", "the client certificate's private key"),
+    ):
+        p.add_argument(
+            f"--tls-{name}",
+            default=os.environ.get(f"REDISFLOW_TLS_{name.upper()}") or None,
+            metavar="FILE",
+            help=f"with a rediss:// URL: {what} (default: $REDISFLOW_TLS_{name.upper()})",
+        )
     p.add_argument(
         "--namespace",
         default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
@@ -43,11 +66,29 @@ def connection_options() -> argparse.ArgumentParser:
     return p
 
 
+def connection_url(args: argparse.Namespace) -> str | None:
+    """The URL the options name, TLS files included; None for a private Redis.
+
+    Raises :class:`DefinitionError` when TLS files are given without a rediss:// URL.
+    """
+    tls = (args.tls_ca, args.tls_cert, args.tls_key)
+    if not args.url:
+        if any(tls):
+            raise DefinitionError("--tls-ca/--tls-cert/--tls-key need a rediss:// --url")
+        return None
+    try:
+        return with_tls(args.url, *tls)
+    except ValueError as e:
+        raise DefinitionError(str(e)) from None
+
+
 def connect(args: argparse.Namespace, **options: Any) -> Engine:
     """Connect as the options say; say so on stderr when falling back to a private Redis."""
+    global _user
     engine = Engine.connect(
-        args.url, namespace=args.namespace, max_payload=args.max_payload, **options
+        connection_url(args), namespace=args.namespace, max_payload=args.max_payload, **options
     )
+    _user = engine.redis.connection_pool.connection_kwargs.get("username")
     if engine.embedded is not None:
         print(
             f"redisflow: no --url or REDISFLOW_URL: using a private Redis at {engine.url} "
@@ -73,12 +114,40 @@ def guarded(fn: Callable[..., int]) -> Callable[..., int]:
             return fail(str(e), EXIT_UNREACHABLE)
         except (redis.ConnectionError, redis.TimeoutError) as e:
             return fail(f"Redis unreachable: {e}", EXIT_UNREACHABLE)
+        except redis.ResponseError as e:
+            message = server_refusal(e)
+            if message is None:
+                raise
+            return fail(message, EXIT_UNREACHABLE)
         except RedisflowError as e:
             return fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             return 130
 
     return wrapper
+
+
+def refuse(command: str) -> int:
+    """Report that this process's Redis user may not run ``command``; exit code 3."""
+    return fail(permission_message(command, _user), EXIT_UNREACHABLE)
+
+
+def server_refusal(error: redis.ResponseError) -> str | None:
+    """One line for an error the server's configuration causes (a missing ACL
+    permission, memory full), or None for any other error."""
+    text = str(error)
+    # "can't run this command": a script stopped by an ACL where no guard runs (6.2)
+    if isinstance(error, redis.exceptions.NoPermissionError) or "can't run this" in text:
+        if "to access a" in text:  # a key or channel outside the user's patterns
+            what = "channel" if "channel" in text else "key"
+            return (
+                f"Redis user {_user or 'default'!r} may not access a {what} of this namespace "
+                "(NOPERM): check --namespace, or see `redisflow acl`"
+            )
+        return permission_message(denied_command(error), _user)
+    if isinstance(error, redis.exceptions.OutOfMemoryError) or text.startswith("OOM "):
+        return OUT_OF_MEMORY
+    return None
 
 
 def print_json(value: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -327,6 +328,20 @@ def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
+    from ..acl import setuser_line
+
+    if args.user and len(args.roles) > 1:
+        raise DefinitionError("--user names one user: give it with one --role")
+    try:
+        lines = [setuser_line(role, args.namespace, args.user) for role in args.roles]
+    except ValueError as e:
+        raise DefinitionError(str(e)) from None
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
 # -- parser -----------------------------------------------------------------------------
 
 
@@ -399,6 +414,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
     p.set_defaults(run=cmd_cleanup)
+
+    p = sub.add_parser(
+        "acl",
+        help="print the ACL SETUSER line giving a role exactly what it needs",
+        description="Print the Redis ACL SETUSER line for a least-privilege user of a role: "
+        "its namespace's keys and channels and only the commands the role runs (scripts "
+        "included). It keeps the user's password: set one with ACL SETUSER NAME >secret.",
+    )
+    p.add_argument(
+        "--role",
+        dest="roles",
+        action="append",
+        required=True,
+        choices=["agent", "operator", "reader"],
+        help="agent: runs tasks; operator: pushes and steers; reader: reads (repeatable)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
+        help="key prefix of the deployment (default: rf)",
+    )
+    p.add_argument(
+        "--user", default=None, help="user name (default: NAMESPACE-ROLE; with one --role)"
+    )
+    p.set_defaults(run=cmd_acl, no_engine=True)
 
     p = sub.add_parser("server", help="run a private redis-server and print its URL")
     p.add_argument("--port", type=int, default=None)

@@ -4,10 +4,17 @@ Each script is ``_lib.lua`` followed by the script's own file, registered once p
 client with redis-py's ``register_script`` (EVALSHA, falling back to EVAL when the
 server does not know the script yet, e.g. after a restart). Several calls in one round
 trip go through :class:`ScriptBatch`: plain EVALSHA, reloading on NOSCRIPT.
+
+Two guards keep a script from stopping half-way (Redis does not roll a script back):
+before its own body, each script checks that its ACL user may run every command it may
+use (:func:`script_commands`, Redis 7's ``redis.acl_check_cmd``), and on Redis 7 a
+``#!lua`` first line makes the server refuse a script that would write while memory is
+over ``maxmemory`` before it starts. Redis 6.2 knows neither: it gets the plain source.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -44,13 +51,61 @@ SCRIPT_ERRORS: dict[str, type[Exception]] = {
 }
 
 
+# Scripts that may run while Redis is out of memory: cleanup frees what it touches.
+ALLOW_OOM = frozenset({"cleanup"})
+_CALL = re.compile(r"""(?:redis\.p?call|write_all)\(\s*'([A-Za-z]+)'""")
+_FUNCTION = re.compile(r"^local function (\w+)\(", re.MULTILINE)
+
+
+def _lua(name: str) -> str:
+    return (resources.files("engine.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
 @cache
-def script_source(name: str) -> str:
-    """The full source of script ``name``: the shared helpers, then its own body."""
-    lua = resources.files("engine.store") / "lua"
-    lib = (lua / "_lib.lua").read_text(encoding="utf-8")
-    body = (lua / f"{name}.lua").read_text(encoding="utf-8")
-    return f"{lib}\n{body}"
+def _lib_commands() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str, str]]:
+    """``_lib.lua`` read once: the commands its top level runs, each helper's own
+    commands, and each helper's text (to find the helpers it calls)."""
+    lib = _lua("_lib")
+    starts = list(_FUNCTION.finditer(lib))
+    top = frozenset(_CALL.findall(lib[: starts[0].start()])) if starts else frozenset()
+    texts: dict[str, str] = {}
+    for k, m in enumerate(starts):
+        end = starts[k + 1].start() if k + 1 < len(starts) else len(lib)
+        texts[m.group(1)] = lib[m.end() : end]
+    return top, {f: frozenset(_CALL.findall(t)) for f, t in texts.items()}, texts
+
+
+@cache
+def script_commands(name: str) -> frozenset[str]:
+    """Every Redis command script ``name`` may call, its helpers' included (upper case)."""
+    top, own, texts = _lib_commands()
+    found, todo, seen = set(top), [_lua(name)], set()
+    while todo:
+        text = todo.pop()
+        found.update(_CALL.findall(text))
+        for helper in own:
+            if helper not in seen and re.search(rf"\b{helper}\(", text):
+                seen.add(helper)
+                todo.append(texts[helper])
+    return frozenset(c.upper() for c in found)
+
+
+@cache
+def script_source(name: str, shebang: bool = False) -> str:
+    """The full source of script ``name``: the shared helpers, the permission guard, then
+    its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first."""
+    need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
+    guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
+    source = f"{_lua('_lib')}\n{guard}\n{_lua(name)}"
+    if not shebang:
+        return source
+    return ("#!lua flags=allow-oom" if name in ALLOW_OOM else "#!lua") + f"\n{source}"
+
+
+def supports_shebang(client: redis.Redis) -> bool:
+    """Whether the server reads ``#!lua`` script flags (Redis 7.0+), asked in Lua so it
+    needs no INFO permission: 6.2 has no ``redis.REDIS_VERSION_NUM``."""
+    return int(client.eval("return redis.REDIS_VERSION_NUM or 0", 0) or 0) >= 0x070000
 
 
 def script_error(e: redis.ResponseError) -> Exception:
@@ -80,9 +135,19 @@ class Scripts:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._scripts: dict[str, Any] = {
-            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
-        }
+        self._registered: dict[str, Any] | None = None
+
+    @property
+    def _scripts(self) -> dict[str, Any]:
+        # Registered on first use, as the server's version picks the source: a handle that
+        # only reads never runs a script (nor needs the permission to).
+        if self._registered is None:
+            shebang = supports_shebang(self.client)
+            self._registered = {
+                name: self.client.register_script(script_source(name, shebang))
+                for name in SCRIPT_NAMES
+            }
+        return self._registered
 
     def sha(self, name: str) -> str:
         return str(self._scripts[name].sha)

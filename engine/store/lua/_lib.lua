@@ -61,6 +61,20 @@ local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
 local function k_running(agent) return P .. ':run:' .. agent end
 
+-- The first of `cmds` this script's ACL user may not run, as an error message; nil when
+-- it may run them all. scripts.py calls it with every command the script may use, before
+-- the script's first write: a script stopped by a permission error is not rolled back.
+-- Redis 6.2 has no acl_check_cmd (there the roles of `redisflow acl` must be granted whole).
+local function denied(cmds)
+  if not redis.acl_check_cmd then return nil end
+  for k = 1, #cmds do
+    if not redis.acl_check_cmd(cmds[k]) then
+      return 'NOPERM this user may not run ' .. cmds[k] .. '; nothing was written'
+    end
+  end
+  return nil
+end
+
 local counters = {}
 local events = {}
 local wake = {}

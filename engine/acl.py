@@ -1,0 +1,106 @@
+"""Least-privilege Redis ACL users for redisflow, and readable permission errors.
+
+A role is what one kind of process needs in one namespace: its keys (``~NS:*``), its
+pub/sub channels (``&NS:*``, plus keyspace notifications for the console) and the
+commands it runs, both directly and inside the Lua scripts (Redis 7 checks ACLs on the
+commands a script runs too). The script commands are read from the scripts themselves
+(:func:`engine.store.scripts.script_commands`), so the roles follow the scripts as they change.
+"""
+
+from __future__ import annotations
+
+import re
+
+import redis
+
+from .store.keys import DEFAULT_NAMESPACE
+from .store.scripts import script_commands
+
+ROLES = ("agent", "operator", "reader")
+
+# Every role: connection upkeep (PING for health checks, SELECT for a /db other than 0),
+# INFO for the server checks of engine.health, pub/sub.
+BASE = ("PING", "SELECT", "INFO", "SUBSCRIBE", "UNSUBSCRIBE", "TIME")
+# Running the scripts: EVALSHA, SCRIPT LOAD/EXISTS after a restart or in pipelines,
+# EVAL for the one-off server version probe (engine.store.scripts.supports_shebang).
+RUN_SCRIPTS = ("EVALSHA", "EVAL", "SCRIPT|LOAD", "SCRIPT|EXISTS")
+# What the client API reads (status, list, stats, events, agents, wait).
+READS = (
+    "HGET", "HMGET", "HGETALL", "HLEN", "HSCAN", "SMEMBERS", "ZCARD", "ZCOUNT",
+    "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "XREVRANGE", "XREAD",
+)  # fmt: skip
+# What the agent loop reads outside its scripts (next retry due, idle check).
+AGENT_READS = ("HGET", "ZCARD", "ZRANGE")
+AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop")
+OPERATOR_SCRIPTS = ("push", "pause", "release", "cancel", "retry", "cleanup")
+
+_NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")
+
+
+def role_commands(role: str) -> list[str]:
+    """The commands ``role`` needs, sorted (``SCRIPT|LOAD`` names a subcommand)."""
+    if role == "reader":
+        wanted = {*BASE, *READS}
+    elif role == "agent":
+        wanted = {*BASE, *RUN_SCRIPTS, *AGENT_READS}
+        wanted.update(*(script_commands(s) for s in AGENT_SCRIPTS))
+    elif role == "operator":
+        wanted = {*BASE, *RUN_SCRIPTS, *READS}
+        wanted.update(*(script_commands(s) for s in OPERATOR_SCRIPTS))
+    else:
+        raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+    return sorted(wanted)
+
+
+def setuser_line(role: str, namespace: str = DEFAULT_NAMESPACE, user: str | None = None) -> str:
+    """The ``ACL SETUSER`` command that gives the user of ``role`` exactly its permissions.
+
+    It replaces the user's keys, channels and commands but keeps its password, so it can
+    be run again after an upgrade; a new user needs one (``ACL SETUSER NAME >secret``).
+    """
+    if not namespace or any(c in namespace for c in " *?[]\\"):
+        raise ValueError(f"namespace {namespace!r} must be non-empty, without spaces or *?[]\\")
+    name = user or f"{namespace}-{role}"
+    if not name.strip() or any(c.isspace() for c in name):
+        raise ValueError(f"user name {name!r} must be non-empty, without spaces")
+    parts = ["ACL", "SETUSER", name, "on", "resetkeys", f"~{namespace}:*"]
+    parts += ["resetchannels", f"&{namespace}:*"]
+    if role != "agent":  # the console's keyspace notifications (any database)
+        parts.append(f"&__keyspace@*__:{namespace}:*")
+    parts += ["-@all", *(f"+{c.lower()}" for c in role_commands(role))]
+    return " ".join(parts)
+
+
+_MISSING = """
+local out = {}
+if not redis.acl_check_cmd then return out end
+for k = 1, #ARGV do
+  local cmd, sub = string.match(ARGV[k], '^([^|]+)|?(.*)$')
+  local ok
+  if sub == '' then ok = redis.acl_check_cmd(cmd) else ok = redis.acl_check_cmd(cmd, sub) end
+  if not ok then out[#out + 1] = ARGV[k] end
+end
+return out
+"""
+
+
+def missing_commands(client: redis.Redis, role: str) -> list[str]:
+    """The commands of ``role`` the client's user may not run, asked in one EVAL (which
+    every script-running role has). Redis 6.2 cannot tell: [] there."""
+    return [str(c) for c in client.eval(_MISSING, 0, *role_commands(role))]
+
+
+def denied_command(error: Exception) -> str | None:
+    """The command a NOPERM error names (upper case), or None when it names none."""
+    m = _NOPERM_COMMAND.search(str(error))
+    if m is None:
+        return None
+    return (m.group(1) or m.group(2)).upper()
+
+
+def permission_message(command: str | None, user: str | None) -> str:
+    """One line for an operator: which user may not run what, and where to look."""
+    who = f"Redis user {user or 'default'!r}"
+    if command is None:
+        return f"{who} lacks a permission redisflow needs (NOPERM): see `redisflow acl`"
+    return f"{who} may not run {command} (NOPERM): grant it or see `redisflow acl`"

@@ -1,0 +1,34 @@
+"""Fixtures for tests that change a server's users or settings: a redis-server of the
+module's own (ACL users and CONFIG outlive FLUSHALL, so they stay out of the shared one)
+and an admin client that puts everything back after each test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from engine import EmbeddedRedis
+
+SAMPLE_FILE = "demos/seed000-sample.yaml"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis() as s:
+        yield s
+
+
+@pytest.fixture()
+def admin(server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    client.flushall()
+    yield client
+    for user in client.acl_users():
+        if user != "default":
+            client.acl_deluser(user)
+    client.config_set("maxmemory", 0)
+    client.config_set("maxmemory-policy", "noeviction")
+    client.flushall()
+    client.close()
