@@ -7,7 +7,11 @@ waiting are :mod:`engine.events` and :mod:`engine.waiting`.
 from __future__ import annotations
 
 import builtins
+import getpass
 import itertools
+import secrets
+import socket
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,12 +32,23 @@ from .model import (
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow
 from .store.reads import FINISHED_STATES
+from .store.scripts import ScriptBatch
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
+PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
+
+
+def default_actor() -> str:
+    """Who this process acts for, as events record it: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (containers)
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
 
 
 class Engine:
@@ -55,6 +70,8 @@ class Engine:
         event_cap: int = DEFAULT_EVENT_CAP,
         retention_s: float = DEFAULT_RETENTION_S,
         embedded: EmbeddedRedis | None = None,
+        actor: str | None = None,
+        push_retry_s: float = PUSH_RETRY_S,
     ) -> None:
         self.redis = client
         self.keys = Keyspace(namespace, shards)
@@ -63,6 +80,8 @@ class Engine:
         self.retention_s = retention_s
         self.embedded = embedded
         self.store = Store(client, self.keys, event_cap)
+        self.actor = actor or default_actor()
+        self.push_retry_s = push_retry_s
         self._rr = itertools.count()
 
     # -- connecting ---------------------------------------------------------------------
@@ -143,6 +162,10 @@ class Engine:
         Returns their ids in order. Nothing is written if any definition is invalid.
         Workflows with the same tasks share one stored definition; pushing one
         :class:`Workflow` object many times validates and compiles it once.
+
+        While Redis is unreachable (a restart, a failover) the push goes on trying for
+        ``push_retry_s`` seconds; each call carries a token, so a call whose reply was
+        lost is not applied twice.
         """
         compiled: list[CompiledWorkflow] = []
         seen: dict[int, CompiledWorkflow] = {}
@@ -163,29 +186,43 @@ class Engine:
                 tasks += compiled[end].tasks
                 end += 1
             shard = self.keys.shard(next(self._rr) % self.keys.shards)
-            batch.add(self.store.push_call(shard, compiled[start:end]))
+            token = secrets.token_hex(8)
+            batch.add(self.store.push_call(shard, compiled[start:end], token, self.actor))
             start = end
             if len(batch) >= PUSH_PIPELINE or start >= len(compiled):
-                for result in batch.execute():
+                for result in self._send_push(batch):
                     if isinstance(result, Exception):
                         raise result
                     ids.extend(result)
                 batch = self.store.batch()
         return ids
 
+    def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
+        """Run a batch of push calls, sending it again while Redis is unreachable."""
+        deadline = time.monotonic() + self.push_retry_s
+        pause = 0.1
+        while True:
+            try:
+                return batch.execute()
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
     # -- steering -----------------------------------------------------------------------
 
     def pause(self, wid: str | int) -> int:
         """Hold a running workflow; returns how many ready tasks were held back."""
-        return self.store.pause(wid)
+        return self.store.pause(wid, self.actor)
 
     def release(self, wid: str | int) -> int:
         """Resume a paused workflow; returns how many held tasks went back to the queues."""
-        return self.store.release(wid)
+        return self.store.release(wid, self.actor)
 
     def cancel(self, wid: str | int) -> int:
         """Cancel a running or paused workflow; returns how many tasks were cancelled."""
-        return self.store.cancel(wid)
+        return self.store.cancel(wid, self.actor)
 
     def retry(self, wid: str | int, tasks: Iterable[str] | None = None) -> int:
         """Run failed tasks again, inputs unchanged; returns how many tasks were reset.
@@ -200,11 +237,11 @@ class Engine:
                 if name not in names:
                     raise NotFoundError(f"workflow {wid} has no task named {name!r}")
                 indexes.append(names.index(name))
-        return self.store.retry(wid, indexes)
+        return self.store.retry(wid, indexes, self.actor)
 
     def cleanup(self, wid: str | int) -> None:
         """Delete a finished workflow and everything kept of it."""
-        self.store.cleanup(wid)
+        self.store.cleanup(wid, self.actor)
 
     def cleanup_finished(self, older_than_s: float = 0.0) -> int:
         """Clean up every finished workflow that finished more than ``older_than_s`` ago."""

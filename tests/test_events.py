@@ -90,8 +90,14 @@ def test_steering_events(engine: Engine) -> None:
         "workflow.cleaned",
     ]
     counts = {e.kind: e.data for e in engine.events() if e.wid == wid}
-    assert counts["workflow.paused"] == {"count": 1}
-    assert counts["workflow.cancelled"] == {"count": 1}
+    # each operator step records who asked (user@host, Engine.actor)
+    me = engine.actor
+    assert "@" in me
+    assert counts["workflow.pushed"] == {"name": "steer", "by": me}
+    assert counts["workflow.paused"] == {"count": 1, "by": me}
+    assert counts["workflow.released"] == {"count": 1, "by": me}
+    assert counts["workflow.cancelled"] == {"count": 1, "by": me}
+    assert counts["workflow.cleaned"] == {"count": 1, "by": me}
 
 
 def test_retry_requeue_and_rejection_events(engine: Engine) -> None:
@@ -109,7 +115,7 @@ def test_retry_requeue_and_rejection_events(engine: Engine) -> None:
     kinds = [(e.kind, e.data) for e in reversed(engine.events()) if e.wid == wid]
     assert ("task.requeued", {"agent": "gone"}) in kinds
     assert ("task.rejected", {"agent": "gone", "attempt": 1}) in kinds
-    assert ("workflow.retried", {"count": 1}) in kinds
+    assert ("workflow.retried", {"count": 1, "by": engine.actor}) in kinds
     assert "agent.dead" in [e.kind for e in engine.events()]
 
 

@@ -57,8 +57,14 @@ class Calls:
 
     # -- pushing --------------------------------------------------------------------------
 
-    def push_call(self, shard: ShardKeys, batch: Sequence[CompiledWorkflow]) -> Call[list[str]]:
-        """push.lua: store ``batch`` in ``shard``; its reply is the new workflow ids."""
+    def push_call(
+        self, shard: ShardKeys, batch: Sequence[CompiledWorkflow], token: str = "", who: str = ""
+    ) -> Call[list[str]]:
+        """push.lua: store ``batch`` in ``shard``; its reply is the new workflow ids.
+
+        A call sent again with the same ``token`` (its reply was lost) returns the first
+        call's ids and writes nothing; ``who`` is recorded in the pushed events.
+        """
         numbers: dict[str, int] = {}
         defs: list[Any] = []
         rows: list[Any] = []
@@ -68,36 +74,39 @@ class Calls:
                 n = numbers[c.digest] = len(numbers) + 1
                 defs.extend(c.definition)
             rows += (n, c.name)
-        args = [*self._common(shard), self.keys.shards, shard.shard, len(numbers), *defs]
+        args = [*self._common(shard), token, who, self.keys.shards, shard.shard, len(numbers)]
+        args += defs
         args += [len(batch), *rows]
         return Call("push", [shard.seq], args, _ids)
 
     # -- steering one workflow ------------------------------------------------------------
 
-    def _control(self, name: str, wid: str | int, *extra: Any) -> int:
+    # Each records ``who`` asked in its event (user@host, see Engine.actor).
+
+    def _control(self, name: str, wid: str | int, who: str, *extra: Any) -> int:
         shard = self.keys.shard_of(wid)
-        args = [*self._common(shard), str(wid), *extra]
+        args = [*self._common(shard), str(wid), who, *extra]
         return self.scripts.run(Call(name, [shard.workflow(wid)], args, _int))
 
-    def pause(self, wid: str | int) -> int:
+    def pause(self, wid: str | int, who: str = "") -> int:
         """pause.lua: how many ready tasks were held back."""
-        return self._control("pause", wid)
+        return self._control("pause", wid, who)
 
-    def release(self, wid: str | int) -> int:
+    def release(self, wid: str | int, who: str = "") -> int:
         """release.lua: how many held tasks went back to the queues."""
-        return self._control("release", wid)
+        return self._control("release", wid, who)
 
-    def cancel(self, wid: str | int) -> int:
+    def cancel(self, wid: str | int, who: str = "") -> int:
         """cancel.lua: how many tasks were cancelled."""
-        return self._control("cancel", wid)
+        return self._control("cancel", wid, who)
 
-    def retry(self, wid: str | int, indexes: Sequence[int] = ()) -> int:
+    def retry(self, wid: str | int, indexes: Sequence[int] = (), who: str = "") -> int:
         """retry.lua: how many tasks were reset (all failed ones without ``indexes``)."""
-        return self._control("retry", wid, *indexes)
+        return self._control("retry", wid, who, *indexes)
 
-    def cleanup(self, wid: str | int) -> None:
+    def cleanup(self, wid: str | int, who: str = "") -> None:
         """cleanup.lua: delete a finished workflow."""
-        self._control("cleanup", wid)
+        self._control("cleanup", wid, who)
 
     # -- agents ---------------------------------------------------------------------------
 

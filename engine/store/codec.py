@@ -236,7 +236,11 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
     if kind == "rejected":
         return {"agent": extra[0], "attempt": extra[1]}
     if kind == "pushed":
+        if isinstance(extra, list):
+            return {"name": extra[0], "by": extra[1]}
         return {"name": extra}
+    if isinstance(extra, list):  # an operator's step: {count, who}
+        return {"count": extra[0], "by": extra[1]}
     return {"count": extra}
 
 

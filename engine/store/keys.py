@@ -32,6 +32,8 @@ key                           type    holds
 ``P:agents:state``            hash    agent id -> online | stopped | dead
 ``P:run:<agent>``             set     ``<wid>:<idx>`` of the tasks the agent is running
 ``P:events``                  stream  capped lifecycle log, one entry per script call
+``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
+                                      same call sent again returns them, writes nothing
 ============================  ======  =====================================================
 
 Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
@@ -82,6 +84,9 @@ class ShardKeys:
 
     def running_of(self, agent_id: str) -> str:
         return f"{self.prefix}:run:{agent_id}"
+
+    def push_token(self, token: str) -> str:
+        return f"{self.prefix}:pt:{token}"
 
     @property
     def seq(self) -> str:

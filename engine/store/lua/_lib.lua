@@ -60,11 +60,14 @@ local function k_wake(typ) return P .. ':wake:' .. typ end
 local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
 local function k_running(agent) return P .. ':run:' .. agent end
+local function k_push_token(token) return P .. ':pt:' .. token end
 
 -- The first of `cmds` this script's ACL user may not run, as an error message; nil when
 -- it may run them all. scripts.py calls it with every command the script may use, before
 -- the script's first write: a script stopped by a permission error is not rolled back.
 -- Redis 6.2 has no acl_check_cmd (there the roles of `redisflow acl` must be granted whole).
+-- Never list SET here (use SETEX): Redis 7.0.15 segfaults in acl_check_cmd('SET') called
+-- without its arguments; tests/test_acl.py checks no script uses it.
 local function denied(cmds)
   if not redis.acl_check_cmd then return nil end
   for k = 1, #cmds do
@@ -100,7 +103,8 @@ local function dkey(wk, digest)
   return k
 end
 
--- An event is [kind, wid, task index or -1, extra or null], encoded as JSON.
+-- An event is [kind, wid, task index or -1, extra or null], encoded as JSON. An operator's
+-- step on a workflow has extra {count, who}: what it changed and who asked.
 local function emit(kind, wid, idx, extra)
   local x = 'null'
   if extra ~= nil then x = cjson.encode(extra) end
@@ -292,10 +296,10 @@ local function promote_due(limit)
   return #due
 end
 
--- Delete every key and index entry of a finished workflow, and its counters.
--- A cancelled workflow can still have running tasks: they leave their agent's set (the
--- agent's late outcome is then rejected, as the hash is gone).
-local function remove_workflow(wid, wk, st)
+-- Delete every key and index entry of a finished workflow, and its counters. `who` did
+-- it (nil: retention). A cancelled workflow can still have running tasks: they leave
+-- their agent's set (the agent's late outcome is then rejected, as the hash is gone).
+local function remove_workflow(wid, wk, st, who)
   local m = redis.call('HMGET', wk, 'name', 'n', 'd')
   local n = tonumber(m[2])
   local dk = dkey(wk, m[3])
@@ -318,7 +322,7 @@ local function remove_workflow(wid, wk, st)
     redis.call('ZREM', K_NAMES, m[1])
   end
   count('w:' .. st, -1)
-  emit('cleaned', wid, -1)
+  if who then emit('cleaned', wid, -1, {1, who}) else emit('cleaned', wid, -1) end
 end
 
 -- The opening of every operator step on one workflow: read its state (and `more` fields)

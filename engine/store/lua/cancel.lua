@@ -1,7 +1,7 @@
 -- cancel.lua: end a running or paused workflow as cancelled. Tasks not yet started are
 -- cancelled; running tasks finish and their outcome is recorded, but nothing more starts.
--- KEYS[1]  P:w:<wid>;  ARGV[3] wid.
-local wid, wk = ARGV[3], KEYS[1]
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
+local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
 local m, refused = open_workflow(wid, wk, {'running', 'paused'},
   'only a running or paused workflow can be cancelled', 'n')
 if refused then return refused end
@@ -22,6 +22,6 @@ end
 redis.call('HINCRBY', wk, 'left', 0 - cancelled)
 set_wstate(wid, wk, m[1], 'cancelled', NOW)
 redis.call('HSET', wk, 'ft', NOW)
-emit('cancelled', wid, -1, cancelled)
+emit('cancelled', wid, -1, {cancelled, who})
 flush()
 return cancelled

@@ -1,7 +1,7 @@
 -- pause.lua: hold a running workflow. Running tasks finish; ready tasks leave the queues
 -- (a task in retry backoff stays there and is held when its backoff ends).
--- KEYS[1]  P:w:<wid>;  ARGV[3] wid.
-local wid, wk = ARGV[3], KEYS[1]
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
+local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
 local m, refused = open_workflow(wid, wk, {'running'},
   'only a running workflow can be paused', 'n', 'ct')
 if refused then return refused end
@@ -13,6 +13,6 @@ for i = 0, tonumber(m[2]) - 1 do
     held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. i)
   end
 end
-emit('paused', wid, -1, held)
+emit('paused', wid, -1, {held, who})
 flush()
 return held

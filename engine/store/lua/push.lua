@@ -1,6 +1,9 @@
 -- push.lua: create workflows of one shard, and queue their root tasks.
 -- KEYS[1]  P:seq
--- ARGV[3]  shard count N; ARGV[4] this shard's index S; ARGV[5] how many definitions follow.
+-- ARGV[3]  the call's push token ("" for none): a call sent again with the same token
+--          (its first reply was lost) returns the first call's ids and writes nothing;
+-- ARGV[4]  who pushes; ARGV[5] shard count N; ARGV[6] this shard's index S;
+-- ARGV[7]  how many definitions follow.
 -- Then per definition (engine/definition.py, compile_workflow):
 --   digest, ntasks, nroots, then per root (idx, type, priority), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
@@ -9,10 +12,16 @@
 -- Returns the new workflow ids, in order.
 -- Python validated every definition: nothing here can fail half-way, so the first write
 -- is safe.
-local shards = tonumber(ARGV[3])
-local shard = tonumber(ARGV[4])
-local ndefs = tonumber(ARGV[5])
-local pos = 6
+local token = ARGV[3]
+if token ~= '' then
+  local done = redis.call('GET', k_push_token(token))
+  if done then return cjson.decode(done) end
+end
+local who_json = cjson.encode(ARGV[4])
+local shards = tonumber(ARGV[5])
+local shard = tonumber(ARGV[6])
+local ndefs = tonumber(ARGV[7])
+local pos = 8
 
 local defs = {}
 for d = 1, ndefs do
@@ -71,7 +80,7 @@ for k = 0, nwf - 1 do
     same = {}
     by_name[name] = same
     name_order[#name_order + 1] = name
-    name_json[name] = cjson.encode(name)
+    name_json[name] = '[' .. cjson.encode(name) .. ',' .. who_json .. ']'
   end
   same[#same + 1] = wid
   same[#same + 1] = wid
@@ -111,5 +120,10 @@ for _, def in ipairs(defs) do
 end
 count('w:running', nwf)
 count('w:pushed', nwf)
+if token ~= '' then
+  -- long enough for any client's retries, short enough to cost nothing. SETEX, not SET:
+  -- Redis 7.0's acl_check_cmd('SET') (the permission guard) crashes the server.
+  redis.call('SETEX', k_push_token(token), 600, cjson.encode(ids))
+end
 flush()
 return ids

@@ -1,6 +1,6 @@
 -- release.lua: resume a paused workflow: its held ready tasks go back to their queues.
--- KEYS[1]  P:w:<wid>;  ARGV[3] wid.
-local wid, wk = ARGV[3], KEYS[1]
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
+local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
 local m, refused = open_workflow(wid, wk, {'paused'},
   'only a paused workflow can be released', 'n', 'ct')
 if refused then return refused end
@@ -13,6 +13,6 @@ for i = 0, tonumber(m[2]) - 1 do
     released = released + 1
   end
 end
-emit('released', wid, -1, released)
+emit('released', wid, -1, {released, who})
 flush()
 return released

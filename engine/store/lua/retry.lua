@@ -2,9 +2,9 @@
 -- Without task indexes: every failed and skipped task of a failed workflow.
 -- With task indexes: those failed tasks (workflow running, paused or failed) and the
 -- skipped descendants none of whose other parents failed, was skipped or cancelled.
--- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4..] task indexes (optional).
-local wid, wk = ARGV[3], KEYS[1]
-local whole = #ARGV < 4
+-- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks; ARGV[5..] task indexes (optional).
+local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
+local whole = #ARGV < 5
 local m, refused
 if whole then
   m, refused = open_workflow(wid, wk, {'failed'},
@@ -24,7 +24,7 @@ if whole then
     if s == 'failed' or s == 'skipped' then add(tostring(i)) end
   end
 else
-  for k = 4, #ARGV do
+  for k = 5, #ARGV do
     local s = tstate(redis.call('HGET', wk, ARGV[k]))
     if s ~= 'failed' then
       local name = redis.call('HGET', dkey(wk), ARGV[k] .. 'N') or ARGV[k]
@@ -96,6 +96,6 @@ end
 redis.call('HINCRBY', wk, 'bad', 0 - bad)
 redis.call('HINCRBY', wk, 'skip', 0 - skip)
 redis.call('HINCRBY', wk, 'left', #order)
-emit('retried', wid, -1, #order)
+emit('retried', wid, -1, {#order, who})
 flush()
 return #order
