@@ -9,8 +9,8 @@ then and comes back under the same id, so the Agents screen shows stale and dead
 
 Each piece also runs on its own::
 
-    python -m demos.console_demo push --url redis://... --rate 2 --task-ms 100:700
-    python -m demos.console_demo agent --url redis://... --id agent-a --type "" --type io
+    REDISFLOW_URL=redis://... python -m demos.console_demo push --rate 2 --task-ms 100:700
+    REDISFLOW_URL=redis://... python -m demos.console_demo agent --id agent-a --type io
 """
 
 from __future__ import annotations
@@ -195,9 +195,11 @@ class Demo:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         cmd = [sys.executable, "-m", "demos.console_demo", *args]
-        cmd += ["--url", self.url, "--namespace", self.namespace]
+        cmd += ["--namespace", self.namespace]
+        # the URL (credentials and all) by environment: a command line shows in ps
         self.processes[name] = subprocess.Popen(
             cmd,
+            env={**os.environ, "REDISFLOW_URL": self.url},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -267,9 +269,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     agent.add_argument("--concurrency", type=int, default=4)
     agent.add_argument("--die-after", type=float, default=0.0)
     for sp in (push, agent):
-        sp.add_argument("--url", required=True)
+        sp.add_argument("--url", default=os.environ.get("REDISFLOW_URL"), required=False)
         sp.add_argument("--namespace", default="rf")
     args = p.parse_args(argv)
+    if not args.url:
+        p.error("--url or REDISFLOW_URL is required")
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if args.cmd == "push":

@@ -276,6 +276,14 @@ class Engine:
 
     # -- reading ------------------------------------------------------------------------
 
+    def server_warnings(self) -> builtins.list[str]:
+        """What is wrong with the server's settings for redisflow, one line each: an
+        eviction policy other than ``noeviction`` (evicted keys are lost workflows), memory
+        near ``maxmemory``. Agents print these at start; the console shows them."""
+        from .health import server_warnings
+
+        return server_warnings(self.redis)
+
     def server_time(self) -> float:
         """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
         return self.store.server_time()

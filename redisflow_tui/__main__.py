@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shlex
 import signal
 import sys
@@ -18,9 +19,10 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from engine import EmbeddedRedis, Engine, UnreachableError
-from engine.cli.common import connection_options
+from engine import DefinitionError, EmbeddedRedis, Engine, UnreachableError
+from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
 from engine.definition import DEFAULT_MAX_PAYLOAD
+from engine.urls import redact
 
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
@@ -82,7 +84,9 @@ def missing_module(names: Sequence[str]) -> str | None:
 def _serve(args: argparse.Namespace, url: str) -> None:
     from textual_serve.server import Server
 
-    cmd = [sys.executable, "-m", "redisflow_tui", "--url", url, "--namespace", args.namespace]
+    # the URL (credentials and all) by environment: a command line shows in ps
+    os.environ["REDISFLOW_URL"] = url
+    cmd = [sys.executable, "-m", "redisflow_tui", "--namespace", args.namespace]
     cmd += ["--max-payload", str(args.max_payload)]
     if args.read_only:
         cmd.append("--read-only")
@@ -112,7 +116,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_NO_CONSOLE
     embedded: EmbeddedRedis | None = None
     demo = None
-    url = args.url
+    try:
+        url = connection_url(args)
+    except DefinitionError as e:
+        print(f"redisflow-tui: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         if not url:
             embedded = EmbeddedRedis().start()
@@ -120,7 +128,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             if not args.demo:
                 print(
                     f"redisflow-tui: no --url or REDISFLOW_URL: using a private, empty Redis at "
-                    f"{url} (try --demo)",
+                    f"{redact(url)} (try --demo)",
                     file=sys.stderr,
                 )
         if args.demo:
@@ -133,9 +141,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         from .app import RedisflowApp
 
         engine = make_engine(url, args.namespace, args.max_payload)
-        label = f"{url} (private)" if embedded and not args.demo else url
+        shown = redact(url)
+        label = f"{shown} (private)" if embedded and not args.demo else shown
         if args.demo:
-            label = f"{url} (demo)"
+            label = f"{shown} (demo)"
         app = RedisflowApp(
             engine,
             read_only=args.read_only,

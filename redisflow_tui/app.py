@@ -126,8 +126,21 @@ class RedisflowApp(App[None]):
 
     def on_mount(self) -> None:
         self.run_worker(self._listen, thread=True, name="feed", group="feed", exit_on_error=False)
+        self.run_worker(self._check_server, thread=True, name="health", exit_on_error=False)
         self.set_interval(self.tick_s, self._tick)
         self.set_interval(1.0, self._sample)
+
+    def _check_server(self) -> None:
+        """Warn, and keep the warning up, when the server's settings can lose workflows
+        (an eviction policy other than noeviction, memory near maxmemory)."""
+        try:
+            warnings = self.engine.server_warnings()
+        except redis.RedisError:
+            return
+        for warning in warnings:
+            self.call_from_thread(
+                self.notify, warning, title="Redis settings", severity="error", timeout=3600
+            )
 
     def _listen(self) -> None:
         worker = get_current_worker()

@@ -374,3 +374,19 @@ async def test_themes_render(
         await pilot.press("ctrl+t")
         await pilot.pause(0.1)
         assert app.theme != theme
+
+
+async def test_an_eviction_policy_is_an_error_notification(
+    console: Callable[..., RedisflowApp], engine: Engine
+) -> None:
+    engine.redis.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        app = console()
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                pilot, lambda: any("allkeys-lru" in n.message for n in app._notifications)
+            )
+            [note] = [n for n in app._notifications if "allkeys-lru" in n.message]
+            assert note.severity == "error"
+    finally:
+        engine.redis.config_set("maxmemory-policy", "noeviction")
