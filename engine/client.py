@@ -30,7 +30,7 @@ from .model import (
     WorkflowSummary,
 )
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
-from .store.codec import CompiledWorkflow, compile_workflow
+from .store.codec import CompiledWorkflow, compile_workflow, encode_input
 from .store.reads import FINISHED_STATES
 from .store.scripts import ScriptBatch
 
@@ -149,15 +149,21 @@ class Engine:
         """
         return compile_workflow(wf, self.max_payload)
 
-    def push(self, wf: Workflow | CompiledWorkflow) -> str:
+    def push(self, wf: Workflow | CompiledWorkflow, input: Any = None) -> str:
         """Validate ``wf`` and store it; its root tasks become ready. Returns its id.
 
-        Nothing is written when the definition is invalid (:class:`DefinitionError`).
+        ``input`` (any JSON value) is this run's own: every task sees it as ``task.input``,
+        while the definition is stored once for every run. Nothing is written when the
+        definition or the input is invalid (:class:`DefinitionError`).
         """
-        return self.push_many([wf])[0]
+        return self.push_many([wf], None if input is None else [input])[0]
 
-    def push_many(self, workflows: Iterable[Workflow | CompiledWorkflow]) -> builtins.list[str]:
-        """Validate every workflow first, then store them all in few round trips.
+    def push_many(
+        self,
+        workflows: Iterable[Workflow | CompiledWorkflow],
+        inputs: Iterable[Any] | None = None,
+    ) -> builtins.list[str]:
+        """Validate every workflow (and input) first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
         Workflows with the same tasks share one stored definition; pushing one
@@ -167,23 +173,32 @@ class Engine:
         ``push_retry_s`` seconds; each call carries a token, so a call whose reply was
         lost is not applied twice.
         """
-        compiled: list[CompiledWorkflow] = []
+        compiled: list[tuple[CompiledWorkflow, str]] = []
         seen: dict[int, CompiledWorkflow] = {}
-        for wf in list(workflows):
+        workflows = list(workflows)
+        given = [""] * len(workflows)
+        if inputs is not None:
+            values = list(inputs)
+            if len(values) != len(workflows):
+                raise DefinitionError(
+                    f"{len(values)} inputs for {len(workflows)} workflows: give one per workflow"
+                )
+            given = [encode_input(v, self.max_payload) for v in values]
+        for wf, text in zip(workflows, given, strict=True):
             if isinstance(wf, CompiledWorkflow):
-                compiled.append(wf)
+                compiled.append((wf, text))
                 continue
             c = seen.get(id(wf))
             if c is None:
                 c = seen[id(wf)] = self.compile(wf)
-            compiled.append(c)
+            compiled.append((c, text))
         ids: list[str] = []
         batch = self.store.batch()
         start = 0
         while start < len(compiled):
             end, tasks = start, 0
             while end < len(compiled) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
-                tasks += compiled[end].tasks
+                tasks += compiled[end][0].tasks
                 end += 1
             shard = self.keys.shard(next(self._rr) % self.keys.shards)
             token = secrets.token_hex(8)

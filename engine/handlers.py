@@ -27,6 +27,7 @@ class Task:
         attempt: which execution this is (1 for the first); with ``workflow_id`` and
             ``index`` it makes :attr:`idempotency_key`.
         parents: each parent's name mapped to its output.
+        input: the workflow's input, given when it was pushed (``None`` for none).
     """
 
     workflow_id: str
@@ -36,6 +37,7 @@ class Task:
     payload: Any
     attempt: int
     parents: dict[str, Any] = field(default_factory=dict)
+    input: Any = None
 
     @property
     def idempotency_key(self) -> str:
@@ -51,6 +53,7 @@ class Task:
             "payload": self.payload,
             "attempt": self.attempt,
             "parents": self.parents,
+            "input": self.input,
             "idempotency_key": self.idempotency_key,
         }
 

@@ -125,6 +125,7 @@ class WorkflowStatus(WorkflowSummary):
 
     counts: dict[str, int] = field(default_factory=dict)
     tasks: list[TaskStatus] = field(default_factory=list)
+    input: Any = None  # given at push, shared by every task
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""

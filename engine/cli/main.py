@@ -16,6 +16,7 @@ from ..client import Engine
 from ..errors import DefinitionError
 from ..loader import load_file
 from ..model import WorkflowState
+from ..store.codec import encode_input
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -125,9 +126,37 @@ def _styled(state: str) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
+def read_input(text: str | None, max_bytes: int) -> Any:
+    """``--input``: JSON text, or ``@path`` of a JSON file; None when not given.
+
+    Raises :class:`DefinitionError` naming what is wrong (nothing is pushed).
+    """
+    if text is None:
+        return None
+    where = "--input"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            with open(where, encoding="utf-8") as f:
+                text = f.read(max_bytes + 1)
+        except (OSError, UnicodeDecodeError) as e:
+            raise DefinitionError(f"{where}: cannot read the input file ({e})") from None
+    if len(text.encode(errors="surrogatepass")) > max_bytes:
+        raise DefinitionError(f"{where}: the input is over the {max_bytes}-byte limit")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise DefinitionError(f"{where}: the input is nested too deeply") from None
+    except ValueError as e:
+        raise DefinitionError(f"{where}: the input is not JSON ({e})") from None
+    encode_input(value, max_bytes)  # every other check a stored input passes
+    return value
+
+
 def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     # compiled once, before connecting (see run)
-    ids = engine.push_many(c for c in args.compiled for _ in range(args.copies))
+    runs = [c for c in args.compiled for _ in range(args.copies)]
+    ids = engine.push_many(runs, None if args.input is None else [args.input] * len(runs))
     if args.json and not args.wait:
         print_json({"ids": ids})
     elif not args.json:
@@ -175,6 +204,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if st.input is not None:
+        shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
+        out.print("input " + shown[:300].replace("[", r"\["))
     table = _table("task", "type", "state", "attempts", "agent", "took", "after", "output / error")
     for col in table.columns:
         col.no_wrap = True
@@ -370,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="push each workflow N times (they share one stored definition)",
     )
     p.add_argument(
+        "--input",
+        metavar="JSON|@FILE",
+        help="the run's input, any JSON value (or @file.json): every task sees it as task.input",
+    )
+    p.add_argument(
         "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
     )
     p.add_argument(
@@ -459,6 +496,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         args.compiled = [
             compile_workflow(wf, args.max_payload) for path in args.files for wf in load_file(path)
         ]
+        args.input = read_input(args.input, args.max_payload)
     engine = connect(args)
     try:
         return int(args.run(engine, args))

@@ -58,9 +58,14 @@ class Calls:
     # -- pushing --------------------------------------------------------------------------
 
     def push_call(
-        self, shard: ShardKeys, batch: Sequence[CompiledWorkflow], token: str = "", who: str = ""
+        self,
+        shard: ShardKeys,
+        batch: Sequence[tuple[CompiledWorkflow, str]],
+        token: str = "",
+        who: str = "",
     ) -> Call[list[str]]:
-        """push.lua: store ``batch`` in ``shard``; its reply is the new workflow ids.
+        """push.lua: store ``batch`` (each a definition and an input as
+        :func:`~.codec.encode_input` gives it) in ``shard``; its reply is the new ids.
 
         A call sent again with the same ``token`` (its reply was lost) returns the first
         call's ids and writes nothing; ``who`` is recorded in the pushed events.
@@ -68,12 +73,12 @@ class Calls:
         numbers: dict[str, int] = {}
         defs: list[Any] = []
         rows: list[Any] = []
-        for c in batch:
+        for c, given in batch:
             n = numbers.get(c.digest)
             if n is None:
                 n = numbers[c.digest] = len(numbers) + 1
                 defs.extend(c.definition)
-            rows += (n, c.name)
+            rows += (n, c.name, given)
         args = [*self._common(shard), token, who, self.keys.shards, shard.shard, len(numbers)]
         args += defs
         args += [len(batch), *rows]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..definition import DEFAULT_BACKOFF_MAX, DEFAULT_MAX_PAYLOAD, Workflow, validate
+from ..errors import DefinitionError
 from ..handlers import Task
 from ..model import (
     Event,
@@ -34,12 +35,15 @@ from ..model import (
 )
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# what users give (inputs) must be JSON any reader takes: no NaN or Infinity
+_encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 # -- workflow hash (P:w:<wid>) ------------------------------------------------------------
 # Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
 # failed, skipped, created ms, finished ms.
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
+F_INPUT = "in"  # the workflow's input JSON, when it was given one
 SUMMARY_FIELDS = (F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED)
 # Per task i: the record is the field named by the bare index; then these suffixes.
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
@@ -168,13 +172,34 @@ def definition_digest(static: Sequence[Any]) -> str:
 
 def decode_claim_row(row: Sequence[Any]) -> Task:
     """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
-    payload, attempt, parent names JSON, {their outputs}}``."""
-    wid, idx, name, typ, payload, attempt, parent_names, outputs = row
+    payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``."""
+    wid, idx, name, typ, payload, attempt, parent_names, outputs, given = row
     parents = {
         p: decode_json(out or None)
         for p, out in zip(json.loads(parent_names), outputs, strict=True)
     }
-    return Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)
+    task = Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)
+    task.input = decode_json(given or None)
+    return task
+
+
+def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
+    """A workflow's input as stored (JSON; "" for none), or :class:`DefinitionError`
+    naming what is wrong: not JSON, too deep, not valid text, or over ``max_bytes``."""
+    if value is None:
+        return ""
+    try:
+        text = _encode_strict(value)
+        size = len(text.encode())
+    except UnicodeEncodeError:  # a ValueError: first
+        raise DefinitionError("input: holds text that is not valid Unicode") from None
+    except (TypeError, ValueError) as e:
+        raise DefinitionError(f"input: not JSON-serialisable ({e})") from None
+    except RecursionError:
+        raise DefinitionError("input: nested too deeply") from None
+    if size > max_bytes:
+        raise DefinitionError(f"input is {size} bytes, over the {max_bytes}-byte limit")
+    return text
 
 
 # -- events -------------------------------------------------------------------------------
@@ -329,4 +354,6 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
                 finished_at=at(d),
             )
         )
-    return WorkflowStatus(**summary.__dict__, counts=counts, tasks=tasks)
+    return WorkflowStatus(
+        **summary.__dict__, counts=counts, tasks=tasks, input=decode_json(raw.get(F_INPUT))
+    )

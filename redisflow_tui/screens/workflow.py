@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from textual import on, work
@@ -224,6 +225,10 @@ class WorkflowScreen(LiveScreen):
             if st.finished_at:
                 parts.append("· took $took")
                 values["took"] = self.console.clock.since(st.created_at, st.finished_at)
+            if st.input is not None:
+                shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
+                parts.append("· input [b]$input[/b]")
+                values["input"] = shown if len(shown) <= 60 else shown[:59] + "…"
             view_name = MODE_NAMES.get(self.view_mode or "", "…")
             if self.laying_out:
                 view_name += " (laying out…)"

@@ -390,3 +390,22 @@ async def test_an_eviction_policy_is_an_error_notification(
             assert note.severity == "error"
     finally:
         engine.redis.config_set("maxmemory-policy", "noeviction")
+
+
+async def test_the_workflow_screen_shows_the_runs_input(
+    console: Callable[..., RedisflowApp], engine: Engine
+) -> None:
+    wf = Workflow("with-input")
+    wf.task("a")
+    wid = engine.push(wf, input={"file": "orders.csv"})
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        await wait_for(pilot, lambda: screen.view.status is not None)
+        header = screen.query_one("#wf-header")
+        await wait_for(pilot, lambda: "orders.csv" in str(header.render()))
+        assert 'input {"file":"orders.csv"}' in str(header.render())

@@ -255,13 +255,15 @@ local function parent_outputs(wk, parents_csv)
 end
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
--- `rec` is the task's record as read (a hot path: only what it needs is parsed);
--- `agent_json` the agent id JSON-encoded, once per call.
+-- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
+-- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
+-- once per call.
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
--- {their outputs}}.
-local function start_task(wid, wk, i, agent, ct, agent_json, rec, digest)
-  local dk = dkey(wk, digest)
-  local f = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'V')
+-- {their outputs}, workflow input JSON or ""} (codec.decode_claim_row).
+local function start_task(wid, wk, i, agent, agent_json, f)
+  local ct, rec = tonumber(f[2]), f[3]
+  local dk = dkey(wk, f[4])
+  local d = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'V')
   local a, q = 0, ''
   if rec then
     a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
@@ -270,8 +272,13 @@ local function start_task(wid, wk, i, agent, ct, agent_json, rec, digest)
   a = a + 1
   redis.call('HSET', wk, i, trec('running', a, q, NOW - ct, '', agent))
   emit_json('claimed', wid, i, agent_json)
-  return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, f[5] or '[]',
-    parent_outputs(wk, f[4])}
+  return {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
+    parent_outputs(wk, d[4]), f[5] or ''}
+end
+
+-- What a step reads of a workflow to start or walk one of its tasks i: HMGET these.
+local function read_for_task(wk, i)
+  return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in')
 end
 
 -- A running task (record `t`) whose agent is gone (lost, stopped or restarted) while its
@@ -341,12 +348,12 @@ local function open_workflow(wid, wk, allowed, needs, ...)
 end
 
 -- Walk the tasks recorded as the agent's own (its running set): visit(member, wid, i,
--- wk, f, t) for each, f = the workflow's {st, ct, record, d}, t = the parsed record.
+-- wk, f, t) for each, f = the workflow's {st, ct, record, d, in}, t = the parsed record.
 local function each_held(agent, visit)
   for _, member in ipairs(redis.call('SMEMBERS', k_running(agent))) do
     local wid, i = split_member(member)
     local wk = wkey(wid)
-    local f = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+    local f = read_for_task(wk, i)
     visit(member, wid, i, wk, f, tparse(f[3]))
   end
 end

@@ -41,12 +41,12 @@ local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
-  local f = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+  local f = read_for_task(wk, i)
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
   if f[1] == 'running' and tstate(f[3]) == 'ready' then
     move_count('ready', 'running')
-    rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json, f[3], f[4])
+    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f)
     started[#started + 1] = member
   end
 end

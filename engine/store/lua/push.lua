@@ -8,7 +8,8 @@
 --   digest, ntasks, nroots, then per root (idx, type, priority), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
--- Then how many workflows follow, and per workflow: its definition's number (1-based), name.
+-- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
+-- input JSON ("" for none; stored once per workflow, field `in`).
 -- Returns the new workflow ids, in order.
 -- Python validated every definition: nothing here can fail half-way, so the first write
 -- is safe.
@@ -65,12 +66,14 @@ local all, running = {}, {}
 local by_name, name_order, name_json = {}, {}, {}
 local by_type = {}
 for k = 0, nwf - 1 do
-  local def = defs[tonumber(ARGV[pos + 2 * k])]
-  local name = ARGV[pos + 2 * k + 1]
+  local def = defs[tonumber(ARGV[pos + 3 * k])]
+  local name = ARGV[pos + 3 * k + 1]
+  local input = ARGV[pos + 3 * k + 2]
   local wid = tostring(first + shards * k)
   def.uses = def.uses + 1
   def.fields[2] = name
   write_all('HSET', wkey(wid), def.fields)
+  if input ~= '' then redis.call('HSET', wkey(wid), 'in', input) end
   all[#all + 1] = wid
   all[#all + 1] = wid
   running[#running + 1] = NOW
