@@ -10,9 +10,19 @@ import sys
 from collections.abc import Sequence
 
 from ..agent import Agent
+from ..definition import check_name
+from ..errors import DefinitionError
 from ..handlers import exec_handler, import_handler
 from .common import EXIT_BAD_INPUT, EXIT_OK, connect, connection_options, fail, guarded
 from .main import Parser, positive_float, positive_int
+
+
+def task_type(text: str) -> str:
+    """A task type to serve ("" is the default type)."""
+    try:
+        return check_name(text, "--type", None, empty=True)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--type",
         action="append",
         dest="types",
+        type=task_type,
         metavar="T",
         help='a task type to serve (repeat for several; default: the "" type)',
     )
@@ -73,6 +84,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     types = args.types or [""]
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
+    try:
+        check_name(args.id, "--id", None)
+    except DefinitionError as e:
+        return fail(str(e), EXIT_BAD_INPUT)
     engine = connect(args)
     try:
         try:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..client import Engine
+from ..definition import DEFAULT_MAX_TASKS, Workflow, check_name, validate
 from ..errors import DefinitionError
 from ..loader import load_file
 from ..model import WorkflowState
@@ -77,10 +78,37 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a whole number: {_arg(text)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def workflow_id(text: str) -> str:
+    """A workflow id: a whole number."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise argparse.ArgumentTypeError(f"not a workflow id (a whole number): {_arg(text)}")
+    return str(int(text))
+
+
+def name_arg(text: str) -> str:
+    """A workflow name or task type given on the command line."""
+    try:
+        return check_name(text, "the name", None)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _arg(text: str) -> str:
+    """An argument as typed, escaped for a one-line message."""
+    return repr(text) if text.isprintable() else ascii(text)
+
+
+def esc(value: object) -> str:
+    """``value`` as text that rich prints as is (names may hold ``[...]``)."""
+    from rich.markup import escape
+
+    return escape(str(value))
 
 
 def positive_float(text: str) -> float:
@@ -88,7 +116,7 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {_arg(text)}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
     return value
@@ -98,7 +126,7 @@ def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` in seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 12h, 7d)")
+        raise argparse.ArgumentTypeError(f"not a duration: {_arg(text)} (e.g. 90s, 15m, 12h, 7d)")
     scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
     return float(m.group(1)) * scale
 
@@ -114,7 +142,7 @@ def _ago(ts: float | None, now: float) -> str:
 
 
 def _type_label(task_type: str) -> str:
-    return task_type or '""'
+    return esc(task_type) if task_type else '""'
 
 
 def _styled(state: str) -> str:
@@ -124,10 +152,18 @@ def _styled(state: str) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
-def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
+def load_and_validate(args: argparse.Namespace) -> list[Workflow]:
+    """Every workflow of the files, validated: bad input is refused before connecting."""
     workflows = []
     for path in args.files:
-        workflows.extend(load_file(path))
+        for wf in load_file(path, args.max_tasks):
+            validate(wf, args.max_payload, args.max_tasks)
+            workflows.append(wf)
+    return workflows
+
+
+def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
+    workflows = args.workflows
     ids = engine.push_many(wf for wf in workflows for _ in range(args.copies))
     if args.json and not args.wait:
         print_json({"ids": ids})
@@ -170,7 +206,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     now = engine.server_time()
     out.print(
-        f"[bold]workflow {st.id}[/] {st.name}  {_styled(st.state.value)}  "
+        f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}  "
         f"{st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
         f"created {_ago(st.created_at, now)}"
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
@@ -183,24 +219,24 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     table.expand = True
     for t in st.tasks:
         if t.error:
-            detail = f"[red]{t.error.strip().splitlines()[-1]}[/]"
+            detail = f"[red]{esc((t.error.strip().splitlines() or [''])[-1][:300])}[/]"
         else:
             detail = "" if t.output is None else json.dumps(t.output, separators=(",", ":"))
-            detail = detail.replace("[", r"\[")
+            detail = esc(detail[:300])
         took = (
             f"{t.finished_at - t.started_at:.3f}s"
             if t.started_at is not None and t.finished_at is not None
             else "-"
         )
         table.add_row(
-            t.name,
-            t.type or "-",
+            esc(t.name),
+            esc(t.type) or "-",
             _styled(t.state.value),
             f"{t.attempts}" + (f" ({t.failures} failed)" if t.failures else ""),
-            t.agent or "-",
+            esc(t.agent) if t.agent else "-",
             took,
-            ",".join(t.parents) or "-",
-            detail[:300],
+            esc(",".join(t.parents)) or "-",
+            detail,
         )
     out.print(table)
     return EXIT_OK
@@ -218,7 +254,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(
             r.id,
-            r.name,
+            esc(r.name),
             _styled(r.state.value),
             f"{r.succeeded}/{r.total}",
             str(r.failed),
@@ -240,13 +276,13 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
     for a in agents:
         style = {"online": "green", "stale": "yellow", "dead": "red"}.get(a.state.value, "dim")
         table.add_row(
-            a.id,
+            esc(a.id),
             ",".join(_type_label(t) for t in a.types),
             f"[{style}]{a.state.value}[/]",
             "-" if a.heartbeat_age is None else f"{a.heartbeat_age:.1f}s ago",
             str(len(a.running)),
             str(a.concurrency),
-            f"{a.host}/{a.pid}",
+            esc(f"{a.host}/{a.pid}"),
         )
     out.print(table)
     if agents:
@@ -362,15 +398,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=parse_duration, default=None, help="give up waiting after this"
     )
+    p.add_argument(
+        "--max-tasks",
+        type=positive_int,
+        default=DEFAULT_MAX_TASKS,
+        metavar="N",
+        help=f"refuse a workflow of more than N tasks (default {DEFAULT_MAX_TASKS:,})",
+    )
     p.set_defaults(run=cmd_push)
 
     p = sub.add_parser("status", parents=both, help="one workflow and its tasks")
-    p.add_argument("wid")
+    p.add_argument("wid", type=workflow_id)
     p.set_defaults(run=cmd_status)
 
     p = sub.add_parser("list", parents=both, help="workflows, newest first, page by page")
     p.add_argument("--state", choices=[s.value for s in WorkflowState])
-    p.add_argument("--name")
+    p.add_argument("--name", type=name_arg)
     p.add_argument("--page", type=positive_int, default=1)
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(run=cmd_list)
@@ -391,13 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("retry", "run a failed workflow's failed tasks again"),
     ):
         p = sub.add_parser(name, parents=both, help=text)
-        p.add_argument("wid")
+        p.add_argument("wid", type=workflow_id)
         if name == "retry":
-            p.add_argument("--task", action="append", help="retry only this failed task")
+            p.add_argument(
+                "--task", action="append", type=name_arg, help="retry only this failed task"
+            )
         p.set_defaults(run=_control(name))
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
-    p.add_argument("wid", nargs="?")
+    p.add_argument("wid", nargs="?", type=workflow_id)
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
     p.set_defaults(run=cmd_cleanup)
@@ -415,11 +460,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(args.run(None, args))
     if args.command == "push":
         # Parse and validate every file before connecting, so bad input touches nothing.
-        from ..definition import compile_workflow
-
-        for path in args.files:
-            for wf in load_file(path):
-                compile_workflow(wf, args.max_payload)
+        args.workflows = load_and_validate(args)
     engine = connect(args)
     try:
         return int(args.run(engine, args))
