@@ -38,6 +38,7 @@ def fan_out(n: int) -> dict[str, Any]:
     return {"name": f"fan{n}", "tasks": tasks}
 
 
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 SHAPES: dict[str, Callable[[int], dict[str, Any]]] = {"chain": chain, "fan": fan_out}
 
 
@@ -59,7 +60,7 @@ def measure(
                 if fmt == "json":
                     path.write_text(json.dumps(doc, indent=1))
                 else:
-                    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+                    path.write_text(yaml.dump(doc, Dumper=DUMPER, sort_keys=False))
                 [wf], load_s = _timed(lambda p=path: load_file(p, max_tasks))
                 _, validate_s = _timed(lambda w=wf: validate(w, max_tasks=max_tasks))
                 row = {

@@ -239,7 +239,11 @@ def _read_yaml(text: str, source: str, max_tasks: int) -> Any:
     No node graph: composing nodes costs several times more than parsing. YAML merge keys
     are applied; nesting depth, alias expansion and task lists are capped as they come.
     """
-    loader = _YAMLParser(text)
+    try:
+        loader = _YAMLParser(text)
+    except UnicodeEncodeError as e:  # libyaml reads UTF-8: a str may hold lone surrogates
+        line = text.count("\n", 0, e.start) + 1
+        raise DefinitionError(f"{source}:{line}: invalid YAML: a lone surrogate") from None
     try:
         return _YAMLBuilder(loader, source, max_tasks).build()
     finally:
@@ -419,6 +423,12 @@ def _parse(text: str, source: str, max_tasks: int) -> Any:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         what = e.problem or e.context or "malformed YAML"
         raise DefinitionError(f"{where}: invalid YAML: {what}") from None
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        char = f"U+{e.character:04X}" if isinstance(e.character, int) else repr(e.character)
+        raise DefinitionError(
+            f"{source}:{line}: invalid YAML: character {char} is not allowed"
+        ) from None
     except yaml.YAMLError as e:
         raise DefinitionError(f"{source}: invalid YAML: {e}") from None
 
