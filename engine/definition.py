@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import reprlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _encode_payload = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+_quote: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 # Names end up in keys, channels, JSON and one-line messages: no control characters, line
 # breaks or lone surrogates (which cannot be encoded as UTF-8).
 _BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -187,7 +188,13 @@ def _encoded_payload(t: TaskDef, here: str | None, max_payload: int) -> str:
     if problem:
         raise _fail(here, f"task {t.name!r}: payload {problem}")
     try:
-        text = _encode_payload(t.payload)
+        payload = t.payload
+        if type(payload) is str:  # the common cases, without the encoder's set-up per call
+            text = _quote(payload)
+        elif type(payload) is int:
+            text = str(payload)
+        else:
+            text = _encode_payload(payload)
         size = len(text.encode())
     except UnicodeEncodeError:
         raise _fail(
@@ -252,6 +259,7 @@ def validate(
                 f"{MAX_BACKOFF:.0f}, not {show_value(value)}",
             )
     seen: dict[str, TaskDef] = {}
+    types: set[str] = set()
     payloads: list[str] = []
     lo, hi = PRIORITY_RANGE
     for t in wf.tasks:
@@ -266,7 +274,8 @@ def validate(
             also = f" (first defined at {first})" if first else ""
             raise _fail(here, f"duplicate task name {t.name!r}{also}")
         seen[t.name] = t
-        check_name(t.type, f"task {t.name!r}: type", here, empty=True)
+        if type(t.type) is not str or t.type not in types:
+            types.add(check_name(t.type, f"task {t.name!r}: type", here, empty=True))
         if isinstance(t.priority, bool) or not isinstance(t.priority, int):
             raise _fail(
                 here, f"task {t.name!r}: priority must be an integer, not {show_value(t.priority)}"
@@ -380,7 +389,7 @@ def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Co
         else:
             init += [str(i), "ready|0|0|||"]  # state|attempts|ready|begin|done|agent
             roots += [i, t.type, t.priority]
-        if t.type not in types:
+        if type(t.type) is not str or t.type not in types:
             types.append(t.type)
     digest = definition_digest(static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]

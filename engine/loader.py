@@ -43,6 +43,7 @@ from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
     MAX_DEPTH,
+    TaskDef,
     Workflow,
     one_line,
     show_value,
@@ -169,14 +170,25 @@ class _JSONReader:
         idx = _skip(text, idx + 1)
         if text[idx : idx + 1] == "]":
             return out, idx + 1
+        scan, skip = self.scan, _WS.match
         while True:
-            if len(out) == self.max_tasks and role == "task":
+            if role != "task":
+                value, idx = self._value(idx, role)
+            elif len(out) == self.max_tasks:
                 raise DefinitionError(
                     f"{self.source}:{line}: more than {self.max_tasks} tasks in one workflow"
                 )
-            value, idx = self._value(idx, role)
+            else:  # _value(idx, "task"), inlined: this loop runs once per task
+                self.line += text.count("\n", self.pos, idx)
+                self.pos = idx
+                try:
+                    value, idx = scan(text, idx)
+                except StopIteration as e:
+                    raise json.JSONDecodeError("Expecting value", text, e.value) from None
+                if type(value) is _Located:
+                    value.line = self.line
             out.append(value)
-            idx = _skip(text, idx)
+            idx = skip(text, idx).end()  # type: ignore[union-attr]
             ch = text[idx : idx + 1]
             if ch == "]":
                 return out, idx + 1
@@ -443,8 +455,12 @@ def _names(value: Any, what: str, where: str) -> list[str]:
         return []
     if isinstance(value, str):
         return [value]
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
+    if type(value) is list:
+        for v in value:
+            if type(v) is not str:
+                break
+        else:
+            return list(value)
     raise DefinitionError(f"{where}: {what} must be a list of task names, not {show_value(value)}")
 
 
@@ -498,18 +514,23 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
     )
+    add = wf.tasks.append  # TaskDefs made here: this loop runs once per task
     for node in tasks:
         here = _where(source, node)
         t = _mapping(node, "a task", here)
         _known(t, NATIVE_TASK, "task", t.get("name"), here)
-        wf.task(
-            t.get("name") or "",
-            t.get("payload"),
-            type=t.get("type", "") if t.get("type") is not None else "",
-            priority=t.get("priority", 0),
-            after=_names(t.get("after"), "after", here),
-            max_attempts=t.get("max_attempts", 1),
-            where=here,
+        get = t.get
+        task_type = get("type")
+        add(
+            TaskDef(
+                get("name") or "",
+                get("payload"),
+                "" if task_type is None else task_type,
+                get("priority", 0),
+                _names(get("after"), "after", here),
+                get("max_attempts", 1),
+                here,
+            )
         )
     return [wf]
 
