@@ -155,13 +155,9 @@ class _JSONReader:
             if key in out:
                 raise self.error(f"duplicate key {show_value(key)}", out.line)
             out[key] = value
-            idx = _skip(text, idx)
-            ch = text[idx : idx + 1]
-            if ch == "}":
-                return out, idx + 1
-            if ch != ",":
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
-            idx = _skip(text, idx + 1)
+            closed, idx = self._after_item(idx, "}")
+            if closed:
+                return out, idx
 
     def _frame_list(self, idx: int, role: str) -> tuple[list[Any], int]:
         text = self.text
@@ -170,7 +166,7 @@ class _JSONReader:
         idx = _skip(text, idx + 1)
         if text[idx : idx + 1] == "]":
             return out, idx + 1
-        scan, skip = self.scan, _WS.match
+        scan = self.scan
         while True:
             if role != "task":
                 value, idx = self._value(idx, role)
@@ -188,13 +184,21 @@ class _JSONReader:
                 if type(value) is _Located:
                     value.line = self.line
             out.append(value)
-            idx = skip(text, idx).end()  # type: ignore[union-attr]
-            ch = text[idx : idx + 1]
-            if ch == "]":
-                return out, idx + 1
-            if ch != ",":
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
-            idx = _skip(text, idx + 1)
+            closed, idx = self._after_item(idx, "]")
+            if closed:
+                return out, idx
+
+    def _after_item(self, idx: int, close: str) -> tuple[bool, int]:
+        """After an item: ``(True, end)`` at the closing bracket, else ``(False, where the
+        next item starts)``."""
+        text = self.text
+        idx = _skip(text, idx)
+        ch = text[idx : idx + 1]
+        if ch == close:
+            return True, idx + 1
+        if ch != ",":
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
+        return False, _skip(text, idx + 1)
 
 
 def _read_json(text: str, source: str, max_tasks: int) -> Any:
