@@ -336,18 +336,30 @@ def test_push_max_tasks_option(
     assert "more than 4 tasks" in capsys.readouterr().err
     assert list(engine.redis.scan_iter(match=engine.keys.pattern)) == []
     assert cli_run(["push", str(path), "--url", redis_url, "--max-tasks", "5"]) == 0
+    too_many = str(DEFAULT_MAX_TASKS + 1)
+    assert cli_run(["push", str(path), "--url", redis_url, "--max-tasks", too_many]) == 2
+    assert f"must be at most {DEFAULT_MAX_TASKS}" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_200k_tasks_are_refused_and_a_100k_chain_loads(suffix: str, tmp_path: Path) -> None:
     path = tmp_path / f"big{suffix}"
-    _write(path, {"name": "w", "tasks": [{"name": f"t{i}"} for i in range(200_000)]})
-    with pytest.raises(DefinitionError, match=f"more than {DEFAULT_MAX_TASKS} tasks"):
+    if suffix == ".json":
+        _write(path, {"name": "w", "tasks": [{"name": f"t{i}"} for i in range(200_000)]})
+    else:  # written by hand: the YAML dumper takes longer than the test
+        path.write_text("name: w\ntasks:\n" + "".join(f"- name: t{i}\n" for i in range(200_000)))
+    with pytest.raises(DefinitionError, match=f"big{suffix}:\\d+: more than {DEFAULT_MAX_TASKS}"):
         load_file(path)
-    tasks: list[dict[str, Any]] = [{"name": "t0"}]
-    tasks += [{"name": f"t{i}", "after": [f"t{i - 1}"]} for i in range(1, DEFAULT_MAX_TASKS)]
-    _write(path, {"name": "w", "tasks": tasks})
+    if suffix == ".json":
+        tasks: list[dict[str, Any]] = [{"name": "t0"}]
+        tasks += [{"name": f"t{i}", "after": [f"t{i - 1}"]} for i in range(1, DEFAULT_MAX_TASKS)]
+        _write(path, {"name": "w", "tasks": tasks})
+    else:
+        path.write_text(
+            "name: w\ntasks:\n- name: t0\n"
+            + "".join(f"- name: t{i}\n  after: [t{i - 1}]\n" for i in range(1, DEFAULT_MAX_TASKS))
+        )
     [wf] = load_file(path)
     assert len(validate(wf)) == DEFAULT_MAX_TASKS
     assert wf.tasks[-1].after == [f"t{DEFAULT_MAX_TASKS - 2}"]

@@ -84,6 +84,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def max_tasks(text: str) -> int:
+    """A limit on tasks per workflow, up to the engine's own (push_many checks that one)."""
+    value = positive_int(text)
+    if value > DEFAULT_MAX_TASKS:
+        raise argparse.ArgumentTypeError(f"must be at most {DEFAULT_MAX_TASKS}, not {value}")
+    return value
+
+
 def workflow_id(text: str) -> str:
     """A workflow id: a whole number."""
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
@@ -400,10 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-tasks",
-        type=positive_int,
+        type=max_tasks,
         default=DEFAULT_MAX_TASKS,
         metavar="N",
-        help=f"refuse a workflow of more than N tasks (default {DEFAULT_MAX_TASKS:,})",
+        help=f"refuse a workflow of more than N tasks (default and most: {DEFAULT_MAX_TASKS:,})",
     )
     p.set_defaults(run=cmd_push)
 
