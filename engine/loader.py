@@ -224,6 +224,8 @@ def _read_json(text: str, source: str, max_tasks: int) -> Any:
 _YAMLParser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 _MAP_TAGS = {None, "!", "tag:yaml.org,2002:map"}
 _SEQ_TAGS = {None, "!", "tag:yaml.org,2002:seq"}
 # Aliases may make the document at most this many times larger than its own nodes,
@@ -236,17 +238,28 @@ _MERGE = object()
 class _Open:
     """A mapping or sequence being built from parser events."""
 
-    __slots__ = ("value", "is_map", "anchor", "size", "height", "key", "key_mark", "merges")
+    __slots__ = (
+        "value",
+        "is_map",
+        "anchor",
+        "size",
+        "height",
+        "key",
+        "key_event",
+        "merges",
+        "tasks",
+    )
 
     def __init__(self, value: Any, is_map: bool, anchor: str | None) -> None:
         self.value = value
         self.is_map = is_map
         self.anchor = anchor
-        self.size = 1  # values, aliases expanded
+        self.size = 1  # values, aliases expanded (counted inside anchored nodes only)
         self.height = 1
         self.key: Any = _NO_KEY
-        self.key_mark: Any = None
+        self.key_event: Any = None
         self.merges: list[dict[Any, Any]] = []
+        self.tasks: int | None = None  # the line of a list of tasks
 
 
 def _read_yaml(text: str, source: str, max_tasks: int) -> Any:
@@ -284,17 +297,19 @@ class _YAMLBuilder:
     def build(self) -> Any:
         get_event = self.loader.get_event
         tags = self.tags
+        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+        map_start, seq_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+        map_end, seq_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
         stack: list[_Open] = []
         anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
-        task_lists: dict[int, int] = {}  # id of a list of tasks -> its line
-        events = expanded = documents = 0
+        events = expanded = documents = anchored = 0  # anchored: open anchored nodes
         result: Any = None
         while True:
             ev = get_event()
             kind = type(ev)
             events += 1
             size, height = 1, 0
-            if kind is yaml.ScalarEvent:
+            if kind is scalar_event:
                 value = ev.value
                 # Fast path: a plain scalar already known to be a string, or a quoted one.
                 if ev.tag is not None or (ev.implicit[0] and tags.get(value) is not _STR_TAG):
@@ -302,8 +317,8 @@ class _YAMLBuilder:
                 if ev.anchor is not None:
                     anchors[ev.anchor] = (value, 1, 0)
                 expanded += 1
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-                is_map = kind is yaml.MappingStartEvent
+            elif kind is map_start or kind is seq_start:
+                is_map = kind is map_start
                 if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
                     raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
                 if len(stack) >= MAX_DEPTH:
@@ -311,19 +326,22 @@ class _YAMLBuilder:
                 if is_map:
                     value = _Located()
                     value.line = ev.start_mark.line + 1
+                    stack.append(_Open(value, True, ev.anchor))
                 else:
-                    value = []
+                    opened = _Open([], False, ev.anchor)
                     # The lists whose items are tasks: the file itself (seed 000),
                     # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
                     parent = stack[-1] if stack else None
                     if parent is None or (
                         len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
                     ):
-                        task_lists[id(value)] = ev.start_mark.line + 1
-                stack.append(_Open(value, is_map, ev.anchor))
+                        opened.tasks = ev.start_mark.line + 1
+                    stack.append(opened)
+                if ev.anchor is not None:
+                    anchored += 1
                 expanded += 1
                 continue
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            elif kind is map_end or kind is seq_end:
                 done = stack.pop()
                 value, size, height = done.value, done.size, done.height
                 if done.merges:
@@ -334,7 +352,8 @@ class _YAMLBuilder:
                     value.update(done.value)
                 if done.anchor is not None:
                     anchors[done.anchor] = (value, size, height)
-            elif kind is yaml.AliasEvent:
+                    anchored -= 1
+            elif kind is alias_event:
                 got = anchors.get(ev.anchor)
                 if got is None:
                     inside = any(o.anchor == ev.anchor for o in stack)
@@ -365,30 +384,32 @@ class _YAMLBuilder:
                 continue
             # Put the finished value into the open mapping or sequence.
             top = stack[-1]
-            top.size += size
-            if height >= top.height:
-                top.height = height + 1
+            if anchored:  # sizes and heights matter only to what an alias may repeat
+                top.size += size
+                if height >= top.height:
+                    top.height = height + 1
             if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
                 value = "<<"  # a merge key's text anywhere but as a key
             if not top.is_map:
-                line = task_lists.get(id(top.value))
-                if line is not None and len(top.value) >= self.max_tasks:
+                if top.tasks is not None and len(top.value) >= self.max_tasks:
                     raise DefinitionError(
-                        f"{self.source}:{line}: more than {self.max_tasks} tasks in one workflow"
+                        f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one "
+                        "workflow"
                     )
                 top.value.append(value)
             elif top.key is _NO_KEY:
-                if isinstance(value, list | dict):
+                if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
                     raise self.fail(ev.start_mark, "a mapping key must be a plain value")
                 if value in top.value or (value is _MERGE and top.merges):
                     key = "<<" if value is _MERGE else value
                     raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
-                top.key, top.key_mark = value, ev.start_mark
+                top.key, top.key_event = value, ev
             elif top.key is _MERGE:
                 merges = value if isinstance(value, list) else [value]
                 if not merges or not all(isinstance(m, dict) for m in merges):
                     raise self.fail(
-                        top.key_mark, "a merge key (<<) takes a mapping or a list of them"
+                        top.key_event.start_mark,
+                        "a merge key (<<) takes a mapping or a list of them",
                     )
                 top.merges = merges
                 top.key = _NO_KEY
@@ -415,6 +436,8 @@ class _YAMLBuilder:
             return value
         if tag == _MERGE_TAG:
             return _MERGE
+        if tag == _INT_TAG and _DECIMAL.fullmatch(value) and len(value) < 4000:
+            return int(value)  # as PyYAML reads it, minus its generality
         construct = self.loader.yaml_constructors.get(tag)
         if construct is None:
             raise self.fail(ev.start_mark, f"unsupported tag {show_value(tag)}")
