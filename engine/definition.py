@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Sequence
+import re
+import reprlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,8 +14,47 @@ from .errors import DefinitionError
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
 PRIORITY_RANGE = (-999, 999)
-MAX_TASKS = 100_000
+DEFAULT_MAX_TASKS = 100_000  # tasks per workflow, unless validate() is given another limit
+MAX_TASKS = DEFAULT_MAX_TASKS
+MAX_DEPTH = 100  # nesting levels of a payload (and of a workflow file)
+MAX_NAME = 1000  # characters of a workflow, task or type name
+MAX_ATTEMPTS = 1_000_000
+MAX_BACKOFF = 366 * 86400.0  # seconds
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Payloads are JSON for handlers in any language: no NaN or Infinity.
+_encode_payload = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+_quote: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined, unused-ignore]
+# Names end up in keys, channels, JSON and one-line messages: no control characters, line
+# breaks or lone surrogates (which cannot be encoded as UTF-8).
+_BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 256:  # repr() of a long enough int raises (the digit limit)
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _ShortRepr()
+_REPR.maxstring = _REPR.maxother = 60
+
+
+def show_value(value: Any) -> str:
+    """A short one-line ``repr`` of any value, however big, deep or long, for messages."""
+    try:
+        return one_line(_REPR.repr(value))
+    except Exception:  # a user's object whose __repr__ fails
+        return f"<a {type(value).__name__}>"
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters, line breaks and lone surrogates escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass
@@ -75,7 +115,15 @@ class Workflow:
         where: str | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``."""
-        parents = [p.name if isinstance(p, TaskDef) else p for p in after]
+        if isinstance(after, TaskDef | str):
+            after = [after]
+        try:
+            parents = [p.name if isinstance(p, TaskDef) else p for p in after]
+        except TypeError:
+            raise _fail(
+                where,
+                f"task {show_value(name)}: after must be a list of tasks, not {show_value(after)}",
+            ) from None
         t = TaskDef(name, payload, type, priority, parents, max_attempts, where)
         self.tasks.append(t)
         return t
@@ -92,84 +140,173 @@ def _at(where: str | None) -> str:
 
 
 def _fail(where: str | None, message: str) -> DefinitionError:
-    return DefinitionError(f"{_at(where)}{message}")
+    return DefinitionError(one_line(f"{_at(where)}{message}"))
 
 
-def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
+def check_name(value: Any, what: str, where: str | None, empty: bool = False) -> str:
+    """``value`` if it is a usable name (``what`` says whose); else raise
+    :class:`DefinitionError`. ``empty``: the empty string is allowed (the default type)."""
+    if not isinstance(value, str):
+        raise _fail(where, f"{what} must be a string, not {show_value(value)} (quote it)")
+    if not value.strip() and not (empty and value == ""):
+        raise _fail(where, f"{what} is empty" if not value else f"{what} is only blanks")
+    if len(value) > MAX_NAME:
+        raise _fail(where, f"{what} is {len(value)} characters long; at most {MAX_NAME}")
+    bad = _BAD_NAME_CHAR.search(value)
+    if bad:
+        raise _fail(
+            where,
+            f"{what} {show_value(value)} holds {show_value(bad.group())} at {bad.start()}: "
+            "no control characters, line breaks or lone surrogates",
+        )
+    return value
+
+
+def _payload_problem(payload: Any, max_nodes: int) -> str | None:
+    """Why a payload cannot be JSON within limits, found without recursion: too deep,
+    or more values than ``max_nodes`` (a value takes at least one byte of JSON, and shared
+    references in Python could otherwise expand without end)."""
+    if not isinstance(payload, list | dict):
+        return None
+    stack: list[tuple[Any, int]] = [(payload, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"is nested more than {MAX_DEPTH} levels deep (or contains itself)"
+        items = value.values() if isinstance(value, dict) else value
+        nodes += len(items)
+        if nodes > max_nodes:
+            return f"has more than {max_nodes} values, over the {max_nodes}-byte limit"
+        stack.extend((v, depth + 1) for v in items if isinstance(v, list | dict))
+    return None
+
+
+def _encoded_payload(t: TaskDef, here: str | None, max_payload: int) -> str:
+    problem = _payload_problem(t.payload, max_payload)
+    if problem:
+        raise _fail(here, f"task {t.name!r}: payload {problem}")
+    try:
+        payload = t.payload
+        if type(payload) is str:  # the common cases, without the encoder's set-up per call
+            text = _quote(payload)
+        elif type(payload) is int:
+            text = str(payload)
+        else:
+            text = _encode_payload(payload)
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        raise _fail(
+            here, f"task {t.name!r}: payload holds a lone surrogate (not Unicode)"
+        ) from None
+    except (TypeError, ValueError, RecursionError) as e:
+        raise _fail(
+            here, f"task {t.name!r}: payload is not JSON-serialisable ({show_value(str(e))})"
+        ) from None
+    if size > max_payload:
+        raise _fail(
+            here, f"task {t.name!r}: payload is {size} bytes, over the {max_payload}-byte limit"
+        )
+    return text
+
+
+def validate(
+    wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD, max_tasks: int = DEFAULT_MAX_TASKS
+) -> list[str]:
     """Check a definition; raise :class:`DefinitionError` naming what and where.
 
-    Returns the JSON text of every task's payload (``None`` for no payload), in task order.
+    Args:
+        wf: the workflow.
+        max_payload: the largest payload, in bytes of JSON.
+        max_tasks: the most tasks a workflow may have.
+
+    Returns the JSON text of every task's payload (``""`` for no payload), in task order.
     """
-    where = wf.where
-    if not isinstance(wf.name, str):
-        raise _fail(where, f"workflow name must be a string, not {wf.name!r} (quote it)")
-    if not wf.name.strip():
+    where = wf.where if isinstance(wf.where, str) else None
+    if isinstance(wf.name, str) and not wf.name.strip():
         raise _fail(where, "the workflow has no name")
-    if not wf.tasks:
-        raise _fail(where, f"workflow {wf.name!r} has no tasks")
-    if len(wf.tasks) > MAX_TASKS:
-        raise _fail(where, f"workflow {wf.name!r} has {len(wf.tasks)} tasks; at most {MAX_TASKS}")
-    if not isinstance(wf.retry_backoff, int | float) or not 0 <= wf.retry_backoff < math.inf:
-        raise _fail(where, f"workflow {wf.name!r}: retry_backoff must be a number >= 0")
-    cap = wf.retry_backoff_max
-    if isinstance(cap, bool) or not isinstance(cap, int | float) or not 0 <= cap < math.inf:
-        raise _fail(where, f"workflow {wf.name!r}: retry_backoff_max must be a number >= 0")
+    name = check_name(wf.name, "workflow name", where)
+    if not isinstance(wf.tasks, list) or not wf.tasks:
+        raise _fail(where, f"workflow {name!r} has no tasks")
+    if len(wf.tasks) > max_tasks:
+        raise _fail(where, f"workflow {name!r} has {len(wf.tasks)} tasks; at most {max_tasks}")
+    for what, value in (
+        ("retry_backoff", wf.retry_backoff),
+        ("retry_backoff_max", wf.retry_backoff_max),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value <= MAX_BACKOFF
+        ):
+            raise _fail(
+                where,
+                f"workflow {name!r}: {what} must be a number of seconds from 0 to "
+                f"{MAX_BACKOFF:.0f}, not {show_value(value)}",
+            )
     seen: dict[str, TaskDef] = {}
+    types: set[str] = set()
     payloads: list[str] = []
     lo, hi = PRIORITY_RANGE
     for t in wf.tasks:
-        here = t.where or where
-        if not isinstance(t.name, str):
-            raise _fail(here, f"task name must be a string, not {t.name!r} (quote it)")
-        if not t.name:
-            raise _fail(here, f"a task of workflow {wf.name!r} has no name")
+        if not isinstance(t, TaskDef):
+            raise _fail(where, f"workflow {name!r}: not a task: {show_value(t)}")
+        here = t.where if isinstance(t.where, str) else where
+        if isinstance(t.name, str) and t.name == "":
+            raise _fail(here, f"a task of workflow {name!r} has no name")
+        check_name(t.name, "task name", here)
         if t.name in seen:
             first = seen[t.name].where
             also = f" (first defined at {first})" if first else ""
             raise _fail(here, f"duplicate task name {t.name!r}{also}")
         seen[t.name] = t
-        if not isinstance(t.type, str):
-            raise _fail(here, f"task {t.name!r}: type must be a string, not {t.type!r}")
+        if type(t.type) is not str or t.type not in types:
+            types.add(check_name(t.type, f"task {t.name!r}: type", here, empty=True))
         if isinstance(t.priority, bool) or not isinstance(t.priority, int):
-            raise _fail(here, f"task {t.name!r}: priority must be an integer, not {t.priority!r}")
+            raise _fail(
+                here, f"task {t.name!r}: priority must be an integer, not {show_value(t.priority)}"
+            )
         if not lo <= t.priority <= hi:
-            raise _fail(here, f"task {t.name!r}: priority {t.priority} is outside {lo}..{hi}")
+            raise _fail(
+                here, f"task {t.name!r}: priority {show_value(t.priority)} is outside {lo}..{hi}"
+            )
         if isinstance(t.max_attempts, bool) or not isinstance(t.max_attempts, int):
             raise _fail(here, f"task {t.name!r}: max_attempts must be an integer")
         if t.max_attempts < 1:
             raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
-        if t.payload is None:
-            payloads.append("")
-            continue
-        try:
-            text = _encode(t.payload)
-        except (TypeError, ValueError) as e:
-            raise _fail(here, f"task {t.name!r}: payload is not JSON-serialisable ({e})") from None
-        size = len(text.encode())
-        if size > max_payload:
-            raise _fail(
-                here, f"task {t.name!r}: payload is {size} bytes, over the {max_payload}-byte limit"
-            )
-        payloads.append(text)
-    children: dict[str, list[str]] = {name: [] for name in seen}
+        if t.max_attempts > MAX_ATTEMPTS:
+            raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
+        if not isinstance(t.after, list):
+            raise _fail(here, f"task {t.name!r}: after must be a list of task names")
+        for p in t.after:
+            if not isinstance(p, str):
+                raise _fail(
+                    here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}"
+                )
+        payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
+    children: dict[str, list[str]] = {n: [] for n in seen}
     # When every parent is defined before its child (the usual way to write a DAG) the
     # definition order is a topological order and no cycle can exist.
     earlier: set[str] = set()
     ordered = True
     for t in wf.tasks:
+        here = t.where if isinstance(t.where, str) else where
         for p in t.after:
             if p == t.name:
-                raise _fail(t.where or where, f"task {t.name!r} depends on itself")
+                raise _fail(here, f"task {t.name!r} depends on itself")
             if p not in seen:
-                raise _fail(t.where or where, f"task {t.name!r} depends on unknown task {p!r}")
+                raise _fail(here, f"task {t.name!r} depends on unknown task {show_value(p)}")
             children[p].append(t.name)
             ordered = ordered and p in earlier
         if len(set(t.after)) != len(t.after):
-            raise _fail(t.where or where, f"task {t.name!r} lists a parent twice")
+            raise _fail(here, f"task {t.name!r} lists a parent twice")
         earlier.add(t.name)
     cycle = None if ordered else find_cycle(children)
     if cycle:
-        raise _fail(where, f"workflow {wf.name!r} has a cycle: {' -> '.join(cycle)}")
+        shown = (
+            cycle if len(cycle) <= 12 else [*cycle[:6], f"... {len(cycle) - 11} more", *cycle[-5:]]
+        )
+        raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
     return payloads
 
 

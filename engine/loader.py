@@ -20,6 +20,11 @@ definition and ``itemListKey`` in its payload for its handler to fan out over.
 
 Seed 000 (a list of tasks with ``Name``, ``Type``, ``Payload``, ``Parents``, ``Children``,
 optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must agree.
+
+Hostile input is refused quickly with one line naming the file and line: nesting deeper
+than ``MAX_DEPTH``, YAML aliases that expand the document more than ``ALIAS_GROWTH``
+times, more tasks than ``max_tasks`` (counted before any task is built), integers longer
+than Python converts, and NaN or Infinity in JSON.
 """
 
 from __future__ import annotations
@@ -27,97 +32,442 @@ from __future__ import annotations
 import json
 import json.decoder
 import json.scanner
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .definition import DEFAULT_BACKOFF_MAX, Workflow
+from .definition import (
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_MAX_TASKS,
+    MAX_DEPTH,
+    TaskDef,
+    Workflow,
+    one_line,
+    show_value,
+)
 from .errors import DefinitionError
 
 
 class _Located(dict[str, Any]):
+    """A mapping that remembers the line it starts on."""
+
     line: int | None = None
 
 
-class _LineLoader(yaml.SafeLoader):
-    """A safe loader that remembers the line of every mapping."""
+# -- JSON -------------------------------------------------------------------------------
+
+_WS = re.compile(r"[ \t\n\r]*")
+_TASK_LISTS = {"tasks", "Tasks", "steps"}
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _Located:
-    loader.flatten_mapping(node)
-    out = _Located()
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                None, None, "a mapping key must be a plain value", key_node.start_mark
-            ) from None
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=True)
-    out.line = node.start_mark.line + 1
-    return out
+def _skip(text: str, pos: int) -> int:
+    m = _WS.match(text, pos)
+    return m.end() if m else pos
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+class _JSONReader:
+    """Reads JSON as JSON (YAML 1.1 reads ``1e3`` as a string and rejects tabs).
 
-
-class _JSONLineDecoder(json.JSONDecoder):
-    """A JSON decoder whose objects remember their line, like :class:`_LineLoader`'s.
-
-    JSON is parsed as JSON, not as YAML: YAML 1.1 reads ``1e3`` as a string and
-    rejects tab indentation, both valid JSON.
+    Only the frame of the file is read in Python: the top object, the ``workflows`` list,
+    workflows, and the lists of tasks or steps, each task's line noted as its list is
+    read. Each task or step, payload included, is read by the standard library's C
+    scanner. Lines are counted as the reader moves on, so the file is counted once, and
+    a list of more than ``max_tasks`` tasks is refused before the rest is read.
     """
 
-    def __init__(self, source: str) -> None:
-        super().__init__()
+    def __init__(self, text: str, source: str, max_tasks: int) -> None:
+        self.text, self.source, self.max_tasks = text, source, max_tasks
+        self.pos, self.line = 0, 1
+        context = json.JSONDecoder(object_pairs_hook=self._object, parse_constant=self._constant)
+        self.scan = json.scanner.make_scanner(context)  # type: ignore[arg-type]
 
-        def parse_object(
-            s_and_end: tuple[str, int], strict: bool, scan_once: Any, *_: Any
-        ) -> tuple[_Located, int]:
-            s, end = s_and_end
-            pairs, after = json.decoder.JSONObject(  # type: ignore[attr-defined]
-                s_and_end, strict, scan_once, None, list, self.memo
-            )
-            located = _Located()
-            located.line = s.count("\n", 0, end) + 1
-            for key, value in pairs:
-                if key in located:
-                    raise DefinitionError(
-                        f"{source}:{located.line}: invalid JSON: duplicate key {key!r}"
-                    )
-                located[key] = value
-            return located, after
+    def _line_at(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
 
-        self.memo: dict[str, str] = {}
-        self.parse_object = parse_object
-        # The C scanner ignores parse_object; the pure-Python one calls it. (json.scanner
-        # has py_make_scanner, but the standard library's type stubs leave it out.)
-        self.scan_once = json.scanner.py_make_scanner(self)  # type: ignore[attr-defined]
+    def _object(self, pairs: list[tuple[str, Any]]) -> _Located:
+        out = _Located(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise self.error(f"duplicate key {show_value(key)}", self.line)
+                seen.add(key)
+        return out
 
+    def _constant(self, name: str) -> Any:
+        raise self.error(f"{name} is not a JSON value", self.line)
 
-def _parse(text: str, source: str) -> Any:
-    if source.endswith(".json"):
-        if not text.strip():
-            return None
+    def error(self, what: str, line: int | None) -> DefinitionError:
+        return DefinitionError(f"{self.source}:{line}: invalid JSON: {what}")
+
+    def read(self) -> Any:
+        text = self.text
+        value, end = self._value(_skip(text, 0), "doc")
+        end = _skip(text, end)
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
+        return value
+
+    def _value(self, idx: int, role: str) -> tuple[Any, int]:
+        """The value at ``idx`` in its ``role``: doc, workflow, workflows, tasks, task."""
+        ch = self.text[idx : idx + 1]
+        if ch == "{" and role in ("doc", "workflow"):
+            return self._frame_object(idx, role)
+        if ch == "[" and role in ("doc", "tasks", "workflows"):
+            return self._frame_list(idx, "workflow" if role == "workflows" else "task")
+        line = self._line_at(idx) if role == "task" else None
         try:
-            return _JSONLineDecoder(source).decode(text)
-        except json.JSONDecodeError as e:
-            raise DefinitionError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-        except RecursionError:
-            raise DefinitionError(f"{source}: invalid JSON: nested too deeply") from None
+            value, end = self.scan(self.text, idx)
+        except StopIteration as e:
+            raise json.JSONDecodeError("Expecting value", self.text, e.value) from None
+        if line is not None and isinstance(value, _Located):
+            value.line = line
+        return value, end
+
+    def _frame_object(self, idx: int, role: str) -> tuple[_Located, int]:
+        text = self.text
+        out = _Located()
+        out.line = self._line_at(idx)
+        idx = _skip(text, idx + 1)
+        if text[idx : idx + 1] == "}":
+            return out, idx + 1
+        while True:
+            if text[idx : idx + 1] != '"':
+                raise json.JSONDecodeError(
+                    "Expecting property name enclosed in double quotes", text, idx
+                )
+            key, idx = json.decoder.scanstring(text, idx + 1, True)  # type: ignore[attr-defined]
+            idx = _skip(text, idx)
+            if text[idx : idx + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
+            if key in _TASK_LISTS:
+                child = "tasks"
+            elif key == "workflows" and role == "doc":
+                child = "workflows"
+            else:
+                child = "value"
+            value, idx = self._value(_skip(text, idx + 1), child)
+            if key in out:
+                raise self.error(f"duplicate key {show_value(key)}", out.line)
+            out[key] = value
+            closed, idx = self._after_item(idx, "}")
+            if closed:
+                return out, idx
+
+    def _frame_list(self, idx: int, role: str) -> tuple[list[Any], int]:
+        text = self.text
+        line = self._line_at(idx)
+        out: list[Any] = []
+        idx = _skip(text, idx + 1)
+        if text[idx : idx + 1] == "]":
+            return out, idx + 1
+        scan = self.scan
+        while True:
+            if role != "task":
+                value, idx = self._value(idx, role)
+            elif len(out) == self.max_tasks:
+                raise DefinitionError(
+                    f"{self.source}:{line}: more than {self.max_tasks} tasks in one workflow"
+                )
+            else:  # _value(idx, "task"), inlined: this loop runs once per task
+                self.line += text.count("\n", self.pos, idx)
+                self.pos = idx
+                try:
+                    value, idx = scan(text, idx)
+                except StopIteration as e:
+                    raise json.JSONDecodeError("Expecting value", text, e.value) from None
+                if type(value) is _Located:
+                    value.line = self.line
+            out.append(value)
+            closed, idx = self._after_item(idx, "]")
+            if closed:
+                return out, idx
+
+    def _after_item(self, idx: int, close: str) -> tuple[bool, int]:
+        """After an item: ``(True, end)`` at the closing bracket, else ``(False, where the
+        next item starts)``."""
+        text = self.text
+        idx = _skip(text, idx)
+        ch = text[idx : idx + 1]
+        if ch == close:
+            return True, idx + 1
+        if ch != ",":
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
+        return False, _skip(text, idx + 1)
+
+
+def _read_json(text: str, source: str, max_tasks: int) -> Any:
+    reader = _JSONReader(text, source, max_tasks)
     try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+        return reader.read()
+    except json.JSONDecodeError as e:
+        raise DefinitionError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise reader.error("nested too deeply", reader.line) from None
+    except ValueError as e:  # int(): more digits than sys.get_int_max_str_digits()
+        long = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1}}}", text)
+        if long is None:
+            raise reader.error(str(e), reader.line) from None
+        line = text.count("\n", 0, long.start()) + 1
+        raise reader.error(
+            f"an integer of more than {sys.get_int_max_str_digits()} digits", line
+        ) from None
+
+
+# -- YAML -------------------------------------------------------------------------------
+
+_YAMLParser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_MAP_TAGS = {None, "!", "tag:yaml.org,2002:map"}
+_SEQ_TAGS = {None, "!", "tag:yaml.org,2002:seq"}
+# Aliases may make the document at most this many times larger than its own nodes,
+# plus a constant: an alias bomb ("billion laughs") is refused as it starts to expand.
+ALIAS_GROWTH, ALIAS_ALLOWANCE = 10, 100_000
+_NO_KEY = object()
+_MERGE = object()
+
+
+class _Open:
+    """A mapping or sequence being built from parser events."""
+
+    __slots__ = (
+        "value",
+        "is_map",
+        "anchor",
+        "size",
+        "height",
+        "key",
+        "key_event",
+        "merges",
+        "tasks",
+    )
+
+    def __init__(self, value: Any, is_map: bool, anchor: str | None) -> None:
+        self.value = value
+        self.is_map = is_map
+        self.anchor = anchor
+        self.size = 1  # values, aliases expanded (counted inside anchored nodes only)
+        self.height = 1
+        self.key: Any = _NO_KEY
+        self.key_event: Any = None
+        self.merges: list[dict[Any, Any]] = []
+        self.tasks: int | None = None  # the line of a list of tasks
+
+
+def _read_yaml(text: str, source: str, max_tasks: int) -> Any:
+    """Build the document straight from the parser's events, with every mapping's line.
+
+    No node graph: composing nodes costs several times more than parsing. YAML merge keys
+    are applied; nesting depth, alias expansion and task lists are capped as they come.
+    """
+    try:
+        loader = _YAMLParser(text)
+    except UnicodeEncodeError as e:  # libyaml reads UTF-8: a str may hold lone surrogates
+        line = text.count("\n", 0, e.start) + 1
+        raise DefinitionError(f"{source}:{line}: invalid YAML: a lone surrogate") from None
+    try:
+        return _YAMLBuilder(loader, source, max_tasks).build()
+    finally:
+        loader.dispose()
+
+
+class _YAMLBuilder:
+    def __init__(self, loader: Any, source: str, max_tasks: int) -> None:
+        self.loader = loader
+        self.source = source
+        self.max_tasks = max_tasks
+        self.resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]] = (
+            loader.yaml_implicit_resolvers
+        )
+        self.tags: dict[str, str] = {}  # plain scalar -> its resolved tag, for short ones
+
+    def fail(self, mark: Any, what: str) -> DefinitionError:
+        return DefinitionError(
+            f"{self.source}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {what}"
+        )
+
+    def build(self) -> Any:
+        get_event = self.loader.get_event
+        tags = self.tags
+        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+        map_start, seq_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+        map_end, seq_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
+        stack: list[_Open] = []
+        anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
+        events = expanded = documents = anchored = 0  # anchored: open anchored nodes
+        result: Any = None
+        while True:
+            ev = get_event()
+            kind = type(ev)
+            events += 1
+            size, height = 1, 0
+            if kind is scalar_event:
+                value = ev.value
+                # Fast path: a plain scalar already known to be a string, or a quoted one.
+                if ev.tag is not None or (ev.implicit[0] and tags.get(value) is not _STR_TAG):
+                    value = self.scalar(ev)
+                if ev.anchor is not None:
+                    anchors[ev.anchor] = (value, 1, 0)
+                expanded += 1
+            elif kind is map_start or kind is seq_start:
+                is_map = kind is map_start
+                if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+                    raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
+                if len(stack) >= MAX_DEPTH:
+                    raise self.fail(ev.start_mark, f"nested more than {MAX_DEPTH} levels deep")
+                if is_map:
+                    value = _Located()
+                    value.line = ev.start_mark.line + 1
+                    stack.append(_Open(value, True, ev.anchor))
+                else:
+                    opened = _Open([], False, ev.anchor)
+                    # The lists whose items are tasks: the file itself (seed 000),
+                    # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
+                    parent = stack[-1] if stack else None
+                    if parent is None or (
+                        len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
+                    ):
+                        opened.tasks = ev.start_mark.line + 1
+                    stack.append(opened)
+                if ev.anchor is not None:
+                    anchored += 1
+                expanded += 1
+                continue
+            elif kind is map_end or kind is seq_end:
+                done = stack.pop()
+                value, size, height = done.value, done.size, done.height
+                if done.merges:
+                    value = _Located()
+                    value.line = done.value.line
+                    for merged in reversed(done.merges):  # the first one listed wins
+                        value.update(merged)
+                    value.update(done.value)
+                if done.anchor is not None:
+                    anchors[done.anchor] = (value, size, height)
+                    anchored -= 1
+            elif kind is alias_event:
+                got = anchors.get(ev.anchor)
+                if got is None:
+                    inside = any(o.anchor == ev.anchor for o in stack)
+                    what = "refers to a node that contains it" if inside else "is undefined"
+                    raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
+                value, size, height = got
+                if len(stack) + height > MAX_DEPTH:
+                    raise self.fail(ev.start_mark, f"nested more than {MAX_DEPTH} levels deep")
+                expanded += size
+                if expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
+                    raise self.fail(
+                        ev.start_mark,
+                        f"aliases expand the document past {expanded} values "
+                        f"(at most {ALIAS_GROWTH} times its own size)",
+                    )
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise self.fail(ev.start_mark, "expected one document, found another")
+                anchors.clear()
+                continue
+            elif ev is None or kind is yaml.StreamEndEvent:
+                return result
+            else:
+                continue
+            if not stack:
+                result = None if value is _MERGE else value
+                continue
+            # Put the finished value into the open mapping or sequence.
+            top = stack[-1]
+            if anchored:  # sizes and heights matter only to what an alias may repeat
+                top.size += size
+                if height >= top.height:
+                    top.height = height + 1
+            if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
+                value = "<<"  # a merge key's text anywhere but as a key
+            if not top.is_map:
+                if top.tasks is not None and len(top.value) >= self.max_tasks:
+                    raise DefinitionError(
+                        f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one "
+                        "workflow"
+                    )
+                top.value.append(value)
+            elif top.key is _NO_KEY:
+                if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
+                    raise self.fail(ev.start_mark, "a mapping key must be a plain value")
+                if value in top.value or (value is _MERGE and top.merges):
+                    key = "<<" if value is _MERGE else value
+                    raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
+                top.key, top.key_event = value, ev
+            elif top.key is _MERGE:
+                merges = value if isinstance(value, list) else [value]
+                if not merges or not all(isinstance(m, dict) for m in merges):
+                    raise self.fail(
+                        top.key_event.start_mark,
+                        "a merge key (<<) takes a mapping or a list of them",
+                    )
+                top.merges = merges
+                top.key = _NO_KEY
+            else:
+                top.value[top.key] = value
+                top.key = _NO_KEY
+
+    def scalar(self, ev: Any) -> Any:
+        tag = ev.tag
+        value = ev.value
+        if tag is None or tag == "!":
+            if not ev.implicit[0]:
+                return value  # quoted: a string
+            tag = self.tags.get(value)
+            if tag is None:
+                tag = _STR_TAG
+                for candidate, regexp in self.resolvers.get(value[:1], ()):
+                    if regexp.match(value):
+                        tag = candidate
+                        break
+                if len(value) <= 64:
+                    self.tags[value] = tag
+        if tag == _STR_TAG:
+            return value
+        if tag == _MERGE_TAG:
+            return _MERGE
+        if tag == _INT_TAG and _DECIMAL.fullmatch(value) and len(value) < 4000:
+            return int(value)  # as PyYAML reads it, minus its generality
+        construct = self.loader.yaml_constructors.get(tag)
+        if construct is None:
+            raise self.fail(ev.start_mark, f"unsupported tag {show_value(tag)}")
+        node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)
+        try:
+            return construct(self.loader, node)
+        except yaml.MarkedYAMLError as e:
+            raise self.fail(ev.start_mark, e.problem or "malformed value") from None
+        except ValueError:  # int(): more digits than sys.get_int_max_str_digits()
+            raise self.fail(
+                ev.start_mark, f"a number of more than {sys.get_int_max_str_digits()} digits"
+            ) from None
+
+
+def _parse(text: str, source: str, max_tasks: int) -> Any:
+    if source.endswith(".json"):
+        return _read_json(text, source, max_tasks) if text.strip() else None
+    try:
+        return _read_yaml(text, source, max_tasks)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         what = e.problem or e.context or "malformed YAML"
         raise DefinitionError(f"{where}: invalid YAML: {what}") from None
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        char = f"U+{e.character:04X}" if isinstance(e.character, int) else repr(e.character)
+        raise DefinitionError(
+            f"{source}:{line}: invalid YAML: character {char} is not allowed"
+        ) from None
     except yaml.YAMLError as e:
         raise DefinitionError(f"{source}: invalid YAML: {e}") from None
 
@@ -132,9 +482,13 @@ def _names(value: Any, what: str, where: str) -> list[str]:
         return []
     if isinstance(value, str):
         return [value]
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise DefinitionError(f"{where}: {what} must be a list of task names, not {value!r}")
+    if type(value) is list:
+        for v in value:
+            if type(v) is not str:
+                break
+        else:
+            return list(value)
+    raise DefinitionError(f"{where}: {what} must be a list of task names, not {show_value(value)}")
 
 
 def _mapping(node: Any, what: str, where: str) -> dict[str, Any]:
@@ -143,85 +497,110 @@ def _mapping(node: Any, what: str, where: str) -> dict[str, Any]:
     return node
 
 
-def _known(node: dict[str, Any], allowed: set[str], what: str, where: str) -> None:
+def _list(value: Any, what: str, where: str, max_items: int | None = None) -> list[Any]:
+    """``value`` if it is a list (of at most ``max_items`` tasks)."""
+    if not isinstance(value, list):
+        raise DefinitionError(f"{where}: {what} must be a list, not {show_value(value)}")
+    if max_items is not None and len(value) > max_items:
+        raise DefinitionError(f"{where}: {len(value)} tasks in one workflow; at most {max_items}")
+    return value
+
+
+def _text(value: Any, what: str, where: str) -> str | None:
+    """A name as written, which must be a string when given (validation checks the rest)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise DefinitionError(f"{where}: {what} must be a string, not {show_value(value)} (quote it)")
+
+
+def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where: str) -> None:
+    """Refuse fields not in ``allowed`` of ``what`` (``name``: its name as written)."""
+    if node.keys() <= allowed:
+        return
     extra = sorted(set(node) - allowed, key=str)
-    if extra:
-        raise DefinitionError(
-            f"{where}: {what} has unknown field {extra[0]!r} (known: {', '.join(sorted(allowed))})"
-        )
+    whose = what if name is _NO_KEY else f"{what} {show_value(name)}"
+    raise DefinitionError(
+        f"{where}: {whose} has unknown field {show_value(extra[0])} "
+        f"(known: {', '.join(sorted(allowed))})"
+    )
 
 
+NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
 NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts"}
+SEED002_WORKFLOW = {"name", "steps", "tasks"}
+SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
 
 
-def _native(doc: dict[str, Any], source: str) -> list[Workflow]:
+def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
     where = _where(source, doc)
-    _known(doc, {"name", "tasks", "retry_backoff", "retry_backoff_max"}, "the workflow", where)
-    tasks = doc.get("tasks")
-    if not isinstance(tasks, list):
-        raise DefinitionError(f"{where}: 'tasks' must be a list of tasks")
+    _known(doc, NATIVE_WORKFLOW, "the workflow", _NO_KEY, where)
+    tasks = _list(doc.get("tasks"), "'tasks'", where, max_tasks)
     wf = Workflow(
         doc.get("name") or "",
         retry_backoff=doc.get("retry_backoff", 1.0),
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
     )
+    add = wf.tasks.append  # TaskDefs made here: this loop runs once per task
     for node in tasks:
         here = _where(source, node)
         t = _mapping(node, "a task", here)
-        _known(t, NATIVE_TASK, f"task {t.get('name')!r}", here)
-        wf.task(
-            t.get("name") or "",
-            t.get("payload"),
-            type=t.get("type", "") if t.get("type") is not None else "",
-            priority=t.get("priority", 0),
-            after=_names(t.get("after"), "after", here),
-            max_attempts=t.get("max_attempts", 1),
-            where=here,
+        _known(t, NATIVE_TASK, "task", t.get("name"), here)
+        get = t.get
+        task_type = get("type")
+        add(
+            TaskDef(
+                get("name") or "",
+                get("payload"),
+                "" if task_type is None else task_type,
+                get("priority", 0),
+                _names(get("after"), "after", here),
+                get("max_attempts", 1),
+                here,
+            )
         )
     return [wf]
 
 
-def _seed002(doc: dict[str, Any], source: str) -> list[Workflow]:
-    defs = doc["workflows"]
-    if not isinstance(defs, list) or not defs:
-        raise DefinitionError(f"{_where(source, doc)}: 'workflows' must be a non-empty list")
+def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
+    where = _where(source, doc)
+    defs = _list(doc["workflows"], "'workflows'", where)
+    if not defs:
+        raise DefinitionError(f"{where}: 'workflows' must be a non-empty list")
     out = []
     for wnode in defs:
         wwhere = _where(source, wnode)
         w = _mapping(wnode, "a workflow", wwhere)
-        _known(w, {"name", "steps", "tasks"}, f"workflow {w.get('name')!r}", wwhere)
-        subtasks: dict[Any, dict[str, Any]] = {}  # by name as written: not validated yet
-        for snode in w.get("tasks") or []:
-            s = _mapping(snode, "a task", _where(source, snode))
-            subtasks[s.get("name")] = s
-        steps = w.get("steps")
-        if not isinstance(steps, list):
-            raise DefinitionError(f"{wwhere}: 'steps' must be a list of steps")
+        _known(w, SEED002_WORKFLOW, "workflow", w.get("name"), wwhere)
+        steps = _list(w.get("steps"), "'steps'", wwhere, max_tasks)
+        subtasks: dict[str | None, dict[str, Any]] = {}  # by name as written: not validated yet
+        for snode in _list(w.get("tasks") or [], "'tasks'", wwhere):
+            here = _where(source, snode)
+            sub = _mapping(snode, "a task", here)
+            subtasks[_text(sub.get("name"), "a task's name", here)] = sub
         wf = Workflow(w.get("name") or "", where=wwhere)
         for snode in steps:
             here = _where(source, snode)
             s = _mapping(snode, "a step", here)
-            _known(
-                s, {"name", "depends", "task", "queue", "payload"}, f"step {s.get('name')!r}", here
-            )
+            name = _text(s.get("name"), "a step's name", here)
+            _known(s, SEED002_STEP, "step", name, here)
             payload = s.get("payload")
-            if s.get("task") is not None:
-                sub = subtasks.get(s["task"])
-                if sub is None:
-                    raise DefinitionError(
-                        f"{here}: step {s.get('name')!r} uses unknown task {s['task']!r}"
-                    )
+            used = _text(s.get("task"), f"step {name!r}: task", here)
+            if used is not None:
+                found = subtasks.get(used)
+                if found is None:
+                    raise DefinitionError(f"{here}: step {name!r} uses unknown task {used!r}")
+                sub_steps = _list(found.get("steps") or [], f"task {used!r}: 'steps'", here)
                 payload = {
-                    "task": s["task"],
-                    "itemListKey": sub.get("itemListKey"),
-                    "steps": [st.get("name") for st in sub.get("steps") or []],
+                    "task": used,
+                    "itemListKey": found.get("itemListKey"),
+                    "steps": [_mapping(st, "a step", here).get("name") for st in sub_steps],
                     **({"payload": payload} if payload is not None else {}),
                 }
             wf.task(
-                s.get("name") or "",
+                name or "",
                 payload,
-                type=s.get("queue") or s.get("name") or "",
+                type=s.get("queue") or name or "",
                 after=_names(s.get("depends"), "depends", here),
                 where=here,
             )
@@ -232,35 +611,33 @@ def _seed002(doc: dict[str, Any], source: str) -> list[Workflow]:
 SEED000_TASK = {"Name", "Type", "Payload", "Parents", "Children", "Workflow", "Priority"}
 
 
-def _seed000(doc: Any, source: str) -> list[Workflow]:
+def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
     if isinstance(doc, dict):
-        _known(doc, {"Name", "Tasks"}, "the workflow", _where(source, doc))
-        name, tasks, where = doc.get("Name"), doc.get("Tasks"), _where(source, doc)
+        where = _where(source, doc)
+        _known(doc, {"Name", "Tasks"}, "the workflow", _NO_KEY, where)
+        name, tasks = doc.get("Name"), _list(doc.get("Tasks"), "'Tasks'", where, max_tasks)
     else:
-        name, tasks, where = None, doc, source
-    if not isinstance(tasks, list):
-        raise DefinitionError(f"{where}: 'Tasks' must be a list of tasks")
-    nodes = []
+        name, tasks, where = None, _list(doc, "the file", source, max_tasks), source
+    nodes: list[tuple[dict[str, Any], str, str]] = []
+    first: dict[str, str] = {}
     for node in tasks:
         here = _where(source, node)
         t = _mapping(node, "a task", here)
-        _known(t, SEED000_TASK, f"task {t.get('Name')!r}", here)
-        nodes.append((t, here))
+        me = _text(t.get("Name"), "a task's Name", here) or ""
+        _known(t, SEED000_TASK, "task", me, here)
+        # Checked before the edges, which are looked up by name.
+        if me in first:
+            raise DefinitionError(
+                f"{here}: duplicate task name {me!r} (first defined at {first[me]})"
+            )
+        first[me] = here
+        nodes.append((t, me, here))
         name = name or t.get("Workflow")
     wf = Workflow(name or Path(source).stem, where=where)
-    first: dict[Any, str] = {}
-    for t, here in nodes:
-        # Checked before the edges, which are looked up by name.
-        if t.get("Name") in first:
-            raise DefinitionError(
-                f"{here}: duplicate task name {t.get('Name')!r} "
-                f"(first defined at {first[t.get('Name')]})"
-            )
-        first[t.get("Name")] = here
-    parents_of = {t.get("Name"): _names(t.get("Parents"), "Parents", h) for t, h in nodes}
-    for t, here in nodes:
-        me = t.get("Name")
-        for child in _names(t.get("Children"), "Children", here):
+    parents_of = {me: _names(t.get("Parents"), "Parents", h) for t, me, h in nodes}
+    children_of = {me: _names(t.get("Children"), "Children", h) for t, me, h in nodes}
+    for _, me, here in nodes:
+        for child in children_of[me]:
             if child not in parents_of:
                 raise DefinitionError(f"{here}: task {me!r} lists unknown child {child!r}")
             if me not in parents_of[child]:
@@ -268,9 +645,7 @@ def _seed000(doc: Any, source: str) -> list[Workflow]:
                     f"{here}: task {me!r} lists {child!r} as a child, "
                     f"but {child!r} does not list {me!r} among its Parents"
                 )
-    children_of = {t.get("Name"): _names(t.get("Children"), "Children", h) for t, h in nodes}
-    for t, here in nodes:
-        me = t.get("Name")
+    for t, me, here in nodes:
         for parent in parents_of[me]:
             if parent in children_of and me not in children_of[parent]:
                 raise DefinitionError(
@@ -278,7 +653,7 @@ def _seed000(doc: Any, source: str) -> list[Workflow]:
                     f"but {parent!r} does not list {me!r} among its Children"
                 )
         wf.task(
-            me or "",
+            me,
             t.get("Payload"),
             type=t.get("Type") or "",
             priority=t.get("Priority", 0),
@@ -288,36 +663,49 @@ def _seed000(doc: Any, source: str) -> list[Workflow]:
     return [wf]
 
 
-def load_text(text: str, source: str = "<text>") -> list[Workflow]:
+def load_text(
+    text: str, source: str = "<text>", max_tasks: int = DEFAULT_MAX_TASKS
+) -> list[Workflow]:
     """Parse workflow definitions from YAML/JSON text (format detected from its shape).
 
-    Raises :class:`DefinitionError` naming the file, line and what is wrong. The returned
-    workflows are not yet validated as DAGs: :meth:`engine.Engine.push` does that.
+    Raises :class:`DefinitionError` naming the file, line and what is wrong, in one line.
+    A workflow of more than ``max_tasks`` tasks is refused before any task is built. The
+    returned workflows are not yet validated as DAGs: :meth:`engine.Engine.push` does that.
     """
-    doc = _parse(text, source)
+    source = one_line(source)
+    try:
+        return _load(_parse(text, source, max_tasks), source, max_tasks)
+    except DefinitionError as e:
+        message = str(e)
+        if message.isprintable():
+            raise
+        raise DefinitionError(one_line(message)) from None
+
+
+def _load(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
     if doc is None:
         raise DefinitionError(f"{source}: the file is empty")
     if isinstance(doc, dict) and "workflows" in doc:
-        return _seed002(doc, source)
+        return _seed002(doc, source, max_tasks)
     if isinstance(doc, dict) and "tasks" in doc:
-        return _native(doc, source)
+        return _native(doc, source, max_tasks)
     if isinstance(doc, dict) and "Tasks" in doc:
-        return _seed000(doc, source)
+        return _seed000(doc, source, max_tasks)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "Name" in doc[0]:
-        return _seed000(doc, source)
+        return _seed000(doc, source, max_tasks)
     raise DefinitionError(
         f"{_where(source, doc)}: not a workflow file: expected 'name' and 'tasks' (native), "
         "'workflows:' (steps/depends), or a list of tasks with Name/Parents/Children"
     )
 
 
-def load_file(path: str | Path) -> list[Workflow]:
+def load_file(path: str | Path, max_tasks: int = DEFAULT_MAX_TASKS) -> list[Workflow]:
     """Read and parse a workflow file (see :func:`load_text`)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DefinitionError(f"{p}: no such file") from None
+        raise DefinitionError(f"{one_line(str(p))}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise DefinitionError(f"{p}: cannot read: {e}") from None
-    return load_text(text, str(p))
+        raise DefinitionError(one_line(f"{p}: cannot read: {e}")) from None
+    return load_text(text, str(p), max_tasks)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from ..acl import missing_commands
 from ..agent import Agent
+from ..definition import check_name
+from ..errors import DefinitionError
 from ..handlers import exec_handler, import_handler
 from ..health import server_warnings
 from .common import (
@@ -23,6 +25,14 @@ from .common import (
     refuse,
 )
 from .main import Parser, positive_float, positive_int
+
+
+def task_type(text: str) -> str:
+    """A task type to serve ("" is the default type)."""
+    try:
+        return check_name(text, "--type", None, empty=True)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--type",
         action="append",
         dest="types",
+        type=task_type,
         metavar="T",
         help='a task type to serve (repeat for several; default: the "" type)',
     )
@@ -83,6 +94,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     types = args.types or [""]
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
+    try:
+        check_name(args.id, "--id", None)
+    except DefinitionError as e:
+        return fail(str(e), EXIT_BAD_INPUT)
     engine = connect(args)
     try:
         missing = missing_commands(engine.redis, "agent")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..client import Engine
+from ..definition import DEFAULT_MAX_TASKS, check_name
 from ..errors import DefinitionError
 from ..loader import load_file
 from ..model import WorkflowState
@@ -79,10 +80,45 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a whole number: {_arg(text)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def max_tasks(text: str) -> int:
+    """A limit on tasks per workflow, up to the engine's own (push_many checks that one)."""
+    value = positive_int(text)
+    if value > DEFAULT_MAX_TASKS:
+        raise argparse.ArgumentTypeError(f"must be at most {DEFAULT_MAX_TASKS}, not {value}")
+    return value
+
+
+def workflow_id(text: str) -> str:
+    """A workflow id: a whole number."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise argparse.ArgumentTypeError(f"not a workflow id (a whole number): {_arg(text)}")
+    return str(int(text))
+
+
+def name_arg(text: str) -> str:
+    """A workflow name or task type given on the command line."""
+    try:
+        return check_name(text, "the name", None)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _arg(text: str) -> str:
+    """An argument as typed, escaped for a one-line message."""
+    return repr(text) if text.isprintable() else ascii(text)
+
+
+def esc(value: object) -> str:
+    """``value`` as text that rich prints as is (names may hold ``[...]``)."""
+    from rich.markup import escape
+
+    return escape(str(value))
 
 
 def positive_float(text: str) -> float:
@@ -90,7 +126,7 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {_arg(text)}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
     return value
@@ -100,7 +136,7 @@ def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` in seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 12h, 7d)")
+        raise argparse.ArgumentTypeError(f"not a duration: {_arg(text)} (e.g. 90s, 15m, 12h, 7d)")
     scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
     return float(m.group(1)) * scale
 
@@ -116,7 +152,7 @@ def _ago(ts: float | None, now: float) -> str:
 
 
 def _type_label(task_type: str) -> str:
-    return task_type or '""'
+    return esc(task_type) if task_type else '""'
 
 
 def _styled(state: str) -> str:
@@ -198,7 +234,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     now = engine.server_time()
     out.print(
-        f"[bold]workflow {st.id}[/] {st.name}  {_styled(st.state.value)}  "
+        f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}  "
         f"{st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
         f"created {_ago(st.created_at, now)}"
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
@@ -214,24 +250,24 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     table.expand = True
     for t in st.tasks:
         if t.error:
-            detail = f"[red]{t.error.strip().splitlines()[-1]}[/]"
+            detail = f"[red]{esc((t.error.strip().splitlines() or [''])[-1][:300])}[/]"
         else:
             detail = "" if t.output is None else json.dumps(t.output, separators=(",", ":"))
-            detail = detail.replace("[", r"\[")
+            detail = esc(detail[:300])
         took = (
             f"{t.finished_at - t.started_at:.3f}s"
             if t.started_at is not None and t.finished_at is not None
             else "-"
         )
         table.add_row(
-            t.name,
-            t.type or "-",
+            esc(t.name),
+            esc(t.type) or "-",
             _styled(t.state.value),
             f"{t.attempts}" + (f" ({t.failures} failed)" if t.failures else ""),
-            t.agent or "-",
+            esc(t.agent) if t.agent else "-",
             took,
-            ",".join(t.parents) or "-",
-            detail[:300],
+            esc(",".join(t.parents)) or "-",
+            detail,
         )
     out.print(table)
     return EXIT_OK
@@ -249,7 +285,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(
             r.id,
-            r.name,
+            esc(r.name),
             _styled(r.state.value),
             f"{r.succeeded}/{r.total}",
             str(r.failed),
@@ -271,13 +307,13 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
     for a in agents:
         style = {"online": "green", "stale": "yellow", "dead": "red"}.get(a.state.value, "dim")
         table.add_row(
-            a.id,
+            esc(a.id),
             ",".join(_type_label(t) for t in a.types),
             f"[{style}]{a.state.value}[/]",
             "-" if a.heartbeat_age is None else f"{a.heartbeat_age:.1f}s ago",
             str(len(a.running)),
             str(a.concurrency),
-            f"{a.host}/{a.pid}",
+            esc(f"{a.host}/{a.pid}"),
         )
     out.print(table)
     if agents:
@@ -412,15 +448,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=parse_duration, default=None, help="give up waiting after this"
     )
+    p.add_argument(
+        "--max-tasks",
+        type=max_tasks,
+        default=DEFAULT_MAX_TASKS,
+        metavar="N",
+        help=f"refuse a workflow of more than N tasks (default and most: {DEFAULT_MAX_TASKS:,})",
+    )
     p.set_defaults(run=cmd_push)
 
     p = sub.add_parser("status", parents=both, help="one workflow and its tasks")
-    p.add_argument("wid")
+    p.add_argument("wid", type=workflow_id)
     p.set_defaults(run=cmd_status)
 
     p = sub.add_parser("list", parents=both, help="workflows, newest first, page by page")
     p.add_argument("--state", choices=[s.value for s in WorkflowState])
-    p.add_argument("--name")
+    p.add_argument("--name", type=name_arg)
     p.add_argument("--page", type=positive_int, default=1)
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(run=cmd_list)
@@ -441,13 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("retry", "run a failed workflow's failed tasks again"),
     ):
         p = sub.add_parser(name, parents=both, help=text)
-        p.add_argument("wid")
+        p.add_argument("wid", type=workflow_id)
         if name == "retry":
-            p.add_argument("--task", action="append", help="retry only this failed task")
+            p.add_argument(
+                "--task", action="append", type=name_arg, help="retry only this failed task"
+            )
         p.set_defaults(run=_control(name))
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
-    p.add_argument("wid", nargs="?")
+    p.add_argument("wid", nargs="?", type=workflow_id)
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
     p.set_defaults(run=cmd_cleanup)
@@ -494,7 +539,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         from ..store.codec import compile_workflow
 
         args.compiled = [
-            compile_workflow(wf, args.max_payload) for path in args.files for wf in load_file(path)
+            compile_workflow(wf, args.max_payload, args.max_tasks)
+            for path in args.files
+            for wf in load_file(path, args.max_tasks)
         ]
         args.input = read_input(args.input, args.max_payload)
     engine = connect(args)

@@ -21,7 +21,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..definition import DEFAULT_BACKOFF_MAX, DEFAULT_MAX_PAYLOAD, Workflow, validate
+from ..definition import (
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_MAX_TASKS,
+    Workflow,
+    validate,
+)
 from ..errors import DefinitionError
 from ..handlers import Task
 from ..model import (
@@ -117,9 +123,11 @@ class CompiledWorkflow:
         return int(self.definition[1])
 
 
-def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> CompiledWorkflow:
+def compile_workflow(
+    wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD, max_tasks: int = DEFAULT_MAX_TASKS
+) -> CompiledWorkflow:
     """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
-    payloads = validate(wf, max_payload)
+    payloads = validate(wf, max_payload, max_tasks)
     index = {t.name: i for i, t in enumerate(wf.tasks)}
     children: list[list[int]] = [[] for _ in wf.tasks]
     for i, t in enumerate(wf.tasks):

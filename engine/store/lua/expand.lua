@@ -1,0 +1,73 @@
+-- expand.lua: store a slice of a map's items (elements of its parent's output) and start
+-- the first ones; or fail the map when its parent's output cannot be mapped.
+-- KEYS[1]  P:w:<wid>
+-- ARGV[3] wid; ARGV[4] the map's task index c; ARGV[5] from: how many elements were stored
+-- before this slice (a slice sent twice, or out of order, changes nothing); ARGV[6] how
+-- many items in all, or -1 to fail the map with ARGV[7] as its error; then the elements
+-- as JSON. Returns how many elements are stored now, or -1 when the map is not waiting
+-- for items (gone, cancelled, expanded already).
+local wid, wk, c = ARGV[3], KEYS[1], ARGV[4]
+local from, total = tonumber(ARGV[5]), tonumber(ARGV[6])
+local m = redis.call('HMGET', wk, 'st', 'ct', c, c .. 'h', c .. 'n')
+local live = m[1] == 'running' or m[1] == 'paused'
+if not live or tstate(m[3]) ~= 'running' or m[5] then
+  redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+  return -1
+end
+local h = tonumber(m[4] or '0')
+if from ~= h then return h end
+local ct = tonumber(m[2])
+local t = tparse(m[3])
+if total < 0 then
+  t.s, t.d = 'failed', NOW - ct
+  redis.call('HSET', wk, c, tpack(t), c .. 'e', ARGV[7])
+  move_count('running', 'failed')
+  redis.call('HINCRBY', wk, 'bad', 1)
+  redis.call('HINCRBY', wk, 'left', -1)
+  emit('failed', wid, tonumber(c), ARGV[7])
+  skip_descendants(wid, wk, c)
+  redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+  finish_if_done(wid, wk)
+  flush()
+  return -1
+end
+local n = #ARGV - 6
+if n > 0 then
+  local els = {}
+  for a = 7, #ARGV do els[#els + 1] = ARGV[a] end
+  write_all('RPUSH', k_pending(wk, c), els)
+  h = h + n
+  redis.call('HSET', wk, c .. 'h', h)
+  count('t:pushed', n)
+  count('t:waiting', n)
+end
+if h >= total then
+  redis.call('HSET', wk, c .. 'n', total)
+  redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+  emit('expanded', wid, -1, {tonumber(c), total})
+  if total == 0 then
+    local on_empty = redis.call('HGET', dkey(wk), c .. 'E')
+    if on_empty == 'skip' then
+      t.s, t.d = 'skipped', NOW - ct
+      redis.call('HSET', wk, c, tpack(t))
+      move_count('running', 'skipped')
+      redis.call('HINCRBY', wk, 'skip', 1)
+      redis.call('HINCRBY', wk, 'left', -1)
+      skip_descendants(wid, wk, c)
+    elseif on_empty == 'fail' then
+      t.s, t.d = 'failed', NOW - ct
+      redis.call('HSET', wk, c, tpack(t), c .. 'e', 'no items to map (on_empty: fail)')
+      move_count('running', 'failed')
+      redis.call('HINCRBY', wk, 'bad', 1)
+      redis.call('HINCRBY', wk, 'left', -1)
+      emit('failed', wid, tonumber(c), 'no items to map')
+      skip_descendants(wid, wk, c)
+    else
+      map_finished(wid, wk, c, 0, 0, true)
+    end
+    finish_if_done(wid, wk)
+  end
+end
+materialize(wid, wk, c, m[1] == 'running')
+flush()
+return h
