@@ -18,6 +18,7 @@ demo: $(BIN)/redisflow
 
 test: $(BIN)/redisflow
 	$(BIN)/ruff check .
+	$(BIN)/mypy --strict engine
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/redisflow

@@ -34,8 +34,8 @@ from typing import Any
 import redis
 
 from engine import Engine, Task, TaskFailed, Workflow
-from engine.keys import ShardKeys
-from engine.model import task_record
+from engine.store.codec import parse_record as task_record
+from engine.store.keys import ShardKeys
 
 from .shapes import SHAPES, random_dag
 

@@ -26,18 +26,15 @@ from typing import Any
 import redis
 
 from .client import Engine
-from .errors import RedisflowError
+from .errors import LeaseLostError, RedisflowError
 from .handlers import Handler, Task, TaskFailed
-from .keys import ShardKeys
-from .model import decode_json
-from .scripts import ScriptBatch
+from .store import Outcome, ShardKeys
+from .store.scripts import ScriptBatch
 
 log = logging.getLogger("redisflow.agent")
 
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 32
-
-Outcome = tuple[str, int, int, str, str]  # wid, idx, attempt, "ok"|"err", value
 
 
 class Agent:
@@ -112,6 +109,7 @@ class Agent:
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
+        self._store = engine.store
         self._shards = engine.keys.all_shards()
         self._unstarted: list[Task] = []  # claimed, never started, when stopping
         self._next_shard = 0
@@ -139,11 +137,7 @@ class Agent:
     def _register(self) -> list[Task]:
         tasks: list[Task] = []
         for shard in self._shards:
-            rows = self.engine.scripts.register(
-                keys=[shard.agents],
-                args=[*self.engine._common(shard), self.id, self._info(), int(self.lease_s * 1000)],
-            )
-            tasks.extend(_row_task(r) for r in rows)
+            tasks += self._store.register(shard, self.id, self._info(), int(self.lease_s * 1000))
         self._lease_lost.clear()
         if tasks:
             log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
@@ -154,8 +148,7 @@ class Agent:
         installed = self._install_signals()
         if self.concurrency > 1:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rf-{self.id}")
-        pubsub = self.engine.redis.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(*[s.wake(t) for s in self._shards for t in self.types])
+        pubsub = self._store.pubsub(s.wake(t) for s in self._shards for t in self.types)
         beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
         try:
             self._start(self._register())
@@ -191,14 +184,10 @@ class Agent:
     def _leave(self) -> None:
         self._report()
         for shard in self._shards:
-            unstarted: list[Any] = []
-            for t in self._unstarted:
-                if self.engine.keys.shard_of(t.workflow_id) == shard:
-                    unstarted += (f"{t.workflow_id}:{t.index}", t.attempt)
-            self.engine.scripts.stop(
-                keys=[shard.agents_live],
-                args=[*self.engine._common(shard), self.id, *unstarted],
-            )
+            unstarted = [
+                t for t in self._unstarted if self.engine.keys.shard_of(t.workflow_id) == shard
+            ]
+            self._store.stop(shard, self.id, unstarted)
         self._unstarted.clear()
 
     # -- the loop -----------------------------------------------------------------------
@@ -244,7 +233,7 @@ class Agent:
         if len(shards) > 1:
             self._next_shard = (self._next_shard + 1) % len(shards)
             shards = shards[self._next_shard :] + shards[: self._next_shard]
-        pipe = self.engine.scripts.batch()
+        pipe = self._store.batch()
         if outcomes:
             self._queue_report(pipe, outcomes)
         if want:
@@ -258,7 +247,7 @@ class Agent:
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
                 break
-            pipe = self.engine.scripts.batch()
+            pipe = self._store.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, [])))
         self._start(tasks)
@@ -266,22 +255,18 @@ class Agent:
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
         # one claim over all our types: the best `count` tasks among them
-        pipe.add(
-            "claim",
-            [shard.queue(t) for t in self.types],
-            [*self.engine._common(shard), self.id, count],
-        )
+        pipe.add(self._store.claim_call(shard, self.id, self.types, count))
 
     def _claimed(self, replies: list[Any]) -> list[Task]:
         """The tasks in claim replies; a lost lease is flagged for the main loop."""
         tasks: list[Task] = []
         for reply in replies:
-            if isinstance(reply, redis.ResponseError):
-                if "RFLEASE" in str(reply):
-                    self._lease_lost.set()
-                    continue
+            if isinstance(reply, LeaseLostError):
+                self._lease_lost.set()
+                continue
+            if isinstance(reply, Exception):
                 raise reply
-            tasks.extend(_row_task(r) for r in reply)
+            tasks.extend(reply)
         return tasks
 
     def _start(self, tasks: list[Task]) -> None:
@@ -358,10 +343,7 @@ class Agent:
     def _queue_report(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> None:
         for shard_index, items in sorted(self._report_shards(outcomes).items()):
             shard = self.engine.keys.shard(shard_index)
-            args: list[Any] = [*self.engine._common(shard), self.id, len(items)]
-            for wid, idx, attempt, how, value in items:
-                args += [wid, idx, attempt, how, value]
-            pipe.add("complete", [shard.stats], args)
+            pipe.add(self._store.complete_call(shard, self.id, items))
 
     def _count_reports(self, replies: list[Any]) -> None:
         for reply in replies:
@@ -374,7 +356,7 @@ class Agent:
         outcomes = self._collect()
         if not outcomes:
             return
-        pipe = self.engine.scripts.batch()
+        pipe = self._store.batch()
         self._queue_report(pipe, outcomes)
         self._count_reports(self._execute_pipe(pipe, outcomes))
 
@@ -415,17 +397,8 @@ class Agent:
 
     def _next_due(self) -> float:
         """Seconds until the earliest retry backoff ends (``idle_check_s`` if none sooner)."""
-        pipe = self.engine.redis.pipeline(transaction=False)
-        pipe.time()
-        for shard in self._shards:
-            pipe.zrange(shard.delayed, 0, 0, withscores=True)
-        (sec, usec), *firsts = pipe.execute()
-        now_ms = sec * 1000 + usec / 1000
-        wait = self.idle_check_s
-        for first in firsts:
-            if first:
-                wait = min(wait, max(0.0, (first[0][1] - now_ms) / 1000))
-        return wait
+        due = self._store.next_due_s(self._shards)
+        return self.idle_check_s if due is None else min(self.idle_check_s, due)
 
     def _wait_wakeup(self, pubsub: Any) -> None:
         # Retries whose backoff ends send no wake-up: wait no longer than the first one.
@@ -449,15 +422,7 @@ class Agent:
 
     def _nothing_left(self) -> bool:
         """True when none of our queues hold work and nothing anywhere could make more."""
-        r = self.engine.redis
-        pipe = r.pipeline(transaction=False)
-        for shard in self._shards:
-            for t in self.types:
-                pipe.zcard(shard.queue(t))
-            pipe.zcard(shard.delayed)
-            pipe.hget(shard.stats, "t:running")
-        replies = pipe.execute()
-        return all(int(x or 0) <= 0 for x in replies)
+        return self._store.nothing_left(self._shards, self.types)
 
     # -- lease --------------------------------------------------------------------------
 
@@ -466,23 +431,10 @@ class Agent:
         while not self._closed.wait(min(self.heartbeat_s, self.maintain_s)):
             try:
                 for shard in self._shards:
-                    ok = self.engine.scripts.heartbeat(
-                        keys=[shard.agents_live],
-                        args=[*self.engine._common(shard), self.id, int(self.lease_s * 1000)],
-                    )
-                    if not ok:
+                    if not self._store.heartbeat(shard, self.id, int(self.lease_s * 1000)):
                         self._lease_lost.set()
                 if time.monotonic() >= next_maintain:
                     self.engine.maintain(max_lost=self.max_lost)
                     next_maintain = time.monotonic() + self.maintain_s
             except (redis.RedisError, RedisflowError) as e:
                 log.warning("agent %s heartbeat failed: %s", self.id, e)
-
-
-def _row_task(row: list[Any]) -> Task:
-    wid, idx, name, typ, payload, attempt, parent_names, outputs = row
-    parents = {
-        p: decode_json(out or None)
-        for p, out in zip(json.loads(parent_names), outputs, strict=True)
-    }
-    return Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -94,19 +93,6 @@ def _at(where: str | None) -> str:
 
 def _fail(where: str | None, message: str) -> DefinitionError:
     return DefinitionError(f"{_at(where)}{message}")
-
-
-@dataclass
-class CompiledWorkflow:
-    """A validated workflow in the flat form ``push.lua`` takes.
-
-    ``definition`` holds what every workflow pushed with the same tasks shares (stored once
-    per shard under ``digest``); only ``name`` is the workflow's own.
-    """
-
-    name: str
-    digest: str
-    definition: list[Any]
 
 
 def validate(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> list[str]:
@@ -214,55 +200,6 @@ def find_cycle(children: dict[str, list[str]]) -> list[str] | None:
                 on_path.add(nxt)
                 stack.append(iter(children[nxt]))
     return None
-
-
-def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> CompiledWorkflow:
-    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
-    payloads = validate(wf, max_payload)
-    index = {t.name: i for i, t in enumerate(wf.tasks)}
-    children: list[list[int]] = [[] for _ in wf.tasks]
-    for i, t in enumerate(wf.tasks):
-        for p in t.after:
-            children[index[p]].append(i)
-    static: list[Any] = []
-    if wf.retry_backoff != 1.0:
-        static += ["bk", int(wf.retry_backoff * 1000)]
-    if wf.retry_backoff_max != DEFAULT_BACKOFF_MAX:
-        static += ["bm", int(wf.retry_backoff_max * 1000)]
-    init: list[Any] = []
-    roots: list[Any] = []
-    types: list[str] = []
-    for i, t in enumerate(wf.tasks):
-        static += [f"{i}N", t.name]
-        if t.type:
-            static += [f"{i}T", t.type]
-        if payloads[i]:
-            static += [f"{i}P", payloads[i]]
-        if t.priority:
-            static += [f"{i}R", t.priority]
-        if t.max_attempts != 1:
-            static += [f"{i}M", t.max_attempts]
-        if children[i]:
-            static += [f"{i}C", ",".join(map(str, children[i]))]
-        if t.after:
-            static += [f"{i}U", ",".join(str(index[p]) for p in t.after)]
-            static += [f"{i}V", _encode(t.after)]
-            if len(t.after) > 1:
-                static += [f"{i}W", len(t.after)]
-        else:
-            init += [str(i), "ready|0|0|||"]  # state|attempts|ready|begin|done|agent
-            roots += [i, t.type, t.priority]
-        if t.type not in types:
-            types.append(t.type)
-    digest = definition_digest(static)
-    definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
-    definition += [len(static) // 2, *static, len(init) // 2, *init]
-    return CompiledWorkflow(wf.name, digest, definition)
-
-
-def definition_digest(static: Sequence[Any]) -> str:
-    """The content address of a definition's static fields (as a JSON array: unambiguous)."""
-    return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()
 
 
 def task_index(wf_tasks: Sequence[str], name: str) -> int:

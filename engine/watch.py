@@ -29,8 +29,8 @@ from typing import Any
 import redis
 
 from .client import Engine
-from .events import TASK_KINDS, decode_batch
 from .model import Event
+from .store.codec import brief_batch, decode_batch
 
 KEYSPACE_FLAGS = "Kh"  # keyspace channel, hash commands
 
@@ -81,13 +81,7 @@ class EventBatch:
         Kinds are those of :class:`~engine.Event` (``task.claimed``, ``agent.dead``...);
         agent events have an empty workflow id.
         """
-        for kind, wid, idx, _ in self.data["ev"]:
-            if kind.startswith("agent."):
-                yield kind, "", -1
-            elif idx >= 0 and kind in TASK_KINDS:
-                yield "task." + kind, str(wid), idx
-            else:
-                yield "workflow." + kind, str(wid), -1
+        return brief_batch(self.data)
 
     def events(self) -> list[Event]:
         """The full events of the batch, in order."""
@@ -103,19 +97,7 @@ def enable_keyspace_events(engine: Engine) -> bool:
     Adds ``K`` and ``h`` to ``notify-keyspace-events`` if missing, keeping every flag
     already set. Returns ``False`` when the server does not allow ``CONFIG``.
     """
-    try:
-        current = engine.redis.config_get("notify-keyspace-events").get(
-            "notify-keyspace-events", ""
-        )
-        flags = str(current)
-        has_hash = "h" in flags or "A" in flags
-        if "K" in flags and has_hash:
-            return True
-        wanted = flags + ("K" if "K" not in flags else "") + ("" if has_hash else "h")
-        engine.redis.config_set("notify-keyspace-events", wanted)
-        return True
-    except redis.ResponseError:
-        return False
+    return engine.store.enable_keyspace_events(KEYSPACE_FLAGS)
 
 
 class Watch:
@@ -133,10 +115,9 @@ class Watch:
     def __init__(self, engine: Engine, keyspace: bool = True, stats: bool = False) -> None:
         self.engine = engine
         self.connects = 0
-        self._pubsub = engine.redis.pubsub(ignore_subscribe_messages=True)
+        self._pubsub = engine.store.pubsub([])
         self._shards = engine.keys.all_shards()
-        db = engine.redis.connection_pool.connection_kwargs.get("db", 0)
-        self._ks_prefix = f"__keyspace@{db}__:"
+        self._ks_prefix = engine.store.keyspace_channel("")
         self._event_channels = {s.event_channel for s in self._shards}
         self._stats_channels = {self._ks_prefix + s.stats for s in self._shards}
         self._workflow_channels: dict[str, str] = {}

@@ -8,6 +8,7 @@ browser on 127.0.0.1 with textual-serve.
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import signal
 import sys
@@ -22,6 +23,9 @@ from engine.cli.common import connection_options
 from engine.definition import DEFAULT_MAX_PAYLOAD
 
 EXIT_UNREACHABLE = 3
+EXIT_NO_CONSOLE = 2  # the console extra is not installed
+CONSOLE_MODULES = ("textual", "networkx")  # what the 'console' extra brings
+SERVE_MODULES = ("textual_serve",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,11 +69,19 @@ def make_engine(url: str, namespace: str, max_payload: int = DEFAULT_MAX_PAYLOAD
     return Engine(client, namespace=namespace, max_payload=max_payload)
 
 
+def missing_module(names: Sequence[str]) -> str | None:
+    """The first of ``names`` (or a module they need) that cannot be imported, if any."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            return e.name or name
+    return None
+
+
 def _serve(args: argparse.Namespace, url: str) -> None:
-    try:
-        from textual_serve.server import Server
-    except ImportError:
-        sys.exit("redisflow-tui: --serve needs textual-serve: pip install 'redisflow[serve]'")
+    from textual_serve.server import Server
+
     cmd = [sys.executable, "-m", "redisflow_tui", "--url", url, "--namespace", args.namespace]
     cmd += ["--max-payload", str(args.max_payload)]
     if args.read_only:
@@ -89,6 +101,15 @@ def _serve(args: argparse.Namespace, url: str) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # before anything starts: without the extra, one line instead of a traceback
+    missing = missing_module(CONSOLE_MODULES + (SERVE_MODULES if args.serve else ()))
+    if missing:
+        print(
+            f"redisflow-tui: the console needs its extra ({missing} is missing): "
+            "pip install 'redisflow[console]'",
+            file=sys.stderr,
+        )
+        return EXIT_NO_CONSOLE
     embedded: EmbeddedRedis | None = None
     demo = None
     url = args.url

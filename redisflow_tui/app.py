@@ -32,7 +32,7 @@ from .data.feed import EVENT_BUFFER, UNREACHABLE, Changes, Connected, Feed, Feed
 from .data.layout import LayoutCache
 from .data.rates import Rates
 from .screens.agents import AgentsScreen
-from .screens.base import WRITE_ACTIONS, LiveScreen
+from .screens.base import WRITE_ACTIONS, LiveScreen, OpenWorkflow, PlanAction, RunAction
 from .screens.confirm import ConfirmScreen
 from .screens.events import EventsScreen
 from .screens.help import HelpScreen
@@ -256,12 +256,15 @@ class RedisflowApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.BINDINGS, read_only=self.read_only))
 
     def action_next_theme(self) -> None:
         names = sorted(self.available_themes)
         self.theme = names[(names.index(self.theme) + 1) % len(names)]
         self.notify(f"Theme: {self.theme}")
+
+    def on_open_workflow(self, message: OpenWorkflow) -> None:
+        self.open_workflow(message.wid)
 
     def open_workflow(self, wid: str) -> None:
         """Open one workflow's screen on top of the current one."""
@@ -309,6 +312,12 @@ class RedisflowApp(App[None]):
 
     def action_cleanup_finished(self) -> None:
         self.plan(actions.plan_cleanup_finished)
+
+    def on_run_action(self, message: RunAction) -> None:
+        self.act(message.fn, *message.args)
+
+    def on_plan_action(self, message: PlanAction) -> None:
+        self.plan(message.planner, *message.args)
 
     @work(thread=True, group="act", exit_on_error=False)
     def act(self, fn: Callable[..., str], *args: Any) -> None:

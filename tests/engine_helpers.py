@@ -18,7 +18,6 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, Task
-from engine.agent import _row_task
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,20 +205,15 @@ class Hand:
         self.shard = engine.keys.shard(0)
         self.taken_back = self.register()
 
-    def _args(self, *extra: Any) -> list[Any]:
-        return [*self.engine._common(self.shard), self.id, *extra]
-
     def register(self) -> list[Task]:
         """Register (again); returns the tasks taken back."""
-        rows = self.engine.scripts.register(
-            keys=[self.shard.agents], args=self._args('{"types": [""]}', self.lease_ms)
-        )
-        return [_row_task(r) for r in rows]
+        return self.engine.store.register(self.shard, self.id, '{"types": [""]}', self.lease_ms)
 
     def claim(self, task_type: str = "", count: int = 100) -> list[Task]:
         """Claim up to ``count`` ready tasks of one type."""
-        rows = self.engine.scripts.claim(keys=[self.shard.queue(task_type)], args=self._args(count))
-        return [_row_task(r) for r in rows]
+        return self.engine.store.scripts.run(
+            self.engine.store.claim_call(self.shard, self.id, [task_type], count)
+        )
 
     def claim_one(self, task_type: str = "") -> Task:
         [task] = self.claim(task_type, 1)
@@ -227,9 +221,11 @@ class Hand:
 
     def report(self, task: Task, how: str, value: str) -> int:
         """Report one outcome; 1 when recorded, 0 when rejected."""
-        args = self._args(1, task.workflow_id, task.index, task.attempt, how, value)
-        [ok] = self.engine.scripts.complete(keys=[self.shard.stats], args=args)
-        return int(ok)
+        outcome = (task.workflow_id, task.index, task.attempt, how, value)
+        [ok] = self.engine.store.scripts.run(
+            self.engine.store.complete_call(self.shard, self.id, [outcome])
+        )
+        return ok
 
     def succeed(self, task: Task, output: Any = None) -> int:
         return self.report(task, "ok", "" if output is None else json.dumps(output))
@@ -238,11 +234,7 @@ class Hand:
         return self.report(task, "err", error)
 
     def heartbeat(self) -> int:
-        return int(
-            self.engine.scripts.heartbeat(
-                keys=[self.shard.agents_live], args=self._args(self.lease_ms)
-            )
-        )
+        return int(self.engine.store.heartbeat(self.shard, self.id, self.lease_ms))
 
     def expire(self) -> None:
         """Make this agent's lease run out now (as if it stopped heartbeating long ago)."""
@@ -250,5 +242,4 @@ class Hand:
 
     def stop(self, unstarted: Iterable[Task] = ()) -> None:
         """Leave; ``unstarted`` tasks were claimed but never run (their attempt is undone)."""
-        pairs = [x for t in unstarted for x in (f"{t.workflow_id}:{t.index}", t.attempt)]
-        self.engine.scripts.stop(keys=[self.shard.agents_live], args=self._args(*pairs))
+        self.engine.store.stop(self.shard, self.id, list(unstarted))

@@ -299,7 +299,7 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
     tasks are then recorded as the agent's without it knowing); otherwise nothing ran.
     Returns a list that gets one entry when the fault has been injected.
     """
-    sha = getattr(engine.scripts, script).sha
+    sha = engine.store.scripts.sha(script)
     real_pipeline = engine.redis.pipeline
     fired: list[int] = []
 

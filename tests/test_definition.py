@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine import DefinitionError, Workflow
-from engine.definition import compile_workflow, validate
+from engine.definition import validate
+from engine.store.codec import compile_workflow
 
 
 def chain(*names: str) -> Workflow:

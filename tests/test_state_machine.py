@@ -24,7 +24,8 @@ from hypothesis.stateful import (
 )
 
 from engine import EmbeddedRedis, Engine, NotFoundError, StateError, Task, Workflow
-from engine.model import decode_json, task_record
+from engine.model import decode_json
+from engine.store.codec import parse_record as task_record
 
 AGENTS = ("A", "B")
 TYPES = ("", "t")

@@ -6,7 +6,7 @@ import pytest
 from engine_helpers import Hand, assert_stats_agree, run_agent, traces_of, wait_for
 
 from engine import Engine, NotFoundError, StateError, Task, Workflow
-from engine import client as client_module
+from engine.store import reads as client_module
 
 
 def diamond(name: str = "diamond", **kw: object) -> Workflow:

@@ -125,10 +125,8 @@ def _styled(state: str) -> str:
 
 
 def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
-    workflows = []
-    for path in args.files:
-        workflows.extend(load_file(path))
-    ids = engine.push_many(wf for wf in workflows for _ in range(args.copies))
+    # compiled once, before connecting (see run)
+    ids = engine.push_many(c for c in args.compiled for _ in range(args.copies))
     if args.json and not args.wait:
         print_json({"ids": ids})
     elif not args.json:
@@ -414,12 +412,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "no_engine", False):
         return int(args.run(None, args))
     if args.command == "push":
-        # Parse and validate every file before connecting, so bad input touches nothing.
-        from ..definition import compile_workflow
+        # Parse, validate and compile every file once, before connecting, so bad input
+        # touches nothing.
+        from ..store.codec import compile_workflow
 
-        for path in args.files:
-            for wf in load_file(path):
-                compile_workflow(wf, args.max_payload)
+        args.compiled = [
+            compile_workflow(wf, args.max_payload) for path in args.files for wf in load_file(path)
+        ]
     engine = connect(args)
     try:
         return int(args.run(engine, args))

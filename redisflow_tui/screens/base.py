@@ -1,28 +1,36 @@
-"""What every live screen shares: the frame, and the read-then-apply cycle.
+"""What every live screen shares: the frame, the read-then-apply cycle, and the app.
 
 A :class:`LiveScreen` accumulates the feed's :class:`~redisflow_tui.data.feed.Changes`.
 On each tick of the console (a few times a second) the screen on top decides whether
 what it shows may have changed; if so it reads from the engine in a worker thread
 (never two reads at once) and applies the result on the UI thread in one batch update.
 Screens that are not visible only accumulate, and catch up when shown again.
+
+Screens never import the app: they read the state it shares through :class:`Console`
+and ask it to act by posting messages (:class:`OpenWorkflow`, :class:`RunAction`,
+:class:`PlanAction`) that bubble up to it. Calls go down, messages go up.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, MutableSet
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.screen import Screen
 
-from engine import Engine
+from engine import Engine, Stats
 
-from ..data.feed import UNREACHABLE, Changes
+from ..data.actions import Action
+from ..data.clock import Clock
+from ..data.events import EventLog
+from ..data.feed import UNREACHABLE, Changes, Feed
+from ..data.layout import LayoutCache
+from ..data.rates import Rates
 from ..widgets.app_bar import AppBar, Banner
-
-if TYPE_CHECKING:
-    from ..app import RedisflowApp
 
 # After a read that took t seconds the next waits READ_GAP_SHARE * t (at most
 # MAX_READ_GAP_S): a 100,000-task workflow takes seconds to read, and re-reading it back
@@ -43,6 +51,47 @@ WRITE_ACTIONS = frozenset(
 )
 
 
+class Console(Protocol):
+    """What the console app shares with its screens (the app is one; this names no app)."""
+
+    engine: Engine
+    clock: Clock
+    read_only: bool
+    link: tuple[bool | None, bool]  # (connected: None before the first connect, keyspace)
+    stats: Stats | None
+    rates: Rates
+    event_log: EventLog
+    layouts: LayoutCache
+    feed: Feed
+    live_screens: MutableSet[LiveScreen]  # every live screen, told of each change
+
+
+class OpenWorkflow(Message):
+    """Open workflow ``wid`` on top of the current screen."""
+
+    def __init__(self, wid: str) -> None:
+        super().__init__()
+        self.wid = wid
+
+
+class RunAction(Message):
+    """Run ``fn(engine, *args)`` off the UI thread and notify its outcome or refusal."""
+
+    def __init__(self, fn: Callable[..., str], *args: Any) -> None:
+        super().__init__()
+        self.fn = fn
+        self.args = args
+
+
+class PlanAction(Message):
+    """Prepare ``planner(engine, *args)`` (reading the counts it shows), confirm, then run."""
+
+    def __init__(self, planner: Callable[..., Action], *args: Any) -> None:
+        super().__init__()
+        self.planner = planner
+        self.args = args
+
+
 class LiveScreen(Screen[None]):
     """A screen that shows live data read through the engine."""
 
@@ -57,9 +106,9 @@ class LiveScreen(Screen[None]):
         self._gap = 0.0  # the least time between two reads: a share of the last one's
 
     @property
-    def console(self) -> RedisflowApp:
-        """The console app (typed)."""
-        return cast("RedisflowApp", self.app)
+    def console(self) -> Console:
+        """What the console app shares (typed)."""
+        return cast(Console, self.app)
 
     def frame(self) -> ComposeResult:
         """The top bar and the connection banner."""

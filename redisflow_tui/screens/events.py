@@ -12,7 +12,7 @@ from textual.widgets import Footer, Input
 from ..data.feed import Changes
 from ..widgets.event_log import EventLogView
 from ..widgets.text_line import TextLine
-from .base import LiveScreen
+from .base import LiveScreen, OpenWorkflow
 
 
 class EventsScreen(LiveScreen):
@@ -96,7 +96,7 @@ class EventsScreen(LiveScreen):
 
     @on(EventLogView.Open)
     def _open(self, event: EventLogView.Open) -> None:
-        self.console.open_workflow(event.wid)
+        self.post_message(OpenWorkflow(event.wid))
 
     def action_filter(self) -> None:
         self.query_one("#event-filter", Input).focus()

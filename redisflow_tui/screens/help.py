@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -13,6 +13,11 @@ from textual.widgets import Static
 
 from ..data.dag import GLYPH
 from ..widgets.looks import markup_var
+from .agents import AgentsScreen
+from .base import WRITE_ACTIONS
+from .events import EventsScreen
+from .workflow import WorkflowScreen
+from .workflows import WorkflowsScreen
 
 INTRO = (
     "redisflow watches and steers the workflows in one Redis. Everything shown is read "
@@ -31,8 +36,6 @@ KEY_NAMES = {
 
 def _keys(title: str, bindings: list[Binding], read_only: bool) -> Content:
     """A titled list of keys and what they do."""
-    from .base import WRITE_ACTIONS
-
     parts: list[Content] = [Content.from_markup("[b $text-primary]$title[/]", title=title)]
     for b in bindings:
         action = b.action.split("(")[0]
@@ -43,8 +46,17 @@ def _keys(title: str, bindings: list[Binding], read_only: bool) -> Content:
     return Content("\n").join(parts)
 
 
+def _only(bindings: Iterable[object]) -> list[Binding]:
+    return [b for b in bindings if isinstance(b, Binding)]
+
+
 class HelpScreen(ModalScreen[None]):
-    """The keys of the console, screen by screen."""
+    """The keys of the console, screen by screen.
+
+    Args:
+        app_keys: the app's own bindings (shown as working everywhere).
+        read_only: leave out the keys of actions that change state.
+    """
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
@@ -52,18 +64,13 @@ class HelpScreen(ModalScreen[None]):
         Binding("q", "dismiss", "Close", show=False),
     ]
 
+    def __init__(self, app_keys: Iterable[BindingType] = (), *, read_only: bool = False) -> None:
+        super().__init__()
+        self.app_keys = _only(app_keys)
+        self.read_only = read_only
+
     def compose(self) -> ComposeResult:
-        from ..app import RedisflowApp
-        from .agents import AgentsScreen
-        from .events import EventsScreen
-        from .workflow import WorkflowScreen
-        from .workflows import WorkflowsScreen
-
-        def only(bindings: Iterable[object]) -> list[Binding]:
-            return [b for b in bindings if isinstance(b, Binding)]
-
-        read_only = getattr(self.app, "read_only", False)
-        common = only(RedisflowApp.BINDINGS)
+        common = list(self.app_keys)
         common += [
             Binding("ctrl+p", "command_palette", "Palette: every action, go to id"),
             Binding("tab", "focus_next", "Next pane"),
@@ -71,8 +78,8 @@ class HelpScreen(ModalScreen[None]):
         ]
         sections: list[tuple[str, list[Binding]]] = [
             ("Everywhere", common),
-            ("Workflows (1)", only(WorkflowsScreen.BINDINGS)),
-            ("Workflow (enter on a row)", only(WorkflowScreen.BINDINGS)),
+            ("Workflows (1)", _only(WorkflowsScreen.BINDINGS)),
+            ("Workflow (enter on a row)", _only(WorkflowScreen.BINDINGS)),
             (
                 "Graph",
                 [
@@ -84,12 +91,12 @@ class HelpScreen(ModalScreen[None]):
                 "Agents (2)",
                 [
                     Binding("↑↓", "move", "Move (refreshed every second)"),
-                    *only(AgentsScreen.__dict__.get("BINDINGS", [])),
+                    *_only(AgentsScreen.__dict__.get("BINDINGS", [])),
                 ],
             ),
             (
                 "Events (3)",
-                [*only(EventsScreen.BINDINGS), Binding("enter", "open", "Open its workflow")],
+                [*_only(EventsScreen.BINDINGS), Binding("enter", "open", "Open its workflow")],
             ),
         ]
         with VerticalScroll(id="help"):
@@ -98,7 +105,7 @@ class HelpScreen(ModalScreen[None]):
             with Grid(id="help-grid"):
                 for title, bindings in sections:
                     if bindings:
-                        yield Static(_keys(title, bindings, read_only), classes="help-section")
+                        yield Static(_keys(title, bindings, self.read_only), classes="help-section")
             legend = ["[b $text-primary]Task states[/]"]
             for look, glyph in GLYPH.items():
                 if look != "paused":
@@ -108,7 +115,7 @@ class HelpScreen(ModalScreen[None]):
                 "ancestor failed · edges take the colour of the task they lead to"
             )
             yield Static(Content.from_markup("\n".join(legend)), classes="help-section")
-            if read_only:
+            if self.read_only:
                 yield Static(
                     Content.from_markup("[reverse $warning] read-only [/]: actions are hidden."),
                     classes="help-section",

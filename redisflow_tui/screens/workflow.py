@@ -25,7 +25,7 @@ from ..widgets.looks import WORKFLOW_GLYPH, markup_var
 from ..widgets.task_detail import TaskDetail
 from ..widgets.task_table import TaskTable
 from ..widgets.text_line import TextLine
-from .base import LiveScreen
+from .base import LiveScreen, PlanAction, RunAction
 
 MODE_NAMES = {
     "tasks": "every task",
@@ -302,23 +302,23 @@ class WorkflowScreen(LiveScreen):
             self.app.pop_screen()
 
     def action_pause(self) -> None:
-        self.console.act(actions.pause, self.wid)
+        self.post_message(RunAction(actions.pause, self.wid))
 
     def action_release(self) -> None:
-        self.console.act(actions.release, self.wid)
+        self.post_message(RunAction(actions.release, self.wid))
 
     def action_cancel(self) -> None:
-        self.console.plan(actions.plan_cancel, self.wid)
+        self.post_message(PlanAction(actions.plan_cancel, self.wid))
 
     def action_retry(self) -> None:
-        self.console.plan(actions.plan_retry, self.wid)
+        self.post_message(PlanAction(actions.plan_retry, self.wid))
 
     def action_cleanup(self) -> None:
-        self.console.plan(actions.plan_cleanup, self.wid)
+        self.post_message(PlanAction(actions.plan_cleanup, self.wid))
 
     def action_retry_task(self) -> None:
         tasks = self.view.tasks
         if self.sel_task is None or self.sel_task >= len(tasks):
             self.notify("Select a failed task first", severity="warning")
             return
-        self.console.act(actions.retry_task, self.wid, tasks[self.sel_task].name)
+        self.post_message(RunAction(actions.retry_task, self.wid, tasks[self.sel_task].name))

@@ -24,7 +24,7 @@ from ..widgets.rates import RatePanel
 from ..widgets.text_line import TextLine
 from ..widgets.totals import StateTotals
 from ..widgets.workflow_table import WorkflowTable
-from .base import LiveScreen
+from .base import LiveScreen, OpenWorkflow, PlanAction, RunAction
 
 PAGES = Binding.Group("Page", compact=True)
 
@@ -73,7 +73,7 @@ class WorkflowsScreen(LiveScreen):
             yield Input(
                 placeholder="workflow name (Tab completes, Enter filters, Esc clears)",
                 id="search",
-                suggester=NameSuggester(self.console),
+                suggester=NameSuggester(self.console.engine),
             )
         yield WorkflowTable(id="workflows")
         yield Footer()
@@ -221,24 +221,24 @@ class WorkflowsScreen(LiveScreen):
     def action_open(self) -> None:
         wid = self._selected()
         if wid:
-            self.console.open_workflow(wid)
+            self.post_message(OpenWorkflow(wid))
 
     def action_pause(self) -> None:
         if wid := self._selected():
-            self.console.act(actions.pause, wid)
+            self.post_message(RunAction(actions.pause, wid))
 
     def action_release(self) -> None:
         if wid := self._selected():
-            self.console.act(actions.release, wid)
+            self.post_message(RunAction(actions.release, wid))
 
     def action_cancel(self) -> None:
         if wid := self._selected():
-            self.console.plan(actions.plan_cancel, wid)
+            self.post_message(PlanAction(actions.plan_cancel, wid))
 
     def action_retry(self) -> None:
         if wid := self._selected():
-            self.console.plan(actions.plan_retry, wid)
+            self.post_message(PlanAction(actions.plan_retry, wid))
 
     def action_cleanup(self) -> None:
         if wid := self._selected():
-            self.console.plan(actions.plan_cleanup, wid)
+            self.post_message(PlanAction(actions.plan_cleanup, wid))

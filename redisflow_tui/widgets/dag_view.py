@@ -15,19 +15,21 @@ from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..data.dag import GLYPH, DagGraph, LevelRow, combined
 from ..data.home import progress_bar
 from ..data.layout import DagLayout, Ref
+from .line_view import LineView
 from .looks import TASK_LOOKS, look_css
 
 LOOKS = TASK_LOOKS
 
 
-class DagView(ScrollView, can_focus=True):
+class DagView(LineView, can_focus=True):
     """A workflow's DAG (or its per-level summary) with a selected node."""
+
+    STYLE_PREFIX = "dag"
 
     COMPONENT_CLASSES = {f"dag--{look}" for look in LOOKS} | {"dag--cursor", "dag--level"}
 
@@ -66,8 +68,6 @@ class DagView(ScrollView, can_focus=True):
         self.mode = "tasks"
         self.selected: int | None = None  # a node of the graph
         self._node_looks: list[str] = []
-        self._styles: dict[str, Style] = {}
-        self._lines: dict[int, Strip] = {}
 
     # -- feeding ----------------------------------------------------------------------
 
@@ -122,18 +122,9 @@ class DagView(ScrollView, can_focus=True):
 
     # -- rendering --------------------------------------------------------------------
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self._lines.clear()
-
-    def _style(self, look: str) -> Style:
-        style = self._styles.get(look)
-        if style is None:
-            known = look in LOOKS or look in ("cursor", "level")
-            name = f"dag--{look}" if known else "dag--waiting"
-            style = self._styles[look] = self.get_component_rich_style(name, partial=True)
-        return style
+    def _component(self, look: str) -> str:
+        known = look in LOOKS or look in ("cursor", "level")
+        return look if known else "waiting"
 
     def _ref_look(self, ref: Ref) -> str:
         if isinstance(ref, int):

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine import Event
 
 from ..data.clock import Clock
 from ..data.events import TASK_WIDTH, detail, task_label
+from .line_view import LineView
 from .looks import look_css
 
 KIND_LOOK = {
@@ -39,8 +38,11 @@ KIND_LOOK = {
 }
 
 
-class EventLogView(ScrollView, can_focus=True):
+class EventLogView(LineView, can_focus=True):
     """``12:00:01.123  task.failed  wf 12  #3  ValueError: ...`` per event."""
+
+    STYLE_PREFIX = "events"
+    ROW_STYLES = frozenset({"cursor"})  # the others colour text laid over it
 
     COMPONENT_CLASSES = {"events--time", "events--cursor"} | {
         f"events--{look}" for look in set(KIND_LOOK.values())
@@ -79,7 +81,6 @@ class EventLogView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.clock = clock
         self.events: list[Event] = []
-        self._styles: dict[str, Style] = {}
 
     def show(self, events: list[Event]) -> None:
         """New list of events, newest first."""
@@ -88,19 +89,6 @@ class EventLogView(ScrollView, can_focus=True):
         if self.cursor >= len(events):
             self.cursor = max(0, len(events) - 1)
         self.refresh()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            # the cursor is a whole row's style; the others colour text laid over it
-            style = self._styles[name] = self.get_component_rich_style(
-                f"events--{name}", partial=name != "cursor"
-            )
-        return style
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset

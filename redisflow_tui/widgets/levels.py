@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from rich.segment import Segment
-from rich.style import Style
 from textual.geometry import Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..data.dag import GLYPH, LevelRow
 from ..data.home import progress_bar
+from .line_view import LineView
 from .looks import look_css
 
 BAR = 10
 
 
-class LevelsView(ScrollView):
+class LevelsView(LineView):
     """``L2 ███████░░░ 7/10 ▶2 ✖1`` per level."""
+
+    STYLE_PREFIX = "levels"
 
     COMPONENT_CLASSES = {"levels--ok", "levels--bad", "levels--rest", "levels--label"} | {
         f"levels--{look}" for look in GLYPH
@@ -46,25 +47,12 @@ class LevelsView(ScrollView):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[LevelRow] = []
-        self._styles: dict[str, Style] = {}
 
     def show(self, rows: list[LevelRow]) -> None:
         """New per-level counts."""
         self.rows = rows
         self.virtual_size = Size(self.size.width, len(rows))
         self.refresh()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = self.get_component_rich_style(
-                f"levels--{name}", partial=True
-            )
-        return style
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset

@@ -21,9 +21,9 @@ from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .line_view import LineView
 from .looks import TASK_LOOKS, look_css
 
 Part = tuple[str, str]
@@ -55,8 +55,10 @@ def cell_text(cell: Cell) -> str:
     return "".join(text for text, _ in _parts(cell))
 
 
-class LiveTable(ScrollView, can_focus=True):
+class LiveTable(LineView, can_focus=True):
     """Keyed rows under a fixed header, with a row cursor."""
+
+    STYLE_PREFIX = "table"
 
     COMPONENT_CLASSES = {"table--header", "table--cursor", "table--odd"} | {
         f"table--{look}" for look in LOOKS
@@ -123,8 +125,6 @@ class LiveTable(ScrollView, can_focus=True):
         self.keys: list[str] = []
         self.rows: list[Row] = []
         self._index: dict[str, int] = {}
-        self._lines: dict[int, Strip] = {}
-        self._styles: dict[str, Style] = {}
         self._width = sum(w for _, _, w in self.columns) + len(self.columns)
 
     # -- content ----------------------------------------------------------------------
@@ -185,19 +185,6 @@ class LiveTable(ScrollView, can_focus=True):
             self.cursor = at
 
     # -- rendering --------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self._lines.clear()
-
-    def _style(self, look: str) -> Style:
-        style = self._styles.get(look)
-        if style is None:
-            style = self._styles[look] = (
-                self.get_component_rich_style(f"table--{look}", partial=True) if look else Style()
-            )
-        return style
 
     def _render_cells(
         self, cells: Sequence[Cell], base: Style, looks: bool = True

@@ -10,7 +10,8 @@ import pytest
 from support import drain, wait_for, widget_lines
 from textual.widgets import Footer, Input
 
-from engine import Engine, NotFoundError, Workflow, shapes
+from demos import shapes
+from engine import Engine, NotFoundError, Workflow
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.confirm import ConfirmScreen
 from redisflow_tui.screens.workflow import WorkflowScreen

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from support import drain
 
-from engine import Engine, Event, shapes
+from demos import shapes
+from engine import Engine, Event
 from redisflow_tui.data import actions
 from redisflow_tui.data.clock import Clock, format_age, format_duration
 from redisflow_tui.data.events import EventLog, detail

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from support import drain, wait_for
 
-from engine import Engine, Workflow, shapes
+from demos import shapes
+from engine import Engine, Workflow
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.dag_view import DagView

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine import Engine, shapes
+from demos import shapes
+from engine import Engine
 from engine.watch import EventBatch, KeyChange, Watch, enable_keyspace_events
 from redisflow_tui.__main__ import make_engine
 from redisflow_tui.data.feed import Changes, Connected, Feed, FeedMessage

@@ -7,7 +7,7 @@
 -- the agent holds no live lease (it was declared dead: it must register again).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])
-if not redis.call('ZSCORE', P .. ':agents:live', agent) then
+if not redis.call('ZSCORE', K_AGENTS_LIVE, agent) then
   return redis.error_reply('RFLEASE agent ' .. agent .. ' holds no lease')
 end
 promote_due(100)
@@ -50,6 +50,6 @@ for _, member in ipairs(members) do
     started[#started + 1] = member
   end
 end
-write_all('SADD', P .. ':run:' .. agent, started)
+write_all('SADD', k_running(agent), started)
 flush()
 return rows

@@ -6,5 +6,5 @@
 local agent = ARGV[3]
 if not redis.call('ZSCORE', KEYS[1], agent) then return 0 end
 redis.call('ZADD', KEYS[1], NOW + tonumber(ARGV[4]), agent)
-redis.call('ZADD', P .. ':agents:seen', NOW, agent)
+redis.call('ZADD', K_AGENTS_SEEN, NOW, agent)
 return 1

@@ -13,12 +13,7 @@ local max_lost = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local reaped, requeued, cleaned = 0, 0, 0
 for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT', 0, 100)) do
-  local run_key = P .. ':run:' .. agent
-  for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
-    local wid, i = split_member(member)
-    local wk = wkey(wid)
-    local f = redis.call('HMGET', wk, 'st', 'ct', i)
-    local t = tparse(f[3])
+  each_held(agent, function(member, wid, i, wk, f, t)
     if t.s == 'running' and t.g == agent then
       local ct = tonumber(f[2])
       local lost = redis.call('HINCRBY', wk, i .. 'l', 1)
@@ -43,28 +38,28 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
         requeued = requeued + 1
       end
     end
-  end
-  redis.call('DEL', run_key)
+  end)
+  redis.call('DEL', k_running(agent))
   redis.call('ZREM', KEYS[1], agent)
-  redis.call('HSET', P .. ':agents:state', agent, 'dead')
+  redis.call('HSET', K_AGENTS_STATE, agent, 'dead')
   emit('agent.dead', 0, -1, agent)
   reaped = reaped + 1
 end
 local promoted = promote_due(1000)
 if retention > 0 then
   for _, st in ipairs({'succeeded', 'failed', 'cancelled'}) do
-    local old = redis.call('ZRANGEBYSCORE', P .. ':ws:' .. st, '-inf', NOW - retention, 'LIMIT', 0, limit)
+    local old = redis.call('ZRANGEBYSCORE', k_state(st), '-inf', NOW - retention, 'LIMIT', 0, limit)
     for _, wid in ipairs(old) do
       remove_workflow(wid, wkey(wid), st)
       cleaned = cleaned + 1
     end
   end
 end
-for _, agent in ipairs(redis.call('ZRANGEBYSCORE', P .. ':agents:seen', '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do
+for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do
   if not redis.call('ZSCORE', KEYS[1], agent) then
-    redis.call('ZREM', P .. ':agents:seen', agent)
-    redis.call('HDEL', P .. ':agents', agent)
-    redis.call('HDEL', P .. ':agents:state', agent)
+    redis.call('ZREM', K_AGENTS_SEEN, agent)
+    redis.call('HDEL', K_AGENTS, agent)
+    redis.call('HDEL', K_AGENTS_STATE, agent)
   end
 end
 flush()

@@ -4,26 +4,21 @@
 -- Returns the rows of the tasks it held (see start_task): each restarts with a new
 -- attempt number, so a lingering older process of the same id is fenced off.
 local agent = ARGV[3]
-local run_key = P .. ':run:' .. agent
-redis.call('HSET', P .. ':agents', agent, ARGV[4])
-redis.call('HSET', P .. ':agents:state', agent, 'online')
-redis.call('ZADD', P .. ':agents:live', NOW + tonumber(ARGV[5]), agent)
-redis.call('ZADD', P .. ':agents:seen', NOW, agent)
+redis.call('HSET', K_AGENTS, agent, ARGV[4])
+redis.call('HSET', K_AGENTS_STATE, agent, 'online')
+redis.call('ZADD', K_AGENTS_LIVE, NOW + tonumber(ARGV[5]), agent)
+redis.call('ZADD', K_AGENTS_SEEN, NOW, agent)
 local rows = {}
 local agent_json = cjson.encode(agent)
-for _, member in ipairs(redis.call('SMEMBERS', run_key)) do
-  local wid, i = split_member(member)
-  local wk = wkey(wid)
-  local f = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
-  local t = tparse(f[3])
+each_held(agent, function(member, wid, i, wk, f, t)
   local mine = t.s == 'running' and t.g == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
     rows[#rows + 1] = start_task(wid, wk, i, agent, tonumber(f[2]), agent_json, f[3], f[4])
   else
     if mine then drop_cancelled(wk, i, tonumber(f[2]), t) end
-    redis.call('SREM', run_key, member)
+    redis.call('SREM', k_running(agent), member)
   end
-end
+end)
 emit('agent.online', 0, -1, {agent, #rows})
 flush()
 return rows

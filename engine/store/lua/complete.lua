@@ -8,7 +8,6 @@
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
 local out = {}
-local run_key = P .. ':run:' .. agent
 local agent_json = cjson.encode(agent)
 local done = {}        -- members leaving the agent's running set
 local wf_ok = {}       -- per workflow key: succeeded tasks to add
@@ -51,12 +50,12 @@ local function release_children(wid, wk, kids, ct, queue)
         t.s, t.q = 'ready', at
         ready[#ready + 1] = tpack(t)
       else
-        ready[#ready + 1] = 'ready|0|' .. at .. '|||'
+        ready[#ready + 1] = trec('ready', 0, at, '', '', '')
       end
       move_count('waiting', 'ready')
       if queue then
         local typ = info[3 * k - 1] or ''
-        redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
+        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
         wake[typ] = true
       end
     end
@@ -71,9 +70,8 @@ for r = 0, nres - 1 do
   local member = wid .. ':' .. i
   -- Only what every outcome needs: each field is a scan of a compact hash.
   local m = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
-  -- the record's parts but the old end time (a hot path: no table)
-  local s, a, q, b, g = 'waiting', '0', '', '', ''
-  if m[3] then s, a, q, b, g = string.match(m[3], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|[^|]*|(.*)$') end
+  -- the record's parts (a hot path: no table)
+  local s, a, q, b, _, g = tparts(m[3])
   if s ~= 'running' or a ~= attempt or g ~= agent then
     out[#out + 1] = 0
     emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
@@ -86,9 +84,9 @@ for r = 0, nres - 1 do
     local wst, ct = m[1], tonumber(m[2])
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
-    local ended = '|' .. (NOW - ct) .. '|' .. g
+    local done_at = NOW - ct
     if how == 'ok' then
-      local rec = 'succeeded|' .. a .. '|' .. q .. '|' .. b .. ended
+      local rec = trec('succeeded', a, q, b, done_at, g)
       if value ~= '' then
         redis.call('HSET', wk, i, rec, i .. 'o', value)
       else
@@ -106,13 +104,13 @@ for r = 0, nres - 1 do
       if live and failures < tonumber(limits[1] or '1') then
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
-        redis.call('HSET', wk, i, 'ready|' .. a .. '|' .. (NOW - ct + delay) .. '|' .. b .. ended,
+        redis.call('HSET', wk, i, trec('ready', a, done_at + delay, b, done_at, g),
           i .. 'e', value)
-        redis.call('ZADD', P .. ':delayed', string.format('%.0f', NOW + delay), member)
+        redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
         move_count('running', 'ready')
         emit('retrying', wid, i, {failures, delay})
       else
-        redis.call('HSET', wk, i, 'failed|' .. a .. '|' .. q .. '|' .. b .. ended, i .. 'e', value)
+        redis.call('HSET', wk, i, trec('failed', a, q, b, done_at, g), i .. 'e', value)
         move_count('running', 'failed')
         redis.call('HINCRBY', wk, 'bad', 1)
         redis.call('HINCRBY', wk, 'left', -1)
@@ -122,7 +120,7 @@ for r = 0, nres - 1 do
     end
   end
 end
-write_all('SREM', run_key, done)
+write_all('SREM', k_running(agent), done)
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do
   local wid, wk, live = w[1], w[2], w[3]

@@ -4,24 +4,26 @@
 -- skipped descendants none of whose other parents failed, was skipped or cancelled.
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4..] task indexes (optional).
 local wid, wk = ARGV[3], KEYS[1]
-local m = redis.call('HMGET', wk, 'st', 'n', 'ct')
-if not m[1] then return redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist') end
+local whole = #ARGV < 4
+local m, refused
+if whole then
+  m, refused = open_workflow(wid, wk, {'failed'},
+    'only a failed workflow can be retried', 'n', 'ct')
+else
+  m, refused = open_workflow(wid, wk, {'failed', 'running', 'paused'},
+    'its tasks cannot be retried', 'n', 'ct')
+end
+if refused then return refused end
 local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
 local reset = {}
 local order = {}
 local function add(i) if not reset[i] then reset[i] = true; order[#order + 1] = i end end
-if #ARGV < 4 then
-  if st ~= 'failed' then
-    return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; only a failed workflow can be retried')
-  end
+if whole then
   for i = 0, n - 1 do
     local s = tstate(redis.call('HGET', wk, i))
     if s == 'failed' or s == 'skipped' then add(tostring(i)) end
   end
 else
-  if st ~= 'failed' and st ~= 'running' and st ~= 'paused' then
-    return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. st .. '; its tasks cannot be retried')
-  end
   for k = 4, #ARGV do
     local s = tstate(redis.call('HGET', wk, ARGV[k]))
     if s ~= 'failed' then

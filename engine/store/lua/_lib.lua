@@ -1,5 +1,8 @@
--- _lib.lua: helpers shared by every script. engine/scripts.py prepends this file to each
--- script, so each one stays a single atomic EVALSHA.
+-- _lib.lua: helpers shared by every script. engine/store/scripts.py prepends this file to
+-- each script, so each one stays a single atomic EVALSHA. Its Python half is
+-- engine/store/codec.py (field names, the task record, reply rows, event tuples) and
+-- engine/store/keys.py (key names): change both sides together; tests/test_codec.py
+-- checks they agree.
 --
 -- Conventions for every script:
 --   KEYS[1]  a key of the shard (routes the call in a cluster)
@@ -37,6 +40,27 @@ local EVMAX = ARGV[2]
 local T = redis.call('TIME')
 local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 
+-- Key names of this shard (engine/store/keys.py, ShardKeys, is the other half).
+local K_SEQ = P .. ':seq'
+local K_DELAYED = P .. ':delayed'
+local K_ALL = P .. ':all'
+local K_NAMES = P .. ':names'
+local K_STATS = P .. ':stats'
+local K_TYPES = P .. ':types'
+local K_AGENTS = P .. ':agents'
+local K_AGENTS_SEEN = P .. ':agents:seen'
+local K_AGENTS_LIVE = P .. ':agents:live'
+local K_AGENTS_STATE = P .. ':agents:state'
+local K_EVENTS = P .. ':events'
+local K_EVCHAN = P .. ':ev'
+local function wkey(wid) return P .. ':w:' .. wid end
+local function k_definition(digest) return P .. ':d:' .. digest end
+local function k_queue(typ) return P .. ':q:' .. typ end
+local function k_wake(typ) return P .. ':wake:' .. typ end
+local function k_state(st) return P .. ':ws:' .. st end
+local function k_name(name) return P .. ':wn:' .. name end
+local function k_running(agent) return P .. ':run:' .. agent end
+
 local counters = {}
 local events = {}
 local wake = {}
@@ -50,17 +74,13 @@ local function move_count(old, new)
   count('t:' .. new, 1)
 end
 
-local function wkey(wid)
-  return P .. ':w:' .. wid
-end
-
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when
 -- it was read already. Only for a workflow that exists.
 local dkeys = {}
 local function dkey(wk, digest)
   local k = dkeys[wk]
   if k == nil then
-    k = P .. ':d:' .. (digest or redis.call('HGET', wk, 'd'))
+    k = k_definition(digest or redis.call('HGET', wk, 'd'))
     dkeys[wk] = k
   end
   return k
@@ -94,8 +114,19 @@ local function tparse(v)
   return {s = s, a = tonumber(a) or 0, q = q, b = b, d = d, g = g}
 end
 
+-- A record from its parts (trec) and a table from tparse (tpack); tparts splits one into
+-- its six parts as strings without a table (the hot paths).
+local function trec(s, a, q, b, d, g)
+  return s .. '|' .. a .. '|' .. q .. '|' .. b .. '|' .. d .. '|' .. g
+end
+
 local function tpack(t)
-  return t.s .. '|' .. t.a .. '|' .. t.q .. '|' .. t.b .. '|' .. t.d .. '|' .. t.g
+  return trec(t.s, t.a, t.q, t.b, t.d, t.g)
+end
+
+local function tparts(v)
+  if not v then return 'waiting', '0', '', '', '', '' end
+  return string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
 end
 
 -- Only the state of a record, as read.
@@ -140,7 +171,7 @@ end
 local function enqueue(wid, wk, i)
   local f = redis.call('HMGET', dkey(wk), i .. 'T', i .. 'R')
   local typ = f[1] or ''
-  redis.call('ZADD', P .. ':q:' .. typ, queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
+  redis.call('ZADD', k_queue(typ), queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
   wake[typ] = true
 end
 
@@ -148,14 +179,14 @@ end
 local function dequeue(wid, wk, i)
   local member = wid .. ':' .. i
   local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
-  redis.call('ZREM', P .. ':q:' .. typ, member)
-  redis.call('ZREM', P .. ':delayed', member)
+  redis.call('ZREM', k_queue(typ), member)
+  redis.call('ZREM', K_DELAYED, member)
 end
 
 local function set_wstate(wid, wk, old, new, score)
   redis.call('HSET', wk, 'st', new)
-  redis.call('ZREM', P .. ':ws:' .. old, wid)
-  redis.call('ZADD', P .. ':ws:' .. new, score, wid)
+  redis.call('ZREM', k_state(old), wid)
+  redis.call('ZADD', k_state(new), score, wid)
   count('w:' .. old, -1)
   count('w:' .. new, 1)
 end
@@ -219,7 +250,7 @@ local function start_task(wid, wk, i, agent, ct, agent_json, rec, digest)
     a = tonumber(a) or 0
   end
   a = a + 1
-  redis.call('HSET', wk, i, 'running|' .. a .. '|' .. q .. '|' .. (NOW - ct) .. '||' .. agent)
+  redis.call('HSET', wk, i, trec('running', a, q, NOW - ct, '', agent))
   emit_json('claimed', wid, i, agent_json)
   return {wid, tonumber(i), f[1], f[2] or '', f[3] or 'null', a, f[5] or '[]',
     parent_outputs(wk, f[4])}
@@ -236,9 +267,9 @@ end
 
 -- Move tasks whose retry backoff is over into their queues (held if paused).
 local function promote_due(limit)
-  local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', NOW, 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', NOW, 'LIMIT', 0, limit)
   for _, member in ipairs(due) do
-    redis.call('ZREM', P .. ':delayed', member)
+    redis.call('ZREM', K_DELAYED, member)
     local wid, i = split_member(member)
     local wk = wkey(wid)
     local f = redis.call('HMGET', wk, 'st', i)
@@ -259,34 +290,60 @@ local function remove_workflow(wid, wk, st)
     local s = t.s
     count('t:' .. s, -1)
     if s == 'running' and t.g ~= '' then
-      redis.call('SREM', P .. ':run:' .. t.g, wid .. ':' .. i)
+      redis.call('SREM', k_running(t.g), wid .. ':' .. i)
     elseif s == 'ready' then
       dequeue(wid, wk, i)
     end
   end
   redis.call('DEL', wk)
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
-  redis.call('ZREM', P .. ':all', wid)
-  redis.call('ZREM', P .. ':ws:' .. st, wid)
-  redis.call('ZREM', P .. ':wn:' .. m[1], wid)
-  if tonumber(redis.call('ZINCRBY', P .. ':names', -1, m[1])) <= 0 then
-    redis.call('ZREM', P .. ':names', m[1])
+  redis.call('ZREM', K_ALL, wid)
+  redis.call('ZREM', k_state(st), wid)
+  redis.call('ZREM', k_name(m[1]), wid)
+  if tonumber(redis.call('ZINCRBY', K_NAMES, -1, m[1])) <= 0 then
+    redis.call('ZREM', K_NAMES, m[1])
   end
   count('w:' .. st, -1)
   emit('cleaned', wid, -1)
 end
 
+-- The opening of every operator step on one workflow: read its state (and `more` fields)
+-- and refuse unless the state is one of `allowed`. Returns the fields read (state first),
+-- or nil and the error reply to return. `needs` ends the refusal: "only a running
+-- workflow can be paused".
+local function open_workflow(wid, wk, allowed, needs, ...)
+  local m = redis.call('HMGET', wk, 'st', ...)
+  if not m[1] then
+    return nil, redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist')
+  end
+  for _, st in ipairs(allowed) do
+    if m[1] == st then return m end
+  end
+  return nil, redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. m[1] .. '; ' .. needs)
+end
+
+-- Walk the tasks recorded as the agent's own (its running set): visit(member, wid, i,
+-- wk, f, t) for each, f = the workflow's {st, ct, record, d}, t = the parsed record.
+local function each_held(agent, visit)
+  for _, member in ipairs(redis.call('SMEMBERS', k_running(agent))) do
+    local wid, i = split_member(member)
+    local wk = wkey(wid)
+    local f = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+    visit(member, wid, i, wk, f, tparse(f[3]))
+  end
+end
+
 -- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
 local function flush()
   for field, delta in pairs(counters) do
-    if delta ~= 0 then redis.call('HINCRBY', P .. ':stats', field, delta) end
+    if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
   end
   if #events > 0 then
     local body = '{"ts":' .. NOW .. ',"ev":[' .. table.concat(events, ',') .. ']}'
-    redis.call('XADD', P .. ':events', 'MAXLEN', '~', EVMAX, '*', 'e', body)
-    redis.call('PUBLISH', P .. ':ev', body)
+    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVMAX, '*', 'e', body)
+    redis.call('PUBLISH', K_EVCHAN, body)
   end
   for typ, _ in pairs(wake) do
-    redis.call('PUBLISH', P .. ':wake:' .. typ, '')
+    redis.call('PUBLISH', k_wake(typ), '')
   end
 end

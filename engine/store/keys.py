@@ -11,7 +11,7 @@ key                           type    holds
 ============================  ======  =====================================================
 ``P:seq``                     string  last workflow sequence number of this shard
 ``P:w:<wid>``                 hash    one workflow: meta fields and every task's runtime
-                                      fields (see ``lua/_lib.lua`` for the field names)
+                                      fields (see ``codec.py`` for the field names)
 ``P:d:<digest>``              hash    one workflow definition, shared by every workflow
                                       pushed with the same tasks: each task's static
                                       fields, and ``r``, how many workflows use it
@@ -44,6 +44,8 @@ so ``shard = wid % N`` needs no lookup.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..errors import NotFoundError
 
 DEFAULT_NAMESPACE = "rf"
 
@@ -142,8 +144,18 @@ class Keyspace:
         return ShardKeys(self.namespace, index)
 
     def shard_of(self, wid: int | str) -> ShardKeys:
-        """Keys of the shard that holds workflow ``wid``."""
-        return self.shard(int(wid) % self.shards)
+        """Keys of the shard that holds workflow ``wid``.
+
+        Raises :class:`~engine.NotFoundError` for an id that is not a whole number (no
+        workflow can have it).
+        """
+        try:
+            number = int(wid)
+        except (TypeError, ValueError):
+            raise NotFoundError(
+                f"workflow {wid!r} does not exist (workflow ids are whole numbers)"
+            ) from None
+        return self.shard(number % self.shards)
 
     def all_shards(self) -> list[ShardKeys]:
         return [self.shard(i) for i in range(self.shards)]

@@ -17,13 +17,13 @@ local pos = 6
 local defs = {}
 for d = 1, ndefs do
   local digest = ARGV[pos]
-  local dk = P .. ':d:' .. digest
+  local dk = k_definition(digest)
   local ntasks = tonumber(ARGV[pos + 1])
   local nroots = tonumber(ARGV[pos + 2])
   local roots_at = pos + 3
   pos = roots_at + 3 * nroots
   local ntypes = tonumber(ARGV[pos])
-  for t = 1, ntypes do redis.call('SADD', P .. ':types', ARGV[pos + t]) end
+  for t = 1, ntypes do redis.call('SADD', K_TYPES, ARGV[pos + t]) end
   pos = pos + ntypes + 1
   local nstatic = tonumber(ARGV[pos])
   if redis.call('EXISTS', dk) == 0 then
@@ -88,16 +88,16 @@ for k = 0, nwf - 1 do
   ids[#ids + 1] = wid
 end
 if nwf > 0 then
-  write_all('ZADD', P .. ':all', all)
-  write_all('ZADD', P .. ':ws:running', running)
+  write_all('ZADD', K_ALL, all)
+  write_all('ZADD', k_state('running'), running)
 end
 for _, name in ipairs(name_order) do
   local same = by_name[name]
-  write_all('ZADD', P .. ':wn:' .. name, same)
-  redis.call('ZINCRBY', P .. ':names', math.floor(#same / 2), name)
+  write_all('ZADD', k_name(name), same)
+  redis.call('ZINCRBY', K_NAMES, math.floor(#same / 2), name)
 end
 for typ, q in pairs(by_type) do
-  write_all('ZADD', P .. ':q:' .. typ, q)
+  write_all('ZADD', k_queue(typ), q)
   wake[typ] = true
 end
 for _, def in ipairs(defs) do

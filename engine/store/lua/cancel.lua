@@ -2,11 +2,9 @@
 -- cancelled; running tasks finish and their outcome is recorded, but nothing more starts.
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid.
 local wid, wk = ARGV[3], KEYS[1]
-local m = redis.call('HMGET', wk, 'st', 'n')
-if not m[1] then return redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist') end
-if m[1] ~= 'running' and m[1] ~= 'paused' then
-  return redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. m[1] .. '; only a running or paused workflow can be cancelled')
-end
+local m, refused = open_workflow(wid, wk, {'running', 'paused'},
+  'only a running or paused workflow can be cancelled', 'n')
+if refused then return refused end
 local cancelled = 0
 for i = 0, tonumber(m[2]) - 1 do
   local t = tparse(redis.call('HGET', wk, i))

@@ -1,0 +1,30 @@
+"""The only code that talks to Redis.
+
+* :mod:`.keys` — every key name;
+* :mod:`.codec` — every format shared with the Lua scripts (fields, the task record,
+  reply rows, event tuples, the definition as ``push.lua`` takes it);
+* :mod:`.scripts` and ``lua/`` — the state transitions and how they are run;
+* :mod:`.calls` — one typed function per script;
+* :mod:`.reads` — every plain read.
+
+:class:`Store` is both, for one deployment (a namespace over its shards on one Redis).
+"""
+
+from __future__ import annotations
+
+import redis
+
+from .calls import Calls, Outcome
+from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
+from .reads import Reads
+
+
+class Store(Calls, Reads):
+    """Script calls and reads of one deployment."""
+
+    def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:
+        Calls.__init__(self, client, keys, event_cap)
+        Reads.__init__(self, client, keys)
+
+
+__all__ = ["DEFAULT_NAMESPACE", "Keyspace", "Outcome", "ShardKeys", "Store"]

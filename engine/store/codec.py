@@ -1,0 +1,328 @@
+"""Every format Python shares with the Lua scripts, defined once.
+
+The Lua half is ``lua/_lib.lua``; ``tests/test_codec.py`` runs both sides against each
+other. What lives here:
+
+* field names of a workflow hash and of a definition hash;
+* the task record, ``state|attempts|ready|begin|done|agent`` (:func:`parse_record`,
+  :func:`pack_record`);
+* a definition laid out as ``push.lua`` takes it (:func:`compile_workflow`);
+* the claim reply row (:func:`decode_claim_row`);
+* the event tuple ``[kind, wid, task index or -1, extra]`` and its batches
+  (:func:`decode_batch`, :func:`brief_batch`);
+* a workflow hash merged with its definition, as a status (:func:`parse_status`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..definition import DEFAULT_BACKOFF_MAX, DEFAULT_MAX_PAYLOAD, Workflow, validate
+from ..handlers import Task
+from ..model import (
+    Event,
+    TaskState,
+    TaskStatus,
+    WorkflowState,
+    WorkflowStatus,
+    WorkflowSummary,
+    decode_json,
+)
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# -- workflow hash (P:w:<wid>) ------------------------------------------------------------
+# Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
+# failed, skipped, created ms, finished ms.
+F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
+F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
+SUMMARY_FIELDS = (F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED)
+# Per task i: the record is the field named by the bare index; then these suffixes.
+T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
+
+# -- definition hash (P:d:<digest>) -------------------------------------------------------
+# Whole-definition fields: users, retry backoff base ms, longest retry delay ms.
+D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
+# Per task i, suffixes: name, type, payload JSON, priority, max attempts, children csv,
+# parents csv, parents' names JSON, how many parents (when more than one).
+D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
+D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR = "C", "U", "V", "W"
+# Per-task fields status() reads, definition's first.
+TASK_FIELDS = (
+    D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS,
+    T_FAILURES, T_OUTPUT, T_ERROR,
+)  # fmt: skip
+
+
+def field(index: int, suffix: str = "") -> str:
+    """The field of task ``index`` (its record without a suffix)."""
+    return f"{index}{suffix}"
+
+
+# -- the task record ----------------------------------------------------------------------
+
+Record = tuple[str, str, str, str, str, str]
+NO_RECORD: Record = ("waiting", "0", "", "", "", "")
+
+
+def parse_record(value: str | None) -> Record:
+    """A task's record as its parts: state, attempts (the fencing token), ready, begin and
+    done times (ms after the workflow's creation, "" for none), agent. No record: a
+    waiting task never started."""
+    if not value:
+        return NO_RECORD
+    st, a, q, b, d, g = value.split("|", 5)
+    return st, a, q, b, d, g
+
+
+def pack_record(
+    state: str,
+    attempts: int | str,
+    ready: Any = "",
+    begin: Any = "",
+    done: Any = "",
+    agent: str = "",
+) -> str:
+    """The record field of a task (``trec`` in ``_lib.lua``); the agent comes last, so its
+    id may hold any character."""
+    return f"{state}|{attempts}|{ready}|{begin}|{done}|{agent}"
+
+
+# -- a definition as push.lua takes it ----------------------------------------------------
+
+
+@dataclass
+class CompiledWorkflow:
+    """A validated workflow in the flat form ``push.lua`` takes.
+
+    ``definition`` holds what every workflow pushed with the same tasks shares (stored once
+    per shard under ``digest``); only ``name`` is the workflow's own.
+    """
+
+    name: str
+    digest: str
+    definition: list[Any]
+
+    @property
+    def tasks(self) -> int:
+        """How many tasks it has."""
+        return int(self.definition[1])
+
+
+def compile_workflow(wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD) -> CompiledWorkflow:
+    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
+    payloads = validate(wf, max_payload)
+    index = {t.name: i for i, t in enumerate(wf.tasks)}
+    children: list[list[int]] = [[] for _ in wf.tasks]
+    for i, t in enumerate(wf.tasks):
+        for p in t.after:
+            children[index[p]].append(i)
+    static: list[Any] = []
+    if wf.retry_backoff != 1.0:
+        static += [D_BACKOFF, int(wf.retry_backoff * 1000)]
+    if wf.retry_backoff_max != DEFAULT_BACKOFF_MAX:
+        static += [D_BACKOFF_MAX, int(wf.retry_backoff_max * 1000)]
+    init: list[Any] = []
+    roots: list[Any] = []
+    types: list[str] = []
+    ready = pack_record("ready", 0, 0)
+    for i, t in enumerate(wf.tasks):
+        static += [f"{i}{D_NAME}", t.name]
+        if t.type:
+            static += [f"{i}{D_TYPE}", t.type]
+        if payloads[i]:
+            static += [f"{i}{D_PAYLOAD}", payloads[i]]
+        if t.priority:
+            static += [f"{i}{D_PRIORITY}", t.priority]
+        if t.max_attempts != 1:
+            static += [f"{i}{D_ATTEMPTS}", t.max_attempts]
+        if children[i]:
+            static += [f"{i}{D_CHILDREN}", ",".join(map(str, children[i]))]
+        if t.after:
+            static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in t.after)]
+            static += [f"{i}{D_PARENT_NAMES}", _encode(t.after)]
+            if len(t.after) > 1:
+                static += [f"{i}{D_WAIT_FOR}", len(t.after)]
+        else:
+            init += [str(i), ready]
+            roots += [i, t.type, t.priority]
+        if t.type not in types:
+            types.append(t.type)
+    digest = definition_digest(static)
+    definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
+    definition += [len(static) // 2, *static, len(init) // 2, *init]
+    return CompiledWorkflow(wf.name, digest, definition)
+
+
+def definition_digest(static: Sequence[Any]) -> str:
+    """The content address of a definition's static fields (as a JSON array: unambiguous)."""
+    return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()
+
+
+# -- the claim reply row ------------------------------------------------------------------
+
+
+def decode_claim_row(row: Sequence[Any]) -> Task:
+    """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
+    payload, attempt, parent names JSON, {their outputs}}``."""
+    wid, idx, name, typ, payload, attempt, parent_names, outputs = row
+    parents = {
+        p: decode_json(out or None)
+        for p, out in zip(json.loads(parent_names), outputs, strict=True)
+    }
+    return Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)
+
+
+# -- events -------------------------------------------------------------------------------
+# A batch: {"ts": ms, "ev": [[kind, wid, task index or -1, extra], ...]}, one per script
+# call, in the stream (field "e") and on the event channel.
+
+TASK_KINDS = frozenset({"claimed", "succeeded", "failed", "retrying", "rejected", "requeued"})
+BATCH_FIELD = "e"
+
+
+def event_kind(kind: str, idx: int) -> str:
+    """The public kind of a stored event: ``task.<kind>``, ``workflow.<kind>``, or
+    ``agent.<what>`` as stored."""
+    if kind.startswith("agent."):
+        return kind
+    if idx >= 0 and kind in TASK_KINDS:
+        return "task." + kind
+    return "workflow." + kind
+
+
+def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
+    """Turn one stored/published batch into events, in the order they happened."""
+    data = json.loads(body)
+    ts = data["ts"] / 1000.0
+    out: list[Event] = []
+    for kind, wid, idx, extra in data["ev"]:
+        public = event_kind(kind, idx)
+        if public.startswith("agent."):
+            out.append(Event(public, "", ts, None, {"agent": extra}, entry_id))
+        elif public.startswith("task."):
+            out.append(Event(public, str(wid), ts, idx, _extra(kind, extra), entry_id))
+        else:
+            out.append(Event(public, str(wid), ts, None, _extra(kind, extra), entry_id))
+    return out
+
+
+def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
+    """``(public kind, workflow id or "", task index or -1)`` of each event of a decoded
+    batch: cheap enough for thousands of events a second."""
+    for kind, wid, idx, _ in data["ev"]:
+        public = event_kind(kind, idx)
+        if public.startswith("agent."):
+            yield public, "", -1
+        elif public.startswith("task."):
+            yield public, str(wid), idx
+        else:
+            yield public, str(wid), -1
+
+
+def _extra(kind: str, extra: Any) -> dict[str, Any]:
+    if extra is None:
+        return {}
+    if kind in ("claimed", "requeued"):
+        return {"agent": extra}
+    if kind == "failed":
+        return {"error": extra}
+    if kind == "retrying":
+        return {"failures": extra[0], "delay_ms": extra[1]}
+    if kind == "rejected":
+        return {"agent": extra[0], "attempt": extra[1]}
+    if kind == "pushed":
+        return {"name": extra}
+    return {"count": extra}
+
+
+def iter_stream(entries: list[tuple[Any, dict[Any, Any]]]) -> Iterator[Event]:
+    """Events of stream entries as returned by XRANGE/XREVRANGE/XREAD."""
+    for entry_id, fields in entries:
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        body = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD)
+        if body is not None:
+            yield from decode_batch(body, eid)
+
+
+# -- status -------------------------------------------------------------------------------
+
+
+def _ms(value: Any) -> float | None:
+    return None if value in (None, "") else int(value) / 1000.0
+
+
+def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
+    """A summary from the :data:`SUMMARY_FIELDS` of a workflow hash, in that order."""
+    name, st, n, ok, bad, skip, ct, ft = row
+    return WorkflowSummary(
+        id=str(wid),
+        name=name,
+        state=WorkflowState(st),
+        total=int(n),
+        succeeded=int(ok or 0),
+        failed=int(bad or 0),
+        skipped=int(skip or 0),
+        created_at=int(ct) / 1000.0,
+        finished_at=_ms(ft),
+    )
+
+
+def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
+    """Build a :class:`WorkflowStatus` from a workflow hash merged with its definition's."""
+    summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
+    ct = int(raw[F_CREATED])
+    n = summary.total
+    # One pass over the fields, into one column per task field ("3f" -> column f, row 3)
+    # and each task's record ("3").
+    columns: dict[str, list[str | None]] = {f: [None] * n for f in TASK_FIELDS}
+    records: list[str | None] = [None] * n
+    for key, value in raw.items():
+        if key.isdigit():
+            records[int(key)] = value
+            continue
+        column = columns.get(key[-1])
+        if column is not None and key[0].isdigit():
+            column[int(key[:-1])] = value
+    names = [v if v is not None else str(i) for i, v in enumerate(columns[D_NAME])]
+
+    def at(v: str) -> float | None:
+        return (ct + int(float(v))) / 1000.0 if v else None
+
+    def idx_list(v: str | None) -> list[str]:
+        return [names[int(x)] for x in v.split(",")] if v else []
+
+    tasks = []
+    counts = {s.value: 0 for s in TaskState}
+    states = {s.value: s for s in TaskState}
+    rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
+    for i, (rec, _, typ, payload, pri, most, kids, ups, f, o, e) in enumerate(rows):
+        st, a, q, b, d, g = parse_record(rec)
+        state = states[st]
+        counts[state.value] += 1
+        tasks.append(
+            TaskStatus(
+                index=i,
+                name=names[i],
+                type=typ or "",
+                state=state,
+                priority=int(pri or 0),
+                payload=decode_json(payload),
+                parents=idx_list(ups),
+                children=idx_list(kids),
+                attempts=int(a or 0),
+                failures=int(f or 0),
+                max_attempts=int(most or 1),
+                agent=g or None,
+                output=decode_json(o),
+                error=e,
+                ready_at=at(q),
+                started_at=at(b),
+                finished_at=at(d),
+            )
+        )
+    return WorkflowStatus(**summary.__dict__, counts=counts, tasks=tasks)

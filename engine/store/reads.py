@@ -1,0 +1,428 @@
+"""Reads of a deployment's state: every plain (non-script) Redis read the engine makes.
+
+Replies come back decoded into the engine's records (:mod:`engine.model`); the formats
+are :mod:`.codec`'s. Definitions never change, so they are cached between reads.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeAlias, cast
+
+import redis
+from redis.typing import KeyT, StreamIdT
+
+from ..errors import NotFoundError
+from ..model import (
+    AgentInfo,
+    AgentState,
+    Event,
+    Stats,
+    TaskState,
+    WorkflowState,
+    WorkflowStatus,
+    WorkflowSummary,
+)
+from .codec import (
+    BATCH_FIELD,
+    D_NAME,
+    D_USERS,
+    F_COUNT,
+    F_DIGEST,
+    F_STATE,
+    SUMMARY_FIELDS,
+    decode_batch,
+    iter_stream,
+    parse_status,
+    parse_summary,
+)
+from .keys import Keyspace, ShardKeys
+
+BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
+DEFINITION_CACHE = 400_000  # definition fields status() keeps between reads
+NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
+FINISHED_STATES = ("succeeded", "failed", "cancelled")
+
+# The engine's clients decode replies (``decode_responses=True``), so every string Redis
+# returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
+_Entries: TypeAlias = list[tuple[str, dict[str, str]]]
+_Scored: TypeAlias = list[tuple[str, float]]
+
+
+class Reads:
+    """Reads of one deployment (a keyspace on one Redis)."""
+
+    def __init__(self, client: redis.Redis, keys: Keyspace) -> None:
+        self.redis = client
+        self.keys = keys
+        self._def_of: dict[str, tuple[str, int]] = {}  # wid -> (digest, task count)
+        self._names_of: dict[str, list[str]] = {}  # digest -> task names
+        self._definitions: dict[str, dict[str, str]] = {}  # digest -> fields, oldest first
+        self._definition_fields = 0
+        self._lock = threading.Lock()
+
+    def server_time(self) -> float:
+        """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
+        sec, usec = self.redis.time()
+        return sec + usec / 1e6
+
+    def task_names(self, wid: str | int) -> builtins.list[str]:
+        shard = self.keys.shard_of(wid)
+        n, digest = cast(
+            "list[str | None]", self.redis.hmget(shard.workflow(wid), [F_COUNT, F_DIGEST])
+        )
+        if n is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        fields = [f"{i}{D_NAME}" for i in range(int(n))]
+        return list(cast("list[str]", self.redis.hmget(shard.definition(str(digest)), fields)))
+
+    def status(self, wid: str | int) -> WorkflowStatus:
+        """Everything stored of one workflow: state, counts by task state, every task.
+
+        A small workflow is read atomically (HGETALL). A big one (over
+        :data:`BIG_HASH` fields) is read in HSCAN slices so Redis never stalls on one
+        command; its task states may then be a few milliseconds apart. Definitions never
+        change, so theirs is read once and kept (up to :data:`DEFINITION_CACHE` fields).
+        """
+        shard = self.keys.shard_of(wid)
+        key = shard.workflow(wid)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hlen(key)
+        pipe.hget(key, F_DIGEST)
+        size, digest = pipe.execute()
+        if not size:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        raw = self._read_hash(key, size)
+        if not raw:  # cleaned up meanwhile
+            raise NotFoundError(f"workflow {wid} does not exist")
+        definition = self._definitions.get(digest)
+        if definition is None:
+            dkey = shard.definition(digest)
+            fields = int(self.redis.hlen(dkey))
+            definition = self._read_hash(dkey, fields)
+            if not definition:  # cleaned up between the reads
+                raise NotFoundError(f"workflow {wid} does not exist")
+            whole = len(definition) == fields  # a slice-by-slice read the cleanup cut short
+            definition.pop(D_USERS, None)  # how many use it: changes, and no part of a status
+            if whole:
+                self._remember_definition(digest, definition)
+        return parse_status(str(wid), {**definition, **raw})
+
+    def _read_hash(self, key: str, size: int) -> dict[str, str]:
+        if size <= BIG_HASH:
+            return cast("dict[str, str]", self.redis.hgetall(key))
+        return dict(cast(Iterator[tuple[str, str]], self.redis.hscan_iter(key, count=BIG_HASH)))
+
+    def _remember_definition(self, digest: str, definition: dict[str, str]) -> None:
+        with self._lock:
+            cache = self._definitions
+            if digest in cache:
+                return
+            self._definition_fields += len(definition)
+            cache[digest] = definition
+            while self._definition_fields > DEFINITION_CACHE and len(cache) > 1:
+                oldest = next(iter(cache))
+                self._definition_fields -= len(cache.pop(oldest))
+
+    def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
+        """The list fields of several workflows in one round trip (missing ones left out)."""
+        wids = list(wids)
+        pipe = self.redis.pipeline(transaction=False)
+        for wid in wids:
+            pipe.hmget(self.keys.shard_of(wid).workflow(wid), SUMMARY_FIELDS)
+        out = []
+        for wid, row in zip(wids, pipe.execute(), strict=True):
+            if row[0] is not None:
+                out.append(parse_summary(wid, row))
+        return out
+
+    def _index_key(self, shard: ShardKeys, state: str | None, name: str | None) -> str:
+        if name is not None:
+            return shard.by_name(name)
+        if state is not None:
+            return shard.by_state(WorkflowState(state).value)
+        return shard.all
+
+    def list_ids(
+        self,
+        state: str | None = None,
+        name: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> builtins.list[str]:
+        """Workflow ids, newest first, one page at a time; filter by state and/or name."""
+        if self.keys.shards == 1 and (state is None or name is None):
+            key = self._index_key(self.keys.shard(0), state, name)
+            return list(cast("list[str]", self.redis.zrevrange(key, offset, offset + limit - 1)))
+        ids: list[str] = []
+        if state is not None and name is not None:
+            # both filters: walk each shard's name index newest first, keeping the ones in
+            # `state`, until a page's worth is found
+            for shard in self.keys.all_shards():
+                ids.extend(self._ids_in_state(shard.by_name(name), state, offset + limit))
+        else:
+            # several shards: merge newest-first across their indexes
+            for shard in self.keys.all_shards():
+                key = self._index_key(shard, state, name)
+                ids.extend(cast("list[str]", self.redis.zrevrange(key, 0, offset + limit - 1)))
+        ids.sort(key=int, reverse=True)
+        return ids[offset : offset + limit]
+
+    def _ids_in_state(self, index: str, state: str, want: int) -> builtins.list[str]:
+        """Up to ``want`` ids of ``index`` (newest first) whose workflow is in ``state``."""
+        found: list[str] = []
+        start, chunk = 0, 500
+        while len(found) < want:
+            wids = cast("list[str]", self.redis.zrevrange(index, start, start + chunk - 1))
+            if not wids:
+                break
+            pipe = self.redis.pipeline(transaction=False)
+            for wid in wids:
+                pipe.hget(self.keys.shard_of(wid).workflow(wid), F_STATE)
+            found += [w for w, st in zip(wids, pipe.execute(), strict=True) if st == state]
+            start += chunk
+        return found[:want]
+
+    def count(self, state: str | None = None, name: str | None = None) -> int:
+        """How many workflows match: O(1) per shard for one filter; with both, a walk of
+        the name's index."""
+        if state is not None and name is not None:
+            return sum(
+                len(self._ids_in_state(s.by_name(name), state, 1 << 62))
+                for s in self.keys.all_shards()
+            )
+        return sum(
+            int(self.redis.zcard(self._index_key(s, state, name))) for s in self.keys.all_shards()
+        )
+
+    def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
+        """Workflow names with how many workflows have them, most common first."""
+        counts: dict[str, int] = {}
+        for shard in self.keys.all_shards():
+            scored = cast(_Scored, self.redis.zrevrange(shard.names, 0, -1, withscores=True))
+            for name, score in scored:
+                if name.startswith(prefix):
+                    counts[name] = counts.get(name, 0) + int(score)
+        return sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+
+    def stats(self) -> Stats:
+        """Totals of tasks and workflows by state, and queue depth per type."""
+        tasks = {s.value: 0 for s in TaskState}
+        workflows = {s.value: 0 for s in WorkflowState}
+        pushed_t = pushed_w = 0
+        queued: dict[str, int] = {}
+        for shard in self.keys.all_shards():
+            raw = cast("dict[str, str]", self.redis.hgetall(shard.stats))
+            for field, value in raw.items():
+                kind, _, what = field.partition(":")
+                if what == "pushed":
+                    if kind == "t":
+                        pushed_t += int(value)
+                    else:
+                        pushed_w += int(value)
+                elif kind == "t":
+                    tasks[what] = tasks.get(what, 0) + int(value)
+                elif kind == "w":
+                    workflows[what] = workflows.get(what, 0) + int(value)
+            types = sorted(cast("set[str]", self.redis.smembers(shard.types)))
+            pipe = self.redis.pipeline(transaction=False)
+            for t in types:
+                pipe.zcard(shard.queue(t))
+            for t, n in zip(types, pipe.execute(), strict=True):
+                queued[t] = queued.get(t, 0) + int(n)
+        return Stats(tasks, workflows, pushed_t, pushed_w, queued)
+
+    def agents(self) -> builtins.list[AgentInfo]:
+        """Every agent known, with liveness from its heartbeat age and lease."""
+        now = self.server_time()
+        out: list[AgentInfo] = []
+        for shard in self.keys.all_shards():
+            infos = cast("dict[str, str]", self.redis.hgetall(shard.agents))
+            states = cast("dict[str, str]", self.redis.hgetall(shard.agents_state))
+            seen = dict(cast(_Scored, self.redis.zrange(shard.agents_seen, 0, -1, withscores=True)))
+            pipe = self.redis.pipeline(transaction=False)
+            ids = sorted(infos)
+            for agent_id in ids:
+                pipe.smembers(shard.running_of(agent_id))
+            for agent_id, running in zip(ids, pipe.execute(), strict=True):
+                info = json.loads(infos[agent_id])
+                age = now - seen[agent_id] / 1000.0 if agent_id in seen else None
+                lease = float(info.get("lease_s", 30))
+                beat = float(info.get("heartbeat_s", lease / 3))
+                stored = states.get(agent_id, "online")
+                if stored == "online":
+                    if age is not None and age > lease:
+                        state = AgentState.DEAD
+                    elif age is not None and age > 2 * beat:
+                        state = AgentState.STALE
+                    else:
+                        state = AgentState.ONLINE
+                else:
+                    state = AgentState(stored)
+                out.append(
+                    AgentInfo(
+                        id=agent_id,
+                        types=list(info.get("types", [])),
+                        concurrency=int(info.get("concurrency", 1)),
+                        state=state,
+                        heartbeat_age=age,
+                        lease_s=lease,
+                        heartbeat_s=beat,
+                        running=sorted(running),
+                        host=info.get("host", ""),
+                        pid=int(info.get("pid", 0)),
+                        started_at=info.get("started_at"),
+                    )
+                )
+        return out
+
+    def events(self, count: int = 200) -> builtins.list[Event]:
+        """The most recent lifecycle events from the capped stream, newest first, with
+        the names of their tasks (see :meth:`name_tasks`)."""
+        out: list[Event] = []
+        for shard in self.keys.all_shards():
+            entries = cast(_Entries, self.redis.xrevrange(shard.events, count=count))
+            for entry_id, fields in entries:
+                out.extend(reversed(decode_batch(fields[BATCH_FIELD], entry_id)))
+        out.sort(key=lambda e: e.ts, reverse=True)
+        out = out[:count]
+        self.name_tasks(out)
+        return out
+
+    def name_tasks(self, events: Iterable[Event]) -> None:
+        """Fill in the ``task_name`` of task events, from their workflows' definitions.
+
+        Events carry a task's index only; names are read at most in two pipelined round
+        trips (the definition of each workflow not seen before, then the names of each
+        definition not seen before) and cached. A workflow already cleaned up leaves
+        ``task_name`` as ``None``.
+        """
+        todo = [e for e in events if e.task is not None and e.task_name is None]
+        if not todo:
+            return
+        defs = self._def_of
+        missing = list({e.wid for e in todo if e.wid not in defs})
+        if missing:
+            pipe = self.redis.pipeline(transaction=False)
+            for wid in missing:
+                pipe.hmget(self.keys.shard_of(wid).workflow(wid), [F_DIGEST, F_COUNT])
+            rows = pipe.execute()
+            if len(defs) + len(missing) > NAME_CACHE:
+                defs.clear()
+            for wid, (digest, n) in zip(missing, rows, strict=True):
+                if digest:
+                    defs[wid] = (digest, int(n))
+        names = self._names_of
+        wanted: dict[str, tuple[str, int]] = {}
+        for e in todo:
+            known = defs.get(e.wid)
+            if known and known[0] not in names:
+                wanted[known[0]] = (e.wid, known[1])
+        if wanted:
+            pipe = self.redis.pipeline(transaction=False)
+            for digest, (wid, n) in wanted.items():
+                key = self.keys.shard_of(wid).definition(digest)
+                pipe.hmget(key, [f"{i}{D_NAME}" for i in range(n)])
+            if len(names) + len(wanted) > NAME_CACHE // 10:
+                names.clear()
+            for digest, got in zip(wanted, pipe.execute(), strict=True):
+                if all(got):
+                    names[digest] = got
+        for e in todo:
+            known = defs.get(e.wid)
+            listed = names.get(known[0]) if known else None
+            if listed and e.task is not None and 0 <= e.task < len(listed):
+                e.task_name = listed[e.task]
+
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
+        """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
+        streams: dict[KeyT, StreamIdT] = {
+            s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()
+        }
+        # RESP2 reply: [[stream key, entries], ...], or None when nothing arrived in time
+        reply = cast(
+            "list[tuple[str, _Entries]] | None",
+            self.redis.xread(streams, block=block_ms or None, count=1000),
+        )
+        out: list[Event] = []
+        for key, entries in reply or []:
+            shard = next(s for s in self.keys.all_shards() if s.events == key)
+            if entries:
+                last_ids[shard.shard] = entries[-1][0]
+            out.extend(iter_stream(entries))
+        return out
+
+    def state(self, wid: str | int) -> WorkflowState:
+        """The current state of one workflow."""
+        st = cast("str | None", self.redis.hget(self.keys.shard_of(wid).workflow(wid), F_STATE))
+        if st is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        return WorkflowState(st)
+
+    def count_finished(self, cutoff_ms: int) -> int:
+        """How many workflows finished at or before ``cutoff_ms`` (Redis time)."""
+        cutoff = cutoff_ms
+        return sum(
+            int(self.redis.zcount(shard.by_state(s), "-inf", cutoff))
+            for shard in self.keys.all_shards()
+            for s in FINISHED_STATES
+        )
+
+    def finished_page(self, shard: ShardKeys, state: str, cutoff_ms: int, skip: int) -> list[str]:
+        """Up to 500 ids of ``shard``'s workflows in finished ``state`` that finished at or
+        before ``cutoff_ms``, oldest first, past the first ``skip``."""
+        key = shard.by_state(state)
+        return cast("list[str]", self.redis.zrangebyscore(key, "-inf", cutoff_ms, skip, 500))
+
+    def next_due_s(self, shards: Iterable[ShardKeys]) -> float | None:
+        """Seconds until the earliest retry backoff ends in ``shards`` (None: none waits)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.time()
+        for shard in shards:
+            pipe.zrange(shard.delayed, 0, 0, withscores=True)
+        (sec, usec), *firsts = pipe.execute()
+        now_ms = sec * 1000 + usec / 1000
+        due = [first[0][1] for first in firsts if first]
+        return max(0.0, (min(due) - now_ms) / 1000) if due else None
+
+    def nothing_left(self, shards: Iterable[ShardKeys], types: Iterable[str]) -> bool:
+        """True when the queues of ``types`` hold no work and nothing anywhere in ``shards``
+        could make more (no retry waiting, no task running)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in shards:
+            for t in types:
+                pipe.zcard(shard.queue(t))
+            pipe.zcard(shard.delayed)
+            pipe.hget(shard.stats, "t:running")
+        return all(int(x or 0) <= 0 for x in pipe.execute())
+
+    def pubsub(self, channels: Iterable[str]) -> Any:
+        """A pub/sub connection subscribed to ``channels`` (ignoring subscribe replies)."""
+        ps = self.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        channels = list(channels)
+        if channels:
+            ps.subscribe(*channels)
+        return ps
+
+    def keyspace_channel(self, key: str) -> str:
+        """The keyspace-notification channel of ``key`` in this client's database."""
+        db = self.redis.connection_pool.connection_kwargs.get("db", 0)
+        return f"__keyspace@{db}__:{key}"
+
+    def enable_keyspace_events(self, needed: str) -> bool:
+        """Add the flags ``needed`` (e.g. ``Kh``) to ``notify-keyspace-events``, keeping
+        every flag already set; ``False`` when the server does not allow ``CONFIG``."""
+        try:
+            current = self.redis.config_get("notify-keyspace-events").get(
+                "notify-keyspace-events", ""
+            )
+            flags = str(current)
+            missing = [f for f in needed if f not in flags and not (f in "hsz" and "A" in flags)]
+            if missing:
+                self.redis.config_set("notify-keyspace-events", flags + "".join(missing))
+            return True
+        except redis.ResponseError:
+            return False

@@ -1,0 +1,155 @@
+"""Loads the Lua state transitions in ``engine/store/lua`` and runs them.
+
+Each script is ``_lib.lua`` followed by the script's own file, registered once per
+client with redis-py's ``register_script`` (EVALSHA, falling back to EVAL when the
+server does not know the script yet, e.g. after a restart). Several calls in one round
+trip go through :class:`ScriptBatch`: plain EVALSHA, reloading on NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Generic, TypeVar
+
+import redis
+from redis.exceptions import NoScriptError
+
+from ..errors import LeaseLostError, NotFoundError, StateError
+
+SCRIPT_NAMES = (
+    "push",
+    "claim",
+    "complete",
+    "register",
+    "heartbeat",
+    "reap",
+    "stop",
+    "pause",
+    "release",
+    "cancel",
+    "retry",
+    "cleanup",
+)
+
+T = TypeVar("T")
+
+# Error replies of the scripts ("RFSTATE workflow 3 is failed; ...") and what they raise.
+SCRIPT_ERRORS: dict[str, type[Exception]] = {
+    "RFSTATE": StateError,
+    "RFNOTFOUND": NotFoundError,
+    "RFLEASE": LeaseLostError,
+}
+
+
+@cache
+def script_source(name: str) -> str:
+    """The full source of script ``name``: the shared helpers, then its own body."""
+    lua = resources.files("engine.store") / "lua"
+    lib = (lua / "_lib.lua").read_text(encoding="utf-8")
+    body = (lua / f"{name}.lua").read_text(encoding="utf-8")
+    return f"{lib}\n{body}"
+
+
+def script_error(e: redis.ResponseError) -> Exception:
+    """The engine's exception for a script's error reply (the reply itself if not ours)."""
+    text = str(e)
+    for code, cls in SCRIPT_ERRORS.items():
+        at = text.find(code + " ")
+        if at >= 0:
+            # an operator reads a refusal (no code); an agent's lost lease keeps its code
+            start = at if cls is LeaseLostError else at + len(code) + 1
+            return cls(text[start:].split(" script:")[0].strip())
+    return e
+
+
+@dataclass
+class Call(Generic[T]):
+    """One script call, ready to run: its name, KEYS, ARGV and how to read its reply."""
+
+    name: str
+    keys: list[Any]
+    args: list[Any]
+    decode: Callable[[Any], T]
+
+
+class Scripts:
+    """Every engine script registered on one Redis client."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._scripts: dict[str, Any] = {
+            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
+        }
+
+    def sha(self, name: str) -> str:
+        return str(self._scripts[name].sha)
+
+    def run(self, call: Call[T]) -> T:
+        """Run one call (EVALSHA, loading the script if the server lacks it)."""
+        try:
+            reply = self._scripts[call.name](keys=call.keys, args=call.args)
+        except redis.ResponseError as e:
+            raise script_error(e) from None
+        return call.decode(reply)
+
+    def batch(self) -> ScriptBatch:
+        """A round trip of several script calls (see :class:`ScriptBatch`)."""
+        return ScriptBatch(self)
+
+    def load_all(self) -> None:
+        """Load every script into the server (after a restart or SCRIPT FLUSH)."""
+        for script in self._scripts.values():
+            self.client.script_load(script.script)
+
+
+class ScriptBatch:
+    """Script calls sent in one pipelined round trip as plain EVALSHA.
+
+    redis-py's registered scripts ask SCRIPT EXISTS before every pipeline that uses them;
+    agents send one pipeline per turn, so that was a second round trip per turn. Here a
+    call whose script the server lacks (it restarted, or SCRIPT FLUSH) comes back as
+    NOSCRIPT: the scripts are loaded and only those calls are sent again, so no call ever
+    runs twice.
+    """
+
+    def __init__(self, scripts: Scripts) -> None:
+        self.scripts = scripts
+        self.calls: list[Call[Any]] = []
+
+    def add(self, call: Call[Any]) -> None:
+        """Queue a call."""
+        self.calls.append(call)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def _send(self, calls: list[Call[Any]]) -> list[Any]:
+        pipe = self.scripts.client.pipeline(transaction=False)
+        for c in calls:
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "EVALSHA", self.scripts.sha(c.name), len(c.keys), *c.keys, *c.args
+            )
+        return list(pipe.execute(raise_on_error=False))
+
+    def execute(self) -> list[Any]:
+        """Send every call; decoded replies in order, errors as exception objects (the
+        engine's own for script refusals)."""
+        replies = self._send(self.calls)
+        missing = [k for k, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:
+            self.scripts.load_all()
+            again = self._send([self.calls[k] for k in missing])
+            for k, reply in zip(missing, again, strict=True):
+                replies[k] = reply
+        out: list[Any] = []
+        for call, reply in zip(self.calls, replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                out.append(script_error(reply))
+            elif isinstance(reply, Exception):
+                out.append(reply)
+            else:
+                out.append(call.decode(reply))
+        return out

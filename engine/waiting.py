@@ -1,0 +1,57 @@
+"""Waiting for workflows to finish: live events as the wake-up, the stored state as truth."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .events import EventListener
+from .model import Event, WorkflowState
+
+if TYPE_CHECKING:
+    from .client import Engine
+
+
+def on_workflow_finished(
+    engine: Engine,
+    complete: Callable[[str], None] | None = None,
+    failed: Callable[[str], None] | None = None,
+) -> EventListener:
+    """Call ``complete(wid)`` or ``failed(wid)`` as workflows succeed or fail (seed 000's
+    ``WorkflowComplete`` / ``WorkflowFailed``). Close the returned listener to stop."""
+
+    def dispatch(event: Event) -> None:
+        if event.kind == "workflow.succeeded" and complete:
+            complete(event.wid)
+        elif event.kind == "workflow.failed" and failed:
+            failed(event.wid)
+
+    return engine.listen(dispatch)
+
+
+def wait(engine: Engine, wid: str | int, timeout: float | None = None) -> WorkflowState:
+    """Block until workflow ``wid`` finishes; returns its final state.
+
+    Woken by the event channel, and re-reads the state every second as well, since
+    pub/sub can lose messages. Raises :class:`TimeoutError` after ``timeout`` seconds.
+    """
+    wake = threading.Event()
+    wanted = str(wid)
+
+    def on_event(event: Event) -> None:
+        if event.wid == wanted and event.kind.startswith("workflow."):
+            wake.set()
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with engine.listen(on_event):
+        while True:
+            st = engine.state(wid)
+            if st.finished:
+                return st
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"workflow {wid} still {st} after {timeout:g}s")
+            wake.wait(1.0 if left is None else min(1.0, left))
+            wake.clear()
