@@ -128,6 +128,7 @@ class ChaosProxy:
         self._call(self._close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     def cut(self) -> int:
         """Drop every open connection now (a reset, as when a network path fails)."""
@@ -248,7 +249,7 @@ def random_workflow(rng: random.Random, tag: str, doomed: float = 0.0) -> Workfl
         fails = rng.choice((0, 0, 0, 0, 1, 2))
         if i == doomed_at:
             fails = -1
-        payload = {"w": tag, "f": fails, "s": rng.choice((0, 0, 1, 5, 20))}
+        payload = {"w": tag, "f": fails, "s": rng.choice((0, 5, 20, 50, 100))}
         names.append(f"t{i}")
         wf.task(f"t{i}", payload, after=parents, max_attempts=max(fails, 0) + 1)
     return wf
@@ -349,7 +350,10 @@ class ChaosRun:
         slot.proc.wait(30)
         self.figures.kills += 1
         time.sleep(self.rng.uniform(0, 0.5))
-        self._spawn(slot)  # same id: it takes its tasks back at once
+        if self.figures.kills % 2 == 0:
+            # a new id: the dead one's tasks wait for its lease to run out
+            slot.id = f"{slot.id.split('-')[0]}-{self.figures.kills}"
+        self._spawn(slot)  # the same id takes its tasks back at once
 
     def _freeze(self) -> None:
         slot = self.rng.choice([s for s in self.slots if not s.frozen_until])
@@ -386,9 +390,11 @@ class ChaosRun:
     def _finished(self) -> int:
         return sum(self.engine.count(s) for s in FINISHED)
 
-    def _push_some(self) -> None:
+    def _push_some(self, elapsed: float) -> None:
+        # spread over the run, so every event meets agents at work
+        due = int(self.plan.workflows * min(1.0, 0.05 + elapsed / self.plan.seconds))
         room = self.plan.backlog - (len(self.pushed) - self._finished())
-        n = min(room, self.plan.workflows - len(self.pushed), 100)
+        n = min(room, due - len(self.pushed), 100)
         if n <= 0:
             return
         base = len(self.pushed)
@@ -432,7 +438,7 @@ class ChaosRun:
                 if now >= next_cut:
                     self.proxy.cut()
                     next_cut = now + rng.expovariate(1 / plan.cut_every_s)
-                self._push_some()
+                self._push_some(now - began)
                 time.sleep(0.1)
             self._thaw()
             wait_for(
