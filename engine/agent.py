@@ -137,7 +137,7 @@ class Agent:
         # Set when Redis was away: claims may have run with their replies lost.
         self._resync = False
         self._pubsub: Any = None
-        self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        self._beat: threading.Thread | None = None  # started once registered
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -182,6 +182,7 @@ class Agent:
         if self.concurrency > 1:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rf-{self.id}")
         self._lease_lost.set()  # not registered yet: the loop's first step registers
+        self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
         try:
             self._loop(until_idle)
         finally:
@@ -234,9 +235,7 @@ class Agent:
                 self._resync = self._registered
                 failures += 1
                 wait = RETRY_BACKOFF.compute(failures)
-                log.warning(
-                    "agent %s: Redis unavailable (%s); retrying in %.1fs", self.id, e, wait
-                )
+                log.warning("agent %s: Redis unavailable (%s); retrying in %.1fs", self.id, e, wait)
                 self._stopping.wait(wait)
 
     def _step(self, until_idle: bool) -> bool:
@@ -250,7 +249,7 @@ class Agent:
             if self._registered:
                 log.warning("agent %s lost its lease; registering again", self.id)
             self._start(self._register())
-        if self._beat.ident is None:
+        if self._beat is not None and self._beat.ident is None:
             self._beat.start()
         if self._turn():
             return False

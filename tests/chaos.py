@@ -398,9 +398,7 @@ class ChaosRun:
         if n <= 0:
             return
         base = len(self.pushed)
-        wfs = [
-            random_workflow(self.rng, f"w{base + k}", self.plan.doomed) for k in range(n)
-        ]
+        wfs = [random_workflow(self.rng, f"w{base + k}", self.plan.doomed) for k in range(n)]
         for wf, wid in zip(wfs, self.engine.push_many(wfs), strict=True):
             self.pushed[wf.name] = (wid, wf)
 
