@@ -212,3 +212,27 @@ def test_an_until_idle_agent_rides_out_a_drop_while_checking_for_work_left(
     assert proxy.cuts == 1
     assert {engine.status(w).state for w in wids} == {"succeeded"}
     assert [(a.id, a.state) for a in engine.agents()] == [("checker", "stopped")]
+
+
+def test_an_agent_without_permission_exits_at_once_with_one_line(
+    engine: Engine, redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A refused command is a misconfiguration, not an outage: no retrying for ever."""
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.acl_setuser(
+        "noscripts",
+        enabled=True,
+        passwords=["+pw"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-evalsha", "-eval"],
+    )
+    try:
+        url = f"redis://noscripts:pw@127.0.0.1:{redis_server.port}/0"
+        agent = start_agent(tmp_path, url)
+        assert agent.wait(60) == 2
+        err = (tmp_path / "ag.err").read_text().strip()
+        assert "Traceback" not in err and "ACL" in err, err
+    finally:
+        admin.acl_deluser("noscripts")
+        admin.close()

@@ -73,6 +73,8 @@ def guarded(fn: Callable[..., int]) -> Callable[..., int]:
             return fail(str(e), EXIT_UNREACHABLE)
         except (redis.ConnectionError, redis.TimeoutError) as e:
             return fail(f"Redis unreachable: {e}", EXIT_UNREACHABLE)
+        except redis.exceptions.NoPermissionError as e:
+            return fail(f"Redis refused a command (check the user's ACL): {e}", EXIT_BAD_INPUT)
         except RedisflowError as e:
             return fail(str(e), e.exit_code)
         except KeyboardInterrupt:
