@@ -284,7 +284,7 @@ class Agent:
             return 0
         replies = self._execute_pipe(pipe, outcomes)
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
-        self._count_reports(reported)
+        failed = self._count_reports(reported, outcomes)
         tasks = self._claimed(replies[len(reported) :])
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
@@ -293,6 +293,8 @@ class Agent:
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, [])))
         self._start(tasks)
+        if failed is not None:
+            raise failed  # after the claims' tasks started: the loop backs off
         return len(tasks)
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
@@ -387,12 +389,19 @@ class Agent:
             shard = self.engine.keys.shard(shard_index)
             pipe.add(self._store.complete_call(shard, self.id, items))
 
-    def _count_reports(self, replies: list[Any]) -> None:
-        for reply in replies:
+    def _count_reports(self, replies: list[Any], outcomes: list[Outcome]) -> Exception | None:
+        """Count the outcomes recorded and rejected. Those whose report failed (Redis out
+        of memory, read-only, ...) are kept to send again; the first failure is returned."""
+        failed: Exception | None = None
+        groups = [items for _, items in sorted(self._report_shards(outcomes).items())]
+        for reply, items in zip(replies, groups, strict=True):
             if isinstance(reply, Exception):
-                raise reply
+                self._keep(items)
+                failed = failed or reply
+                continue
             self.processed += sum(1 for r in reply if r == 1)
             self.rejected += sum(1 for r in reply if r == 0)
+        return failed
 
     def _report(self) -> None:
         outcomes = self._collect()
@@ -400,17 +409,23 @@ class Agent:
             return
         pipe = self._store.batch()
         self._queue_report(pipe, outcomes)
-        self._count_reports(self._execute_pipe(pipe, outcomes))
+        failed = self._count_reports(self._execute_pipe(pipe, outcomes), outcomes)
+        if failed is not None:
+            raise failed
+
+    def _keep(self, outcomes: list[Outcome]) -> None:
+        """Outcomes not reported after all: queue them to be sent again."""
+        for o in outcomes:
+            self._results.put(o)
+        if self._pool is not None:
+            self._inflight += len(outcomes)
 
     def _execute_pipe(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> list[Any]:
         """Run a round trip; if the connection drops, keep its outcomes to send again."""
         try:
             return pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError):
-            for o in outcomes:
-                self._results.put(o)
-            if self._pool is not None:
-                self._inflight += len(outcomes)
+            self._keep(outcomes)
             # The server may have run the claims and only the replies were lost: those
             # tasks are recorded as ours, and nothing else would ever run them.
             self._resync = True

@@ -236,3 +236,30 @@ def test_an_agent_without_permission_exits_at_once_with_one_line(
     finally:
         admin.acl_deluser("noscripts")
         admin.close()
+
+
+def test_an_outcome_redis_refuses_for_lack_of_memory_is_sent_again(engine: Engine) -> None:
+    """Out of memory, the report fails whole (no script runs a write): it is kept, not lost."""
+    started, gate = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def hold(task: Task) -> None:
+        ran.append(task.attempt)
+        started.set()
+        gate.wait(30)
+
+    admin = redis.Redis.from_url(engine.url)
+    try:
+        with agent_thread(engine, {"": hold}, **QUIET):
+            wid = engine.push(one_task("oom"))
+            assert started.wait(30)
+            admin.config_set("maxmemory", 1)
+            gate.set()
+            time.sleep(1.0)  # the report is refused meanwhile
+            admin.config_set("maxmemory", 0)
+            assert engine.wait(wid, timeout=30) == "succeeded"
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    assert (ran, engine.status(wid).task("t").attempts) == ([1], 1)
+    assert_stats_agree(engine)
