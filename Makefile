@@ -1,11 +1,12 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
 #   make test   installs into .venv (redis-server included) and runs the whole suite
+#   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench screenshots clean
+.PHONY: demo test chaos lint bench screenshots clean
 
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,6 +21,9 @@ test: $(BIN)/redisflow
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict engine
 	$(BIN)/python -m pytest -q
+
+chaos: $(BIN)/redisflow
+	RF_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s tests/test_chaos.py -k long
 
 bench: $(BIN)/redisflow
 	$(BIN)/redisflow-demo --shape fan10 --workflows 10000 --agents 2

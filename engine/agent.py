@@ -6,6 +6,12 @@ handlers run inline (the fastest path for short tasks); otherwise in a thread po
 idle agent blocks on its types' wake-up channels, with a slow timer as a safety net
 because pub/sub can lose messages. A second thread renews the lease and does the
 shared housekeeping (reaping dead agents, promoting retries, retention).
+
+Redis going away (a dropped connection, a restart, a server still loading) never ends an
+agent: every step of the loop backs off and tries again, then resyncs from the state
+Redis holds, and a stopping agent keeps trying to report and leave as long as its lease
+could still hold. Only SIGTERM/SIGINT, or an error that retrying cannot cure (a refused
+password or ACL permission, a bug), ends :meth:`Agent.run`.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
+from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
-from .errors import LeaseLostError, RedisflowError
+from .errors import LeaseLostError
 from .handlers import Handler, Task, TaskFailed
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
@@ -35,6 +42,28 @@ log = logging.getLogger("redisflow.agent")
 
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 32
+RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
+
+# Replies of a server that is loading, failing over, or short of memory or disk: the same
+# call goes through later. Connection errors are transient too, but for a refused password.
+TRANSIENT_REPLIES = (
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.ClusterDownError,
+)
+TRANSIENT_CODES = ("MISCONF", "BUSY ")
+
+
+def transient(error: BaseException) -> bool:
+    """True for a failure that passes by itself: Redis away, restarting or overloaded."""
+    if isinstance(error, redis.AuthenticationError):
+        return False
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_REPLIES)):
+        return True
+    return isinstance(error, redis.ResponseError) and str(error).startswith(TRANSIENT_CODES)
 
 
 class Agent:
@@ -104,8 +133,11 @@ class Agent:
         self._stopping = threading.Event()
         self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
-        # Set when a round trip failed: claims may have run with their replies lost.
+        self._registered = False  # once: from then on, leaving is owed
+        # Set when Redis was away: claims may have run with their replies lost.
         self._resync = False
+        self._pubsub: Any = None
+        self._beat: threading.Thread | None = None  # started once registered
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -139,6 +171,7 @@ class Agent:
         for shard in self._shards:
             tasks += self._store.register(shard, self.id, self._info(), int(self.lease_s * 1000))
         self._lease_lost.clear()
+        self._registered = True
         if tasks:
             log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
         return tasks
@@ -148,27 +181,21 @@ class Agent:
         installed = self._install_signals()
         if self.concurrency > 1:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rf-{self.id}")
-        pubsub = self._store.pubsub(s.wake(t) for s in self._shards for t in self.types)
-        beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        self._lease_lost.set()  # not registered yet: the loop's first step registers
+        self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
         try:
-            self._start(self._register())
-            beat.start()
-            self._loop(pubsub, until_idle)
+            self._loop(until_idle)
         finally:
             self._stopping.set()
-            # The heartbeat goes on while in-flight tasks finish, or a drain longer than
-            # the lease would see them handed on and their outcomes rejected.
-            self._drain_inflight()
-            try:
-                self._leave()
-            except redis.RedisError as e:
-                log.warning("agent %s could not deregister: %s", self.id, e)
+            if self._registered:
+                self._finish()
             self._closed.set()
-            pubsub.close()
+            if self._pubsub is not None:
+                self._pubsub.close()
             if self._pool:
                 self._pool.shutdown(wait=True)
-            if beat.is_alive():
-                beat.join(timeout=self.heartbeat_s + 1)
+            if self._beat.is_alive():
+                self._beat.join(timeout=self.heartbeat_s + 1)
             for sig, old in installed:
                 signal.signal(sig, old)
 
@@ -192,32 +219,47 @@ class Agent:
 
     # -- the loop -----------------------------------------------------------------------
 
-    def _loop(self, pubsub: Any, until_idle: bool) -> None:
-        backoff = 0.1
+    def _loop(self, until_idle: bool) -> None:
+        """Step after step until stopped; Redis going away only pauses it, with backoff."""
+        failures = 0
         while not self._stopping.is_set():
             try:
-                if self._resync:
-                    self._recover()
-                if self._lease_lost.is_set():
-                    log.warning("agent %s lost its lease; registering again", self.id)
-                    self._start(self._register())
-                claimed = self._turn()
-                backoff = 0.1
-            except (redis.ConnectionError, redis.TimeoutError) as e:
-                log.warning(
-                    "agent %s: Redis unreachable (%s); retrying in %.1fs", self.id, e, backoff
-                )
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            if claimed:
-                continue
-            if self._inflight:
-                self._wait_result(self.idle_check_s)
-                continue
-            if until_idle and self._nothing_left():
-                return
-            self._wait_wakeup(pubsub)
+                if self._step(until_idle):
+                    return
+                failures = 0
+            except Exception as e:  # noqa: BLE001 - any error not transient is raised
+                if not transient(e):
+                    raise
+                # Claims may have run with their replies lost, or Redis restarted: once
+                # it answers, report and take back what Redis holds as ours.
+                self._resync = self._registered
+                failures += 1
+                wait = RETRY_BACKOFF.compute(failures)
+                log.warning("agent %s: Redis unavailable (%s); retrying in %.1fs", self.id, e, wait)
+                self._stopping.wait(wait)
+
+    def _step(self, until_idle: bool) -> bool:
+        """Subscribe and register when due, report and claim, then wait for results or a
+        wake-up. True when an until-idle agent has nothing left to do."""
+        if self._pubsub is None:
+            self._pubsub = self._store.pubsub(s.wake(t) for s in self._shards for t in self.types)
+        if self._resync:
+            self._recover()
+        if self._lease_lost.is_set():
+            if self._registered:
+                log.warning("agent %s lost its lease; registering again", self.id)
+            self._start(self._register())
+        if self._beat is not None and self._beat.ident is None:
+            self._beat.start()
+        if self._turn():
+            return False
+        if self._inflight:
+            self._wait_result(self.idle_check_s)
+            return False
+        if until_idle and self._nothing_left():
+            return True
+        self._wait_wakeup(self._pubsub)
+        return False
 
     def _turn(self) -> int:
         """Report outcomes and claim free slots' worth of tasks in one round trip.
@@ -242,7 +284,7 @@ class Agent:
             return 0
         replies = self._execute_pipe(pipe, outcomes)
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
-        self._count_reports(reported)
+        failed = self._count_reports(reported, outcomes)
         tasks = self._claimed(replies[len(reported) :])
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
@@ -251,6 +293,8 @@ class Agent:
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, [])))
         self._start(tasks)
+        if failed is not None:
+            raise failed  # after the claims' tasks started: the loop backs off
         return len(tasks)
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
@@ -345,12 +389,19 @@ class Agent:
             shard = self.engine.keys.shard(shard_index)
             pipe.add(self._store.complete_call(shard, self.id, items))
 
-    def _count_reports(self, replies: list[Any]) -> None:
-        for reply in replies:
+    def _count_reports(self, replies: list[Any], outcomes: list[Outcome]) -> Exception | None:
+        """Count the outcomes recorded and rejected. Those whose report failed (Redis out
+        of memory, read-only, ...) are kept to send again; the first failure is returned."""
+        failed: Exception | None = None
+        groups = [items for _, items in sorted(self._report_shards(outcomes).items())]
+        for reply, items in zip(replies, groups, strict=True):
             if isinstance(reply, Exception):
-                raise reply
+                self._keep(items)
+                failed = failed or reply
+                continue
             self.processed += sum(1 for r in reply if r == 1)
             self.rejected += sum(1 for r in reply if r == 0)
+        return failed
 
     def _report(self) -> None:
         outcomes = self._collect()
@@ -358,17 +409,23 @@ class Agent:
             return
         pipe = self._store.batch()
         self._queue_report(pipe, outcomes)
-        self._count_reports(self._execute_pipe(pipe, outcomes))
+        failed = self._count_reports(self._execute_pipe(pipe, outcomes), outcomes)
+        if failed is not None:
+            raise failed
+
+    def _keep(self, outcomes: list[Outcome]) -> None:
+        """Outcomes not reported after all: queue them to be sent again."""
+        for o in outcomes:
+            self._results.put(o)
+        if self._pool is not None:
+            self._inflight += len(outcomes)
 
     def _execute_pipe(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> list[Any]:
         """Run a round trip; if the connection drops, keep its outcomes to send again."""
         try:
             return pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError):
-            for o in outcomes:
-                self._results.put(o)
-            if self._pool is not None:
-                self._inflight += len(outcomes)
+            self._keep(outcomes)
             # The server may have run the claims and only the replies were lost: those
             # tasks are recorded as ours, and nothing else would ever run them.
             self._resync = True
@@ -386,14 +443,30 @@ class Agent:
         self._resync = False
         self._start(self._register())
 
-    def _drain_inflight(self) -> None:
-        while self._inflight > 0:
-            self._wait_result(1.0)
+    def _finish(self) -> None:
+        """Report what is in flight, then leave, handing back what never started.
+
+        The heartbeat goes on meanwhile, or a drain longer than the lease would see the
+        tasks handed on and their outcomes rejected. While Redis is away this keeps trying
+        as long as the lease could still hold: after that, others run the tasks anyway.
+        """
+        failures = 0
+        give_up: float | None = None
+        while True:
             try:
-                self._report()
-            except redis.RedisError as e:
-                log.warning("agent %s could not report: %s", self.id, e)
+                while self._inflight > 0:
+                    self._wait_result(1.0)
+                    self._report()
+                self._leave()
                 return
+            except Exception as e:  # noqa: BLE001 - run() is ending: say why, don't raise
+                now = time.monotonic()
+                give_up = give_up or now + self.lease_s
+                if not transient(e) or now >= give_up:
+                    log.warning("agent %s could not report and leave: %s", self.id, e)
+                    return
+                failures += 1
+                time.sleep(min(RETRY_BACKOFF.compute(failures), give_up - now))
 
     def _next_due(self) -> float:
         """Seconds until the earliest retry backoff ends (``idle_check_s`` if none sooner)."""
@@ -402,19 +475,14 @@ class Agent:
 
     def _wait_wakeup(self, pubsub: Any) -> None:
         # Retries whose backoff ends send no wake-up: wait no longer than the first one.
-        try:
-            wait = self._next_due()
-        except (redis.ConnectionError, redis.TimeoutError):
-            wait = self.idle_check_s
-        deadline = time.monotonic() + wait
+        # A connection error ends the wait for the loop to handle, even while draining
+        # the messages after a wake-up; redis-py subscribes again when it reconnects.
+        deadline = time.monotonic() + self._next_due()
         while not self._stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            try:
-                msg = pubsub.get_message(timeout=min(left, 0.5))
-            except (redis.ConnectionError, redis.TimeoutError):
-                return
+            msg = pubsub.get_message(timeout=min(left, 0.5))
             if msg is not None:
                 while pubsub.get_message(timeout=0) is not None:
                     pass
@@ -436,5 +504,5 @@ class Agent:
                 if time.monotonic() >= next_maintain:
                     self.engine.maintain(max_lost=self.max_lost)
                     next_maintain = time.monotonic() + self.maintain_s
-            except (redis.RedisError, RedisflowError) as e:
+            except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
                 log.warning("agent %s heartbeat failed: %s", self.id, e)

@@ -141,18 +141,27 @@ def cli(
 
 
 def spawn_agent(
-    *args: str, env: Mapping[str, str], cwd: Path | None = None
+    *args: str, env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
 ) -> subprocess.Popen[str]:
-    """Start ``redisflow-agent`` as a separate process (a new session, killable alone)."""
-    return subprocess.Popen(
-        [str(BIN / "redisflow-agent"), *args],
-        env=dict(env),
-        cwd=cwd or ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    """Start ``redisflow-agent`` as a separate process (a new session, killable alone).
+
+    Its output is piped, or appended to ``log`` for an agent that may write more than a
+    pipe holds before anyone reads it.
+    """
+    out = log.open("a") if log is not None else subprocess.PIPE
+    try:
+        return subprocess.Popen(
+            [str(BIN / "redisflow-agent"), *args],
+            env=dict(env),
+            cwd=cwd or ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        if log is not None:
+            out.close()  # type: ignore[union-attr]
 
 
 def stop_process(proc: subprocess.Popen[str], sig: int = signal.SIGKILL) -> None:

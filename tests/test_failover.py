@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-import redis
+from chaos import RedisProcess
 from engine_helpers import agent_thread, assert_stats_agree, spawn_agent, stop_process, wait_for
 
 from engine import Engine, Workflow
-from engine.embedded import find_redis_server, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -191,18 +189,9 @@ def test_sigterm_finishes_in_flight_and_claims_nothing_more(
 
 def test_agents_ride_out_a_redis_restart(tmp_path: Path) -> None:
     """Redis stops (persisting to its append-only file) mid-task and comes back."""
-    port = free_port()
-    argv = [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1"]
-    argv += ["--dir", str(tmp_path), "--appendonly", "yes", "--save", ""]
-
-    def start() -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: _answers(port), what="redis-server to answer")
-        return proc
-
-    server = start()
+    server = RedisProcess(tmp_path).start()
     try:
-        with Engine.connect(f"redis://127.0.0.1:{port}/0") as engine:
+        with Engine.connect(server.url) as engine:
             wf = Workflow("restart")
             first = wf.task("first")
             for i in range(5):
@@ -218,22 +207,13 @@ def test_agents_ride_out_a_redis_restart(tmp_path: Path) -> None:
 
             with agent_thread(engine, {"": handler}, "survivor", concurrency=2):
                 assert started.wait(30)
-                server.terminate()  # a clean shutdown flushes the append-only file
-                server.wait(30)
+                server.shutdown()  # a clean shutdown flushes the append-only file
                 go_on.set()  # the handler returns while Redis is down
-                server = start()
+                server.start()
                 assert engine.wait(wid, timeout=60) == "succeeded"
             st = engine.status(wid)
             assert {t.output for t in st.tasks} == {t.name for t in st.tasks}
             assert st.task("first").attempts == 1  # reported after the restart, not re-run
             assert_stats_agree(engine)
     finally:
-        server.terminate()
-        server.wait(30)
-
-
-def _answers(port: int) -> bool:
-    try:
-        return bool(redis.Redis(port=port, socket_connect_timeout=0.2).ping())
-    except redis.ConnectionError:
-        return False
+        server.stop()
