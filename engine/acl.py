@@ -30,9 +30,11 @@ READS = (
     "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "XREVRANGE", "XREAD",
 )  # fmt: skip
 # What the agent loop reads outside its scripts (next retry due, idle check).
-AGENT_READS = ("HGET", "ZCARD", "ZRANGE")
-AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop")
-OPERATOR_SCRIPTS = ("push", "pause", "release", "cancel", "retry", "cleanup")
+# (expanding a map reads its parent's output and definition: HGET, HMGET, ZRANGEBYSCORE)
+AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
+AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
+# (a retry expands a map it reset again)
+OPERATOR_SCRIPTS = ("push", "pause", "release", "cancel", "retry", "cleanup", "expand")
 
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")
 

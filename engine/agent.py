@@ -142,6 +142,7 @@ class Agent:
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._store = engine.store
+        self._to_expand: list[tuple[str, str]] = []  # maps made ready by our reports
         self._shards = engine.keys.all_shards()
         self._unstarted: list[Task] = []  # claimed, never started, when stopping
         self._next_shard = 0
@@ -285,6 +286,7 @@ class Agent:
         replies = self._execute_pipe(pipe, outcomes)
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
         failed = self._count_reports(reported, outcomes)
+        self._expand()
         tasks = self._claimed(replies[len(reported) :])
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
@@ -351,14 +353,14 @@ class Agent:
                 raise TaskFailed(
                     f"output is {len(text)} bytes, over the {self._max_output}-byte limit"
                 )
-            return (task.workflow_id, task.index, task.attempt, "ok", text)
+            return (task.workflow_id, task.key, task.attempt, "ok", text)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
             if isinstance(e, TaskFailed):
                 msg = str(e)
             else:
                 tb = traceback.format_exception_only(type(e), e)
                 msg = "".join(tb).strip()
-            return (task.workflow_id, task.index, task.attempt, "err", msg[:65536])
+            return (task.workflow_id, task.key, task.attempt, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
         out: list[Outcome] = []
@@ -399,9 +401,17 @@ class Agent:
                 self._keep(items)
                 failed = failed or reply
                 continue
-            self.processed += sum(1 for r in reply if r == 1)
-            self.rejected += sum(1 for r in reply if r == 0)
+            self.processed += sum(1 for r in reply.codes if r == 1)
+            self.rejected += sum(1 for r in reply.codes if r == 0)
+            self._to_expand.extend(reply.expand)
         return failed
+
+    def _expand(self) -> None:
+        """Expand the maps our reports made ready (their items come from a parent's
+        output). A failure leaves the rest to housekeeping, which finds them in Redis."""
+        while self._to_expand:
+            wid, c = self._to_expand.pop()
+            self._store.expand(wid, c)
 
     def _report(self) -> None:
         outcomes = self._collect()

@@ -39,6 +39,7 @@ DEFAULT_EVENT_CAP = 2000
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
+EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
 PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
 
 
@@ -252,7 +253,9 @@ class Engine:
                 if name not in names:
                     raise NotFoundError(f"workflow {wid} has no task named {name!r}")
                 indexes.append(names.index(name))
-        return self.store.retry(wid, indexes, self.actor)
+        reset = self.store.retry(wid, indexes, self.actor)
+        self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
+        return reset
 
     def cleanup(self, wid: str | int) -> None:
         """Delete a finished workflow and everything kept of it."""
@@ -287,6 +290,8 @@ class Engine:
         for shard in self.keys.all_shards():
             out = self.store.reap(shard, retention_ms, max_lost, limit)
             totals = [a + b for a, b in zip(totals, out, strict=True)]
+            # maps whose expansion the agent that began it did not finish
+            self.store.expand_due(shard, older_than_ms=EXPAND_GRACE_MS)
         return totals
 
     # -- reading ------------------------------------------------------------------------

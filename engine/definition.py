@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DefinitionError
+from .mapping import MapSpec, OutputRef, map_of
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -69,6 +70,7 @@ class TaskDef:
         after: names of the parent tasks, which must all succeed before this one runs.
         max_attempts: how many times a failing handler is tried.
         where: where the task was defined (file and line), for error messages.
+        map: run once per element of a parent's output (see :mod:`engine.mapping`).
     """
 
     name: str
@@ -78,6 +80,11 @@ class TaskDef:
     after: list[str] = field(default_factory=list)
     max_attempts: int = 1
     where: str | None = None
+    map: MapSpec | None = None
+
+    def __getitem__(self, key: str) -> OutputRef:
+        """One key of this task's output, to map over: ``map=split["sections"]``."""
+        return OutputRef(self.name, key)
 
 
 class Workflow:
@@ -113,8 +120,19 @@ class Workflow:
         after: Iterable[TaskDef | str] = (),
         max_attempts: int = 1,
         where: str | None = None,
+        map: TaskDef | OutputRef | MapSpec | str | None = None,
+        concurrency: int | None = None,
+        max_items: int | None = None,
+        on_empty: str | None = None,
+        tolerate: int | str | None = None,
     ) -> TaskDef:
-        """Add a task and return it; pass it (or its name) in another task's ``after``."""
+        """Add a task and return it; pass it (or its name) in another task's ``after``.
+
+        With ``map`` (a parent, or one key of its output: ``split["sections"]``) the task
+        runs once per element; ``concurrency``, ``max_items``, ``on_empty`` and
+        ``tolerate`` tune it (see :mod:`engine.mapping`). The mapped parent is added to
+        ``after`` if missing.
+        """
         if isinstance(after, TaskDef | str):
             after = [after]
         try:
@@ -124,7 +142,20 @@ class Workflow:
                 where,
                 f"task {show_value(name)}: after must be a list of tasks, not {show_value(after)}",
             ) from None
-        t = TaskDef(name, payload, type, priority, parents, max_attempts, where)
+        spec = None
+        if map is not None:
+            spec = map_of(map, name)
+            for option, value in (
+                ("concurrency", concurrency),
+                ("max_items", max_items),
+                ("on_empty", on_empty),
+                ("tolerate", tolerate),
+            ):
+                if value is not None:
+                    setattr(spec, option, value)
+            if spec.over not in parents:
+                parents.append(spec.over)
+        t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec)
         self.tasks.append(t)
         return t
 

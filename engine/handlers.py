@@ -28,6 +28,8 @@ class Task:
             ``index`` it makes :attr:`idempotency_key`.
         parents: each parent's name mapped to its output.
         input: the workflow's input, given when it was pushed (``None`` for none).
+        item: for an item of a map, its element of the mapped list (``item_index`` its
+            position); ``None`` for a plain task.
     """
 
     workflow_id: str
@@ -38,11 +40,18 @@ class Task:
     attempt: int
     parents: dict[str, Any] = field(default_factory=dict)
     input: Any = None
+    item: Any = None
+    item_index: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The task's id within its workflow: its index, ``"<index>.<item>"`` for an item."""
+        return str(self.index) if self.item_index is None else f"{self.index}.{self.item_index}"
 
     @property
     def idempotency_key(self) -> str:
         """Unique per execution: a handler can use it to make side effects run once."""
-        return f"{self.workflow_id}:{self.index}:{self.attempt}"
+        return f"{self.workflow_id}:{self.key}:{self.attempt}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +63,8 @@ class Task:
             "attempt": self.attempt,
             "parents": self.parents,
             "input": self.input,
+            "item": self.item,
+            "item_index": self.item_index,
             "idempotency_key": self.idempotency_key,
         }
 

@@ -221,10 +221,13 @@ class Hand:
 
     def report(self, task: Task, how: str, value: str) -> int:
         """Report one outcome; 1 when recorded, 0 when rejected."""
-        outcome = (task.workflow_id, task.index, task.attempt, how, value)
-        [ok] = self.engine.store.scripts.run(
+        outcome = (task.workflow_id, task.key, task.attempt, how, value)
+        reported = self.engine.store.scripts.run(
             self.engine.store.complete_call(self.shard, self.id, [outcome])
         )
+        for wid, c in reported.expand:  # a map made ready: expand it, as an agent does
+            self.engine.store.expand(wid, c)
+        [ok] = reported.codes
         return ok
 
     def succeed(self, task: Task, output: Any = None) -> int:

@@ -8,19 +8,31 @@ run in a :class:`~.scripts.ScriptBatch`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
 from ..handlers import Task
-from .codec import CompiledWorkflow, decode_claim_row
+from ..mapping import DEFAULT_MAX_ITEMS, MapSpec, items_of
+from ..model import decode_json
+from .codec import (
+    D_MAP,
+    D_MAX_ITEMS,
+    D_NAME,
+    F_DIGEST,
+    F_STATE,
+    CompiledWorkflow,
+    decode_claim_row,
+)
 from .keys import Keyspace, ShardKeys
 from .scripts import Call, ScriptBatch, Scripts
 
-# An outcome an agent reports: wid, idx, attempt (the fencing token), "ok"|"err", value
-# (output JSON, "" for none; or the error text).
-Outcome = tuple[str, int, int, str, str]
+# An outcome an agent reports: wid, task key (Task.key: "3", or "3.17" for an item),
+# attempt (the fencing token), "ok"|"err", value (output JSON, "" for none; or the error).
+Outcome = tuple[str, str, int, str, str]
 
 
 def _rows(reply: Any) -> list[Task]:
@@ -31,8 +43,26 @@ def _ints(reply: Any) -> list[int]:
     return [int(x) for x in reply]
 
 
+@dataclass
+class Reported:
+    """complete.lua's reply: per outcome 1 (recorded) or 0 (rejected by the fencing
+    token), and the maps that became ready, ``(wid, task index)``, to expand now."""
+
+    codes: list[int]
+    expand: list[tuple[str, str]]
+
+
+def _reported(reply: Any) -> Reported:
+    codes, maps = reply
+    return Reported([int(x) for x in codes], [tuple(m.split(":", 1)) for m in maps])
+
+
 def _int(reply: Any) -> int:
     return int(reply)
+
+
+def _encode_item(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _ids(reply: Any) -> list[str]:
@@ -130,12 +160,12 @@ class Calls:
 
     def complete_call(
         self, shard: ShardKeys, agent: str, outcomes: Sequence[Outcome]
-    ) -> Call[list[int]]:
-        """complete.lua: per outcome 1 (recorded) or 0 (rejected by the fencing token)."""
+    ) -> Call[Reported]:
+        """complete.lua: what was recorded, and the maps to expand (:class:`Reported`)."""
         args: list[Any] = [*self._common(shard), agent, len(outcomes)]
         for wid, idx, attempt, how, value in outcomes:
             args += [wid, idx, attempt, how, value]
-        return Call("complete", [shard.stats], args, _ints)
+        return Call("complete", [shard.stats], args, _reported)
 
     def heartbeat(self, shard: ShardKeys, agent: str, lease_ms: int) -> bool:
         """heartbeat.lua: False when the lease had expired (the agent must register)."""
@@ -153,3 +183,65 @@ class Calls:
         """reap.lua: {agents reaped, tasks requeued, retries promoted, workflows cleaned}."""
         args = [*self._common(shard), retention_ms, max_lost, limit]
         return self.scripts.run(Call("reap", [shard.agents_live], args, _ints))
+
+    # -- maps -----------------------------------------------------------------------------
+
+    EXPAND_SLICE = 1000  # elements per expand.lua call: each call's work stays bounded
+
+    def expand(self, wid: str, c: str) -> None:
+        """Expand map ``c`` of workflow ``wid`` from its parent's output: its elements go
+        to expand.lua in slices (each call bounded; a slice sent twice changes nothing, so
+        several agents may do this at once), or the map fails with the reason its
+        parent's output cannot be mapped. The parent's output is decoded here, never in
+        Lua."""
+        shard = self.keys.shard_of(wid)
+        key = shard.workflow(wid)
+        st, digest, stored, total = self.redis.hmget(key, [F_STATE, F_DIGEST, f"{c}h", f"{c}n"])
+        if st is None or total is not None or digest is None:
+            return
+        spec_text, name, most = self.redis.hmget(
+            shard.definition(str(digest)), [f"{c}{D_MAP}", f"{c}{D_NAME}", f"{c}{D_MAX_ITEMS}"]
+        )
+        if spec_text is None:
+            return
+        over, _, key_name = str(spec_text).partition("|")
+        over_name = self.redis.hget(shard.definition(str(digest)), f"{over}{D_NAME}")
+        output = decode_json(cast("str | None", self.redis.hget(key, f"{over}o")))
+        spec = MapSpec(str(over_name), key_name or None)
+        limit = int(most or DEFAULT_MAX_ITEMS)
+        items = items_of(output, spec, str(over_name), limit)
+        if isinstance(items, str):
+            self._expand_call(shard, wid, c, 0, -1, [items])
+            return
+        at = int(stored or 0)
+        if not items:
+            self._expand_call(shard, wid, c, 0, 0, [])
+            return
+        encode = _encode_item
+        while at < len(items):
+            part = [encode(x) for x in items[at : at + self.EXPAND_SLICE]]
+            now = self._expand_call(shard, wid, c, at, len(items), part)
+            if now != at + len(part):
+                return  # done by someone else, or the map is no longer waiting for items
+            at = now
+
+    def _expand_call(
+        self, shard: ShardKeys, wid: str, c: str, at: int, total: int, part: list[str]
+    ) -> int:
+        args = [*self._common(shard), wid, c, at, total, *part]
+        return self.scripts.run(Call("expand", [shard.workflow(wid)], args, _int))
+
+    def expand_due(self, shard: ShardKeys, older_than_ms: int = 0, limit: int = 20) -> int:
+        """Expand the maps of ``shard`` waiting for their items (an agent that was doing it
+        died): housekeeping. Returns how many were looked at."""
+        due = self.redis.zrangebyscore(
+            shard.expanding, "-inf", f"({self._now_ms() - older_than_ms}", 0, limit
+        )
+        for member in due:
+            wid, _, c = str(member).partition(":")
+            self.expand(wid, c)
+        return len(due)
+
+    def _now_ms(self) -> int:
+        sec, usec = self.redis.time()
+        return int(sec) * 1000 + int(usec) // 1000

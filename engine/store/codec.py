@@ -30,6 +30,7 @@ from ..definition import (
 )
 from ..errors import DefinitionError
 from ..handlers import Task
+from ..mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
 from ..model import (
     Event,
     TaskState,
@@ -61,6 +62,11 @@ D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
 # parents csv, parents' names JSON, how many parents (when more than one).
 D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
 D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR = "C", "U", "V", "W"
+# A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
+D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
+# A map's runtime fields in the workflow hash: elements stored, items in all (once
+# expanded), started, in flight, succeeded, failed, cancelled.
+M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS,
@@ -128,6 +134,10 @@ def compile_workflow(
 ) -> CompiledWorkflow:
     """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
     payloads = validate(wf, max_payload, max_tasks)
+    for t in wf.tasks:
+        if t.map is not None:
+            where = t.where or wf.where
+            check_map(t.map, t.name, t.after, f"{where}: " if where else "")
     index = {t.name: i for i, t in enumerate(wf.tasks)}
     children: list[list[int]] = [[] for _ in wf.tasks]
     for i, t in enumerate(wf.tasks):
@@ -154,6 +164,17 @@ def compile_workflow(
             static += [f"{i}{D_ATTEMPTS}", t.max_attempts]
         if children[i]:
             static += [f"{i}{D_CHILDREN}", ",".join(map(str, children[i]))]
+        if t.map is not None:
+            m = t.map
+            static += [f"{i}{D_MAP}", f"{index[m.over]}|{m.key or ''}"]
+            if m.concurrency != DEFAULT_WINDOW:
+                static += [f"{i}{D_WINDOW}", m.concurrency]
+            if m.on_empty != "succeed":
+                static += [f"{i}{D_ON_EMPTY}", m.on_empty]
+            if m.tolerate:
+                static += [f"{i}{D_TOLERATE}", m.tolerate]
+            if m.max_items != DEFAULT_MAX_ITEMS:
+                static += [f"{i}{D_MAX_ITEMS}", m.max_items]
         if t.after:
             static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in t.after)]
             static += [f"{i}{D_PARENT_NAMES}", _encode(t.after)]
@@ -180,14 +201,19 @@ def definition_digest(static: Sequence[Any]) -> str:
 
 def decode_claim_row(row: Sequence[Any]) -> Task:
     """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
-    payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``."""
-    wid, idx, name, typ, payload, attempt, parent_names, outputs, given = row
+    payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
+    and for an item (idx ``"c.k"``) its element JSON last."""
+    wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *item = row
     parents = {
         p: decode_json(out or None)
         for p, out in zip(json.loads(parent_names), outputs, strict=True)
     }
-    task = Task(str(wid), int(idx), name, typ, decode_json(payload), int(attempt), parents)
+    c, _, k = str(idx).partition(".")
+    task = Task(str(wid), int(c), name, typ, decode_json(payload), int(attempt), parents)
     task.input = decode_json(given or None)
+    if k:
+        task.item_index = int(k)
+        task.item = decode_json(item[0])
     return task
 
 
@@ -221,7 +247,7 @@ BATCH_FIELD = "e"
 def event_kind(kind: str, idx: int) -> str:
     """The public kind of a stored event: ``task.<kind>``, ``workflow.<kind>``, or
     ``agent.<what>`` as stored."""
-    if kind.startswith("agent."):
+    if kind.startswith(("agent.", "item.")):
         return kind
     if idx >= 0 and kind in TASK_KINDS:
         return "task." + kind
@@ -237,6 +263,8 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
         public = event_kind(kind, idx)
         if public.startswith("agent."):
             out.append(Event(public, "", ts, None, {"agent": extra}, entry_id))
+        elif public.startswith("item."):
+            out.append(Event(public, str(wid), ts, extra[0], _item_extra(kind, extra), entry_id))
         elif public.startswith("task."):
             out.append(Event(public, str(wid), ts, idx, _extra(kind, extra), entry_id))
         else:
@@ -247,14 +275,31 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
 def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
     """``(public kind, workflow id or "", task index or -1)`` of each event of a decoded
     batch: cheap enough for thousands of events a second."""
-    for kind, wid, idx, _ in data["ev"]:
+    for kind, wid, idx, extra in data["ev"]:
         public = event_kind(kind, idx)
         if public.startswith("agent."):
             yield public, "", -1
+        elif public.startswith("item."):
+            yield public, str(wid), extra[0]
         elif public.startswith("task."):
             yield public, str(wid), idx
         else:
             yield public, str(wid), -1
+
+
+def _item_extra(kind: str, extra: list[Any]) -> dict[str, Any]:
+    """An item event's extra: ``[map task index, item index, what its task event has]``."""
+    data: dict[str, Any] = {"item": extra[1]}
+    rest = extra[2:]
+    if kind == "item.claimed" and rest:
+        data["agent"] = rest[0]
+    elif kind == "item.failed" and rest:
+        data["error"] = rest[0]
+    elif kind == "item.retrying" and len(rest) == 2:
+        data.update(failures=rest[0], delay_ms=rest[1])
+    elif kind == "item.rejected" and len(rest) == 2:
+        data.update(agent=rest[0], attempt=rest[1])
+    return data
 
 
 def _extra(kind: str, extra: Any) -> dict[str, Any]:
@@ -268,6 +313,8 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
         return {"failures": extra[0], "delay_ms": extra[1]}
     if kind == "rejected":
         return {"agent": extra[0], "attempt": extra[1]}
+    if kind == "expanded":
+        return {"task": extra[0], "items": extra[1]}
     if kind == "pushed":
         if isinstance(extra, list):
             return {"name": extra[0], "by": extra[1]}

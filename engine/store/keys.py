@@ -32,6 +32,13 @@ key                           type    holds
 ``P:agents:state``            hash    agent id -> online | stopped | dead
 ``P:run:<agent>``             set     ``<wid>:<idx>`` of the tasks the agent is running
 ``P:events``                  stream  capped lifecycle log, one entry per script call
+``P:expand``                  zset    ``<wid>:<i>`` of maps whose items are being expanded,
+                                      scored by when it began (housekeeping finishes it)
+``P:w:<wid>:m:<i>``           hash    map i's items: record, element, output, error...
+                                      (field names: ``codec.py``)
+``P:w:<wid>:l:<i>``           list    map i's elements not started yet, in order
+``P:w:<wid>:f:<i>``           set     map i's items in flight (ready or running)
+``P:w:<wid>:x:<i>``           set     map i's items that failed
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
 ============================  ======  =====================================================
@@ -95,6 +102,10 @@ class ShardKeys:
     @property
     def delayed(self) -> str:
         return f"{self.prefix}:delayed"
+
+    @property
+    def expanding(self) -> str:
+        return f"{self.prefix}:expand"
 
     @property
     def all(self) -> str:

@@ -39,6 +39,7 @@ SCRIPT_NAMES = (
     "cancel",
     "retry",
     "cleanup",
+    "expand",
 )
 
 T = TypeVar("T")

@@ -53,6 +53,7 @@ local K_AGENTS_LIVE = P .. ':agents:live'
 local K_AGENTS_STATE = P .. ':agents:state'
 local K_EVENTS = P .. ':events'
 local K_EVCHAN = P .. ':ev'
+local K_EXPAND = P .. ':expand'
 local function wkey(wid) return P .. ':w:' .. wid end
 local function k_definition(digest) return P .. ':d:' .. digest end
 local function k_queue(typ) return P .. ':q:' .. typ end
@@ -61,6 +62,29 @@ local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
 local function k_running(agent) return P .. ':run:' .. agent end
 local function k_push_token(token) return P .. ':pt:' .. token end
+-- A map c's keys beside its workflow hash wk: its items' fields (m), the elements not yet
+-- started (l, a list), the items in flight (f, a set), the items that failed (x, a set).
+local function k_items(wk, c) return wk .. ':m:' .. c end
+local function k_pending(wk, c) return wk .. ':l:' .. c end
+local function k_flying(wk, c) return wk .. ':f:' .. c end
+local function k_failed(wk, c) return wk .. ':x:' .. c end
+
+-- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
+-- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
+-- lost, element). item_of("c.k") is c, k; nil for a plain task.
+local function item_of(i)
+  local d = string.find(i, '.', 1, true)
+  if d == nil then return nil end
+  return string.sub(i, 1, d - 1), string.sub(i, d + 1)
+end
+
+-- The hash and field that hold task i's record (its other fields are that field's name
+-- plus a suffix), and the index of its definition.
+local function rec_at(wk, i)
+  local c, k = item_of(i)
+  if c == nil then return wk, i, i end
+  return k_items(wk, c), k, c
+end
 
 -- The first of `cmds` this script's ACL user may not run, as an error message; nil when
 -- it may run them all. scripts.py calls it with every command the script may use, before
@@ -81,6 +105,7 @@ end
 local counters = {}
 local events = {}
 local wake = {}
+local expansions = {}  -- "wid:c" of maps whose items the caller should expand now
 
 local function count(field, delta)
   counters[field] = (counters[field] or 0) + delta
@@ -109,6 +134,22 @@ local function emit(kind, wid, idx, extra)
   local x = 'null'
   if extra ~= nil then x = cjson.encode(extra) end
   events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. x .. ']'
+end
+
+-- An item's event: ["item.<kind>", wid, -1, [c, k, extra JSON...]].
+local function emit_item(kind, wid, c, k, extra_json)
+  local x = ''
+  if extra_json ~= nil then x = ',' .. extra_json end
+  events[#events + 1] = '["item.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ',' .. k .. x .. ']]'
+end
+
+-- An event of task i, an item's as emit_item does: `extra` a Lua value or nil.
+local function emit_task(kind, wid, i, extra)
+  local d = string.find(i, '.', 1, true)
+  if d == nil then return emit(kind, wid, tonumber(i), extra) end
+  local x = nil
+  if extra ~= nil then x = cjson.encode(extra) end
+  emit_item(kind, wid, string.sub(i, 1, d - 1), string.sub(i, d + 1), x)
 end
 
 -- emit() with `extra` already JSON-encoded (hot paths encode an agent id once per call).
@@ -187,7 +228,8 @@ end
 
 -- Put task i of workflow wid into its type's ready queue and wake that type's agents.
 local function enqueue(wid, wk, i)
-  local f = redis.call('HMGET', dkey(wk), i .. 'T', i .. 'R')
+  local _, _, di = rec_at(wk, i)
+  local f = redis.call('HMGET', dkey(wk), di .. 'T', di .. 'R')
   local typ = f[1] or ''
   redis.call('ZADD', k_queue(typ), queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
   wake[typ] = true
@@ -196,7 +238,8 @@ end
 -- Take task i out of whichever ready structure holds it (queue or backoff).
 local function dequeue(wid, wk, i)
   local member = wid .. ':' .. i
-  local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
+  local _, _, di = rec_at(wk, i)
+  local typ = redis.call('HGET', dkey(wk), di .. 'T') or ''
   redis.call('ZREM', k_queue(typ), member)
   redis.call('ZREM', K_DELAYED, member)
 end
@@ -234,10 +277,12 @@ end
 
 -- Close a workflow whose last unfinished task just ended.
 local function finish_if_done(wid, wk)
-  local m = redis.call('HMGET', wk, 'st', 'left', 'ok', 'n')
+  local m = redis.call('HMGET', wk, 'st', 'left', 'bad')
   if (m[1] == 'running' or m[1] == 'paused') and tonumber(m[2]) <= 0 then
+    -- a task is skipped because an ancestor failed, or by choice (a map with no items
+    -- and on_empty: skip): failures alone fail a workflow
     local final = 'failed'
-    if tonumber(m[3]) == tonumber(m[4]) then final = 'succeeded' end
+    if tonumber(m[3] or '0') == 0 then final = 'succeeded' end
     set_wstate(wid, wk, m[1], final, NOW)
     redis.call('HSET', wk, 'ft', NOW)
     emit(final, wid, -1)
@@ -254,39 +299,233 @@ local function parent_outputs(wk, parents_csv)
   return outs
 end
 
+
+-- Map c of workflow wid is ready: its items are to be expanded from its parent's output.
+-- The caller (agent) is told at once; housekeeping finds it in K_EXPAND if that caller dies.
+local function start_expansion(wid, c)
+  redis.call('ZADD', K_EXPAND, NOW, wid .. ':' .. c)
+  expansions[#expansions + 1] = wid .. ':' .. c
+end
+
+-- Children (`kids`) of a task that just succeeded that are still waiting and have no other
+-- parent to wait for become ready, queued unless the workflow is paused; a map among them
+-- starts its expansion instead. A child with
+-- several parents (its definition's W) counts its parents' successes in `<c>w`, so each
+-- success costs one increment however wide the fan-in. Reads and writes go in slices,
+-- whatever the fan-out.
+local function release_children(wid, wk, kids, ct, queue)
+  local fields, recs = {}, {}
+  for k, c in ipairs(kids) do
+    fields[#fields + 1] = c .. 'W'
+    fields[#fields + 1] = c .. 'T'
+    fields[#fields + 1] = c .. 'R'
+    fields[#fields + 1] = c .. 'm'
+    recs[k] = c
+  end
+  local info = hmget_all(dkey(wk), fields)
+  recs = hmget_all(wk, recs)
+  local ready = {}
+  local at = NOW - ct
+  for k, c in ipairs(kids) do
+    local rec = recs[k]
+    local go = tstate(rec) == 'waiting'
+    local need = tonumber(info[4 * k - 3] or '1')
+    if go and need > 1 then
+      go = redis.call('HINCRBY', wk, c .. 'w', 1) >= need
+      if go then redis.call('HDEL', wk, c .. 'w') end
+    end
+    if go and info[4 * k] then
+      -- a map: its items are expanded from the parent's output (expand.lua) first
+      local t = tparse(rec)
+      t.s, t.q, t.b, t.d = 'running', at, at, ''
+      ready[#ready + 1] = c
+      ready[#ready + 1] = tpack(t)
+      move_count('waiting', 'running')
+      start_expansion(wid, c)
+    elseif go then
+      ready[#ready + 1] = c
+      if rec then  -- waiting again after a retry
+        local t = tparse(rec)
+        t.s, t.q = 'ready', at
+        ready[#ready + 1] = tpack(t)
+      else
+        ready[#ready + 1] = trec('ready', 0, at, '', '', '')
+      end
+      move_count('waiting', 'ready')
+      if queue then
+        local typ = info[4 * k - 2] or ''
+        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[4 * k - 1] or '0'), wid), wid .. ':' .. c)
+        wake[typ] = true
+      end
+    end
+  end
+  write_all('HSET', wk, ready)
+end
+
+
+-- Start the next items of map c (elements already expanded), up to its window of items
+-- in flight; queued unless `queue` is false (the workflow is paused). Each call does at
+-- most a window's work, and each item's end starts one more.
+local function materialize(wid, wk, c, queue)
+  local f = redis.call('HMGET', wk, c .. 'x', c .. 'y', c .. 'h', 'ct')
+  local x, y, h = tonumber(f[1] or '0'), tonumber(f[2] or '0'), tonumber(f[3] or '0')
+  local d = redis.call('HMGET', dkey(wk), c .. 'X', c .. 'T', c .. 'R')
+  local take = math.min(tonumber(d[1] or '1000') - y, h - x)
+  if take <= 0 then return 0 end
+  local els = redis.call('LPOP', k_pending(wk, c), take)
+  take = #els
+  local fields, ks, members = {}, {}, {}
+  local ready = trec('ready', 0, NOW - tonumber(f[4]), '', '', '')
+  local score = queue_score(tonumber(d[3] or '0'), wid)
+  for n = 1, take do
+    local k = x + n - 1
+    fields[#fields + 1] = k
+    fields[#fields + 1] = ready
+    fields[#fields + 1] = k .. 'p'
+    fields[#fields + 1] = els[n]
+    ks[#ks + 1] = k
+    members[#members + 1] = score
+    members[#members + 1] = wid .. ':' .. c .. '.' .. k
+  end
+  write_all('HSET', k_items(wk, c), fields)
+  write_all('SADD', k_flying(wk, c), ks)
+  if queue then
+    local typ = d[2] or ''
+    write_all('ZADD', k_queue(typ), members)
+    wake[typ] = true
+  end
+  redis.call('HSET', wk, c .. 'x', x + take, c .. 'y', y + take)
+  count('t:waiting', 0 - take)
+  count('t:ready', take)
+  return take
+end
+
+-- A map's output: its items' outputs in item order (null for a failed one), inline up to
+-- MAP_INLINE items; past that a handle the reader pages (Engine.map_outputs).
+local MAP_INLINE = 10000
+local function map_output(wid, wk, c, n)
+  if n > MAP_INLINE then
+    return cjson.encode({map = tonumber(c), items = n, workflow = tonumber(wid)})
+  end
+  local fields = {}
+  for k = 0, n - 1 do fields[#fields + 1] = k .. 'o' end
+  local outs = hmget_all(k_items(wk, c), fields)
+  for k = 1, n do outs[k] = outs[k] or 'null' end
+  return '[' .. table.concat(outs, ',') .. ']'
+end
+
+-- How many failed items map c tolerates out of n: its `O` ("5%" or a count; absent 0).
+local function tolerated(spec, n)
+  if spec == nil or spec == false then return 0 end
+  local pct = string.match(spec, '^([%d%.]+)%%$')
+  if pct then return math.floor(n * tonumber(pct) / 100) end
+  return tonumber(spec) or 0
+end
+
+-- Every item of map c has ended: it succeeds (its children are released) unless more
+-- items failed than it tolerates. `live`: the workflow is running or paused.
+local function map_finished(wid, wk, c, n, bad, live)
+  local h, fld = wk, c
+  local t = tparse(redis.call('HGET', h, fld))
+  local ct = tonumber(redis.call('HGET', wk, 'ct'))
+  t.d = NOW - ct
+  local dk = dkey(wk)
+  if bad <= tolerated(redis.call('HGET', dk, c .. 'O'), n) then
+    t.s = 'succeeded'
+    redis.call('HSET', wk, c, tpack(t), c .. 'o', map_output(wid, wk, c, n))
+    move_count('running', 'succeeded')
+    redis.call('HINCRBY', wk, 'ok', 1)
+    redis.call('HINCRBY', wk, 'left', -1)
+    emit('succeeded', wid, c)
+    local kids = split_csv(redis.call('HGET', dk, c .. 'C'))
+    local st = redis.call('HGET', wk, 'st')
+    if #kids > 0 and live then release_children(wid, wk, kids, ct, st == 'running') end
+  else
+    t.s = 'failed'
+    local err = bad .. ' of ' .. n .. ' items failed'
+    redis.call('HSET', wk, c, tpack(t), c .. 'e', err)
+    move_count('running', 'failed')
+    redis.call('HINCRBY', wk, 'bad', 1)
+    redis.call('HINCRBY', wk, 'left', -1)
+    emit('failed', wid, c, err)
+    if live then skip_descendants(wid, wk, c) end
+  end
+end
+
+-- Item k of map c ended (ok or finally failed): one fewer in flight, the next one starts,
+-- and the map ends with its last item. Returns nothing.
+-- Every item is counted in exactly one place: pending (h - x), in flight (y, the set
+-- k_flying), succeeded (k), failed (z, the set k_failed) or cancelled (c).
+local function item_ended(wid, wk, c, k, ok, live, queue)
+  redis.call('SREM', k_flying(wk, c), k)
+  redis.call('HINCRBY', wk, c .. 'y', -1)
+  local done, bad
+  if ok then
+    done = redis.call('HINCRBY', wk, c .. 'k', 1)
+    bad = tonumber(redis.call('HGET', wk, c .. 'z') or '0')
+  else
+    redis.call('SADD', k_failed(wk, c), k)
+    bad = redis.call('HINCRBY', wk, c .. 'z', 1)
+    done = tonumber(redis.call('HGET', wk, c .. 'k') or '0')
+  end
+  local f = redis.call('HMGET', wk, c, c .. 'n')
+  if tstate(f[1]) ~= 'running' then return end  -- the map was cancelled meanwhile
+  if live then materialize(wid, wk, c, queue) end
+  local n = tonumber(f[2] or '-1')
+  if done + bad == n then map_finished(wid, wk, c, n, bad, live) end
+end
+
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
 -- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
 -- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
 -- once per call.
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
--- {their outputs}, workflow input JSON or ""} (codec.decode_claim_row).
+-- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
+-- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
 local function start_task(wid, wk, i, agent, agent_json, f)
   local ct, rec = tonumber(f[2]), f[3]
   local dk = dkey(wk, f[4])
-  local d = redis.call('HMGET', dk, i .. 'N', i .. 'T', i .. 'P', i .. 'U', i .. 'V')
+  local h, fld, di = rec_at(wk, i)
+  local d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
   local a, q = 0, ''
   if rec then
     a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
     a = tonumber(a) or 0
   end
   a = a + 1
-  redis.call('HSET', wk, i, trec('running', a, q, NOW - ct, '', agent))
+  redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
+  if h ~= wk then
+    emit_item('claimed', wid, di, fld, agent_json)
+    return {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
+      redis.call('HGET', h, fld .. 'p') or 'null'}
+  end
   emit_json('claimed', wid, i, agent_json)
   return {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
     parent_outputs(wk, d[4]), f[5] or ''}
 end
 
--- What a step reads of a workflow to start or walk one of its tasks i: HMGET these.
+-- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
+-- i, d, in} (an item's record from its map's hash).
 local function read_for_task(wk, i)
-  return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in')
+  local c, k = item_of(i)
+  if c == nil then return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in') end
+  local f = redis.call('HMGET', wk, 'st', 'ct', 'd', 'd', 'in')
+  f[3] = redis.call('HGET', k_items(wk, c), k)
+  return f
+end
+
+-- Write task i's record (an item's to its map's hash).
+local function set_record(wk, i, v)
+  local h, fld = rec_at(wk, i)
+  redis.call('HSET', h, fld, v)
 end
 
 -- A running task (record `t`) whose agent is gone (lost, stopped or restarted) while its
 -- workflow was cancelled: it will not run again.
 local function drop_cancelled(wk, i, ct, t)
   t.s, t.d = 'cancelled', NOW - ct
-  redis.call('HSET', wk, i, tpack(t))
-  redis.call('HINCRBY', wk, 'left', -1)
+  set_record(wk, i, tpack(t))
+  if item_of(i) == nil then redis.call('HINCRBY', wk, 'left', -1) end
   move_count('running', 'cancelled')
 end
 
@@ -297,10 +536,48 @@ local function promote_due(limit)
     redis.call('ZREM', K_DELAYED, member)
     local wid, i = split_member(member)
     local wk = wkey(wid)
-    local f = redis.call('HMGET', wk, 'st', i)
-    if f[1] == 'running' and tstate(f[2]) == 'ready' then enqueue(wid, wk, i) end
+    local h, fld = rec_at(wk, i)
+    if redis.call('HGET', wk, 'st') == 'running' and tstate(redis.call('HGET', h, fld)) == 'ready' then
+      enqueue(wid, wk, i)
+    end
   end
   return #due
+end
+
+
+-- The in-flight items of map c (if i is a map that has started any) whose record is in
+-- state `st`, as task ids "c.k".
+local function items_in(wk, c, st)
+  local out = {}
+  local mk = k_items(wk, c)
+  for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
+    if tstate(redis.call('HGET', mk, k)) == st then out[#out + 1] = c .. '.' .. k end
+  end
+  return out
+end
+
+-- Take every item of map c out of the counters, queues and agents' sets, and delete its
+-- keys (UNLINK: a big map is freed in the background): for cleanup.
+local function forget_items(wid, wk, c)
+  local f = redis.call('HMGET', wk, c .. 'h', c .. 'x', c .. 'k', c .. 'z', c .. 'c')
+  local h, x = tonumber(f[1] or '0'), tonumber(f[2] or '0')
+  count('t:waiting', x - h)
+  count('t:succeeded', 0 - tonumber(f[3] or '0'))
+  count('t:failed', 0 - tonumber(f[4] or '0'))
+  count('t:cancelled', 0 - tonumber(f[5] or '0'))
+  local mk = k_items(wk, c)
+  for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
+    local t = tparse(redis.call('HGET', mk, k))
+    count('t:' .. t.s, -1)
+    local i = c .. '.' .. k
+    if t.s == 'running' and t.g ~= '' then
+      redis.call('SREM', k_running(t.g), wid .. ':' .. i)
+    elseif t.s == 'ready' then
+      dequeue(wid, wk, i)
+    end
+  end
+  redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+  redis.call('UNLINK', mk, k_pending(wk, c), k_flying(wk, c), k_failed(wk, c))
 end
 
 -- Delete every key and index entry of a finished workflow, and its counters. `who` did
@@ -319,6 +596,7 @@ local function remove_workflow(wid, wk, st, who)
     elseif s == 'ready' then
       dequeue(wid, wk, i)
     end
+    if redis.call('HEXISTS', wk, i .. 'h') == 1 then forget_items(wid, wk, i) end
   end
   redis.call('DEL', wk)
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end

@@ -16,6 +16,34 @@ for i = 0, tonumber(m[2]) - 1 do
     redis.call('HDEL', wk, i .. 'w')
     move_count(s, 'cancelled')
     cancelled = cancelled + 1
+  elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
+    -- a map: its items not started are cancelled with it; running ones finish
+    local c = tostring(i)
+    local mk = k_items(wk, c)
+    local gone = 0
+    for _, item in ipairs(items_in(wk, c, 'ready')) do
+      dequeue(wid, wk, item)
+      local _, k = item_of(item)
+      local r = tparse(redis.call('HGET', mk, k))
+      r.s = 'cancelled'
+      redis.call('HSET', mk, k, tpack(r))
+      redis.call('SREM', k_flying(wk, c), k)
+      move_count('ready', 'cancelled')
+      gone = gone + 1
+    end
+    local f = redis.call('HMGET', wk, c .. 'h', c .. 'x')
+    local pending = tonumber(f[1] or '0') - tonumber(f[2] or '0')
+    count('t:waiting', 0 - pending)
+    count('t:cancelled', pending)
+    redis.call('UNLINK', k_pending(wk, c))
+    redis.call('HSET', wk, c .. 'x', f[1] or '0')
+    redis.call('HINCRBY', wk, c .. 'c', gone + pending)
+    redis.call('HINCRBY', wk, c .. 'y', 0 - gone)
+    redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+    t.s = 'cancelled'
+    redis.call('HSET', wk, i, tpack(t))
+    move_count('running', 'cancelled')
+    cancelled = cancelled + 1
   end
 end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses

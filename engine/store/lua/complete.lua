@@ -3,8 +3,9 @@
 -- ARGV[3] agent id; ARGV[4] how many results follow; then per result:
 --   wid, idx, attempt (the fencing token the claim returned), "ok" | "err", value
 --   (output JSON for ok, "" for no output; error text for err).
--- Returns per result 1 (recorded) or 0 (rejected: the task was handed on or reset, so
--- this attempt's outcome must not overwrite a newer one).
+-- A result's idx is "c.k" for item k of map c.
+-- Returns {per result 1 (recorded) or 0 (rejected: the task was handed on or reset, so
+-- this attempt's outcome must not overwrite a newer one), {"wid:c" of maps to expand}}.
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
 local out = {}
@@ -18,63 +19,28 @@ local function touch(wid, wk, live)
     wf_order[#wf_order + 1] = {wid, wk, live}
   end
 end
--- Children (`kids`) of a task that just succeeded that are still waiting and have no other
--- parent to wait for become ready, queued unless the workflow is paused. A child with
--- several parents (its definition's W) counts its parents' successes in `<c>w`, so each
--- success costs one increment however wide the fan-in. Reads and writes go in slices,
--- whatever the fan-out.
-local function release_children(wid, wk, kids, ct, queue)
-  local fields, recs = {}, {}
-  for k, c in ipairs(kids) do
-    fields[#fields + 1] = c .. 'W'
-    fields[#fields + 1] = c .. 'T'
-    fields[#fields + 1] = c .. 'R'
-    recs[k] = c
-  end
-  local info = hmget_all(dkey(wk), fields)
-  recs = hmget_all(wk, recs)
-  local ready = {}
-  local at = NOW - ct
-  for k, c in ipairs(kids) do
-    local rec = recs[k]
-    local go = tstate(rec) == 'waiting'
-    local need = tonumber(info[3 * k - 2] or '1')
-    if go and need > 1 then
-      go = redis.call('HINCRBY', wk, c .. 'w', 1) >= need
-      if go then redis.call('HDEL', wk, c .. 'w') end
-    end
-    if go then
-      ready[#ready + 1] = c
-      if rec then  -- waiting again after a retry
-        local t = tparse(rec)
-        t.s, t.q = 'ready', at
-        ready[#ready + 1] = tpack(t)
-      else
-        ready[#ready + 1] = trec('ready', 0, at, '', '', '')
-      end
-      move_count('waiting', 'ready')
-      if queue then
-        local typ = info[3 * k - 1] or ''
-        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
-        wake[typ] = true
-      end
-    end
-  end
-  write_all('HSET', wk, ready)
-end
-
 for r = 0, nres - 1 do
   local at = 5 + 5 * r
   local wid, i, attempt, how, value = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local wk = wkey(wid)
   local member = wid .. ':' .. i
+  local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+  local m
+  if c == nil then
+    m = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+  else
+    m = read_for_task(wk, i)
+  end
   -- the record's parts (a hot path: no table)
   local s, a, q, b, _, g = tparts(m[3])
   if s ~= 'running' or a ~= attempt or g ~= agent then
     out[#out + 1] = 0
-    emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
+    if c == nil then
+      emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
+    else
+      emit_item('rejected', wid, c, k, agent_json .. ',' .. tonumber(attempt))
+    end
     -- Not ours any more (handed on, finished or cleaned up): forget it. A newer attempt
     -- of our own (taken back at a restart) stays in the set.
     if s ~= 'running' or g ~= agent then done[#done + 1] = member end
@@ -85,37 +51,54 @@ for r = 0, nres - 1 do
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
     local done_at = NOW - ct
+    local h, fld, di = wk, i, i
+    if c ~= nil then h, fld, di = k_items(wk, c), k, c end
     if how == 'ok' then
       local rec = trec('succeeded', a, q, b, done_at, g)
       if value ~= '' then
-        redis.call('HSET', wk, i, rec, i .. 'o', value)
+        redis.call('HSET', h, fld, rec, fld .. 'o', value)
       else
-        redis.call('HSET', wk, i, rec)
+        redis.call('HSET', h, fld, rec)
       end
-      if attempt ~= '1' then redis.call('HDEL', wk, i .. 'e') end  -- an earlier attempt's error
+      if attempt ~= '1' then redis.call('HDEL', h, fld .. 'e') end  -- an earlier attempt's error
       move_count('running', 'succeeded')
-      wf_ok[wk] = wf_ok[wk] + 1
-      emit('succeeded', wid, i)
-      local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
-      if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
+      if c == nil then
+        wf_ok[wk] = wf_ok[wk] + 1
+        emit('succeeded', wid, i)
+        local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
+        if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
+      else
+        redis.call('HDEL', h, fld .. 'p')  -- its element: kept only while it may run again
+        emit_item('succeeded', wid, c, k)
+        item_ended(wid, wk, c, k, true, live, wst == 'running')
+      end
     else
-      local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
-      local limits = redis.call('HMGET', dkey(wk, m[4]), i .. 'M', 'bk', 'bm')
+      local failures = redis.call('HINCRBY', h, fld .. 'f', 1)
+      local limits = redis.call('HMGET', dkey(wk, m[4]), di .. 'M', 'bk', 'bm')
       if live and failures < tonumber(limits[1] or '1') then
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
-        redis.call('HSET', wk, i, trec('ready', a, done_at + delay, b, done_at, g),
-          i .. 'e', value)
+        redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
+          fld .. 'e', value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
         move_count('running', 'ready')
-        emit('retrying', wid, i, {failures, delay})
+        if c == nil then
+          emit('retrying', wid, i, {failures, delay})
+        else
+          emit_item('retrying', wid, c, k, failures .. ',' .. delay)
+        end
       else
-        redis.call('HSET', wk, i, trec('failed', a, q, b, done_at, g), i .. 'e', value)
+        redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. 'e', value)
         move_count('running', 'failed')
-        redis.call('HINCRBY', wk, 'bad', 1)
-        redis.call('HINCRBY', wk, 'left', -1)
-        emit('failed', wid, i, value)
-        if live then skip_descendants(wid, wk, i) end
+        if c == nil then
+          redis.call('HINCRBY', wk, 'bad', 1)
+          redis.call('HINCRBY', wk, 'left', -1)
+          emit('failed', wid, i, value)
+          if live then skip_descendants(wid, wk, i) end
+        else
+          emit_item('failed', wid, c, k, cjson.encode(value))
+          item_ended(wid, wk, c, k, false, live, wst == 'running')
+        end
       end
     end
   end
@@ -134,4 +117,4 @@ for _, w in ipairs(wf_order) do
   if live and (left == nil or left <= 0) then finish_if_done(wid, wk) end
 end
 flush()
-return out
+return {out, expansions}

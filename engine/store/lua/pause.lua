@@ -8,9 +8,15 @@ if refused then return refused end
 set_wstate(wid, wk, 'running', 'paused', tonumber(m[3]))  -- running/paused: by creation
 local held = 0
 for i = 0, tonumber(m[2]) - 1 do
-  if tstate(redis.call('HGET', wk, i)) == 'ready' then
+  local s = tstate(redis.call('HGET', wk, i))
+  if s == 'ready' then
     local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
     held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. i)
+  elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
+    local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
+    for _, item in ipairs(items_in(wk, i, 'ready')) do
+      held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. item)
+    end
   end
 end
 emit('paused', wid, -1, {held, who})

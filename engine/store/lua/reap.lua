@@ -16,25 +16,31 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
   each_held(agent, function(member, wid, i, wk, f, t)
     if t.s == 'running' and t.g == agent then
       local ct = tonumber(f[2])
-      local lost = redis.call('HINCRBY', wk, i .. 'l', 1)
+      local h, fld = rec_at(wk, i)
+      local lost = redis.call('HINCRBY', h, fld .. 'l', 1)
       if f[1] ~= 'running' and f[1] ~= 'paused' then
         drop_cancelled(wk, i, ct, t)
       elseif lost > max_lost then
         t.s, t.d = 'failed', NOW - ct
-        redis.call('HSET', wk, i, tpack(t),
-          i .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
+        redis.call('HSET', h, fld, tpack(t),
+          fld .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
         move_count('running', 'failed')
-        redis.call('HINCRBY', wk, 'bad', 1)
-        redis.call('HINCRBY', wk, 'left', -1)
-        emit('failed', wid, tonumber(i), 'agent lost')
-        skip_descendants(wid, wk, i)
+        emit_task('failed', wid, i, 'agent lost')
+        local c, k = item_of(i)
+        if c == nil then
+          redis.call('HINCRBY', wk, 'bad', 1)
+          redis.call('HINCRBY', wk, 'left', -1)
+          skip_descendants(wid, wk, i)
+        else
+          item_ended(wid, wk, c, k, false, true, f[1] == 'running')
+        end
         finish_if_done(wid, wk)
       else
         t.s, t.q = 'ready', NOW - ct
-        redis.call('HSET', wk, i, tpack(t))
+        set_record(wk, i, tpack(t))
         move_count('running', 'ready')
         if f[1] == 'running' then enqueue(wid, wk, i) end
-        emit('requeued', wid, tonumber(i), agent)
+        emit_task('requeued', wid, i, agent)
         requeued = requeued + 1
       end
     end

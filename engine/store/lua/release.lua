@@ -6,11 +6,19 @@ local m, refused = open_workflow(wid, wk, {'paused'},
 if refused then return refused end
 set_wstate(wid, wk, 'paused', 'running', tonumber(m[3]))
 local released = 0
-for i = 0, tonumber(m[2]) - 1 do
-  if tstate(redis.call('HGET', wk, i)) == 'ready'
-      and not redis.call('ZSCORE', K_DELAYED, wid .. ':' .. i) then
+local function release(i)
+  if not redis.call('ZSCORE', K_DELAYED, wid .. ':' .. i) then
     enqueue(wid, wk, i)
     released = released + 1
+  end
+end
+for i = 0, tonumber(m[2]) - 1 do
+  local s = tstate(redis.call('HGET', wk, i))
+  if s == 'ready' then
+    release(i)
+  elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
+    for _, item in ipairs(items_in(wk, i, 'ready')) do release(item) end
+    materialize(wid, wk, tostring(i), true)  -- items that ended while paused made room
   end
 end
 emit('released', wid, -1, {released, who})

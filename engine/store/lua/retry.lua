@@ -81,7 +81,41 @@ for _, i in ipairs(order) do
   end
   redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o')
   t.d = ''
-  if waiting == 0 then
+  local is_map = redis.call('HEXISTS', dkey(wk), i .. 'm') == 1
+  local failed_items = is_map and waiting == 0 and redis.call('HEXISTS', wk, i .. 'n') == 1
+    and redis.call('SCARD', k_failed(wk, i)) > 0
+  if is_map and not failed_items then
+    -- expanded again from its parent's output (which may have changed)
+    if redis.call('HEXISTS', wk, i .. 'h') == 1 then
+      forget_items(wid, wk, i)
+      redis.call('HDEL', wk, i .. 'h', i .. 'n', i .. 'x', i .. 'y', i .. 'k', i .. 'z', i .. 'c')
+    end
+  end
+  if failed_items then
+    -- only its failed items run again
+    local mk = k_items(wk, i)
+    local again = redis.call('SMEMBERS', k_failed(wk, i))
+    for _, k in ipairs(again) do
+      local r = tparse(redis.call('HGET', mk, k))
+      r.s, r.q, r.d = 'ready', NOW - ct, ''
+      redis.call('HSET', mk, k, tpack(r))
+      redis.call('HDEL', mk, k .. 'f', k .. 'e')
+      redis.call('SADD', k_flying(wk, i), k)
+      move_count('failed', 'ready')
+      if live then enqueue(wid, wk, i .. '.' .. k) end
+    end
+    redis.call('DEL', k_failed(wk, i))
+    redis.call('HINCRBY', wk, i .. 'z', 0 - #again)
+    redis.call('HINCRBY', wk, i .. 'y', #again)
+    t.s, t.b = 'running', NOW - ct
+    redis.call('HSET', wk, i, tpack(t))
+    move_count(s, 'running')
+  elseif is_map and waiting == 0 then
+    t.s, t.q, t.b = 'running', NOW - ct, NOW - ct
+    redis.call('HSET', wk, i, tpack(t))
+    move_count(s, 'running')
+    start_expansion(wid, i)
+  elseif waiting == 0 then
     t.s, t.q = 'ready', NOW - ct
     redis.call('HSET', wk, i, tpack(t))
     move_count(s, 'ready')

@@ -12,10 +12,10 @@ each_held(agent, function(member, wid, i, wk, f, t)
   end
   if f[1] == 'running' or f[1] == 'paused' then
     t.s, t.q = 'ready', NOW - tonumber(f[2])
-    redis.call('HSET', wk, i, tpack(t))
+    set_record(wk, i, tpack(t))
     move_count('running', 'ready')
     if f[1] == 'running' then enqueue(wid, wk, i) end
-    emit('requeued', wid, tonumber(i), agent)
+    emit_task('requeued', wid, i, agent)
   else
     drop_cancelled(wk, i, tonumber(f[2]), t)
   end
