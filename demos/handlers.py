@@ -7,19 +7,30 @@ raising fails the attempt.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from engine import Task
+from engine import Task, seed002_message
 
-BOOK = {
-    "title": "The Tale of Two Shards",
-    "sections": [
-        "It was the best of times, it was the worst of times.",
-        "It was the age of wisdom, it was the age of foolishness.",
-        "It was the epoch of belief, it was the epoch of incredulity.",
-    ],
-}
+BOOK_FILE = Path(__file__).with_name("book.txt")
+
+
+def read_book(path: Path = BOOK_FILE) -> dict[str, Any]:
+    """The demo book: its title (first line) and its sections, one per paragraph of each
+    chapter, as text."""
+    text = path.read_text(encoding="utf-8")
+    title, _, body = text.partition("\n")
+    sections = []
+    for chapter in re.split(r"^CHAPTER .*$", body, flags=re.MULTILINE)[1:]:
+        sections += [p.strip() for p in chapter.split("\n\n") if p.strip()]
+    return {"title": title.strip(), "sections": sections}
+
+
+def count_words(text: str) -> Counter[str]:
+    """Words of ``text``, lower case, without punctuation."""
+    return Counter(re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower()))
 
 
 def noop(task: Task) -> None:
@@ -31,24 +42,23 @@ def echo(task: Task) -> Any:
     return {"payload": task.payload, "parents": task.parents}
 
 
-def _words(text: str) -> Counter[str]:
-    return Counter(w.strip(".,;").lower() for w in text.split())
-
-
 def book_word_counts(task: Task) -> Any:
-    """The steps of seed 002's book-word-counts workflow (demos/seed002-book-word-counts.yaml)."""
+    """The steps of seed 002's book-word-counts workflow
+    (demos/seed002-book-word-counts.yaml), written against seed 002's message model
+    (:func:`engine.seed002_message`): each step gets the job's JSON merged with its
+    parents' outputs; an item of ``section-counts`` gets its element as ``section``; the
+    step after the map gets the items' outputs as ``sections``."""
+    message = seed002_message(task)
     if task.name == "book-split":
-        return {"title": BOOK["title"], "sections": list(range(len(BOOK["sections"])))}
-    if task.name == "section-counts":
-        # The step's `task:` runs once per item of the parent's itemListKey list.
-        key = task.payload["itemListKey"]
-        items = task.parents["book-split"][key]
-        return [dict(_words(BOOK["sections"][i])) for i in items]
+        book = read_book(Path(message["book"]) if "book" in message else BOOK_FILE)
+        return {"title": book["title"], "sections": book["sections"]}
+    if task.name == "section-counts":  # once per section: the sub-task's step
+        return dict(count_words(message["section"]))
     if task.name == "sum-splits":
         total: Counter[str] = Counter()
-        for part in task.parents["section-counts"]:
+        for part in message["sections"]:
             total.update(part)
-        return dict(total.most_common(5))
+        return {"words": sum(total.values()), "top": dict(total.most_common(5))}
     if task.name == "store-title":
-        return BOOK["title"]
+        return read_book()["title"]
     raise ValueError(f"no step called {task.name!r}")

@@ -19,7 +19,7 @@ from .errors import (
     StateError,
     UnreachableError,
 )
-from .handlers import Task, TaskFailed, exec_handler, import_handler
+from .handlers import Task, TaskFailed, exec_handler, import_handler, seed002_message
 from .loader import load_file, load_text
 from .model import (
     AgentInfo,
@@ -60,4 +60,5 @@ __all__ = [
     "import_handler",
     "load_file",
     "load_text",
+    "seed002_message",
 ]

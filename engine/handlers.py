@@ -129,3 +129,22 @@ def exec_handler(command: str, timeout: float | None = None) -> Handler:
             return text
 
     return run
+
+
+def seed002_message(task: Task) -> dict[str, Any]:
+    """The message a seed 002 worker receives for ``task``: the job's JSON (the run's
+    input) merged with its parents' outputs (those that are objects); an item of a step
+    with ``task:`` gets its element under the singular of the ``itemListKey``
+    (``sections`` -> ``section``), and a step after such a step gets the items' outputs as
+    a list under the key (``sections``)."""
+    message: dict[str, Any] = dict(task.input) if isinstance(task.input, dict) else {}
+    info = task.payload if isinstance(task.payload, dict) else {}
+    lists = info.get("itemLists") or {}
+    for name, output in task.parents.items():
+        if name in lists:
+            message[lists[name]] = output
+        elif isinstance(output, dict):
+            message.update(output)
+    if task.item_index is not None and info.get("item"):
+        message[info["item"]] = task.item
+    return message

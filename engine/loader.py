@@ -43,12 +43,14 @@ from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
     MAX_DEPTH,
+    PRIORITY_RANGE,
     TaskDef,
     Workflow,
     one_line,
     show_value,
 )
 from .errors import DefinitionError
+from .mapping import MapSpec
 
 
 class _Located(dict[str, Any]):
@@ -526,9 +528,39 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 
 
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
-NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts"}
-SEED002_WORKFLOW = {"name", "steps", "tasks"}
+NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts", "map"}
+MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
+SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
+SEED002_TASK = {"name", "itemListKey", "steps"}
+SEED002_START = "__start__"  # seed 002's explicit root: `depends: [__start__]`
+
+
+def _map(value: Any, where: str) -> MapSpec | None:
+    """A native task's ``map:``: a parent's name, or ``{over, key, concurrency, ...}``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return MapSpec(value)
+    m = _mapping(value, "map", where)
+    _known(m, MAP_FIELDS, "map", _NO_KEY, where)
+    over = _text(m.get("over"), "map: over", where)
+    if over is None:
+        raise DefinitionError(f"{where}: map needs 'over': the parent whose output it maps")
+    spec = MapSpec(over, _text(m.get("key"), "map: key", where))
+    for option in ("concurrency", "max_items", "on_empty", "tolerate"):
+        if option in m:
+            setattr(spec, option, m[option])
+    return spec
+
+
+def singular(key: str) -> str:
+    """Seed 002's name for one element of a list key: ``sections`` -> ``section``."""
+    if key.endswith("ies") and len(key) > 3:
+        return key[:-3] + "y"
+    if key.endswith("s") and not key.endswith("ss") and len(key) > 1:
+        return key[:-1]
+    return key
 
 
 def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
@@ -548,15 +580,20 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         _known(t, NATIVE_TASK, "task", t.get("name"), here)
         get = t.get
         task_type = get("type")
+        after = _names(get("after"), "after", here)
+        spec = _map(get("map"), here)
+        if spec is not None and spec.over not in after:
+            after.append(spec.over)
         add(
             TaskDef(
                 get("name") or "",
                 get("payload"),
                 "" if task_type is None else task_type,
                 get("priority", 0),
-                _names(get("after"), "after", here),
+                after,
                 get("max_attempts", 1),
                 here,
+                spec,
             )
         )
     return [wf]
@@ -577,38 +614,80 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
         for snode in _list(w.get("tasks") or [], "'tasks'", wwhere):
             here = _where(source, snode)
             sub = _mapping(snode, "a task", here)
+            _known(sub, SEED002_TASK, "task", sub.get("name"), here)
             subtasks[_text(sub.get("name"), "a task's name", here)] = sub
+        _names(w.get("vhosts"), "vhosts", wwhere)  # accepted as the manager documents it
         wf = Workflow(w.get("name") or "", where=wwhere)
+        lists: dict[str, str] = {}  # map step -> its itemListKey
         for snode in steps:
             here = _where(source, snode)
             s = _mapping(snode, "a step", here)
             name = _text(s.get("name"), "a step's name", here)
             _known(s, SEED002_STEP, "step", name, here)
             payload = s.get("payload")
+            after = [d for d in _names(s.get("depends"), "depends", here) if d != SEED002_START]
             used = _text(s.get("task"), f"step {name!r}: task", here)
+            step_type = s.get("queue") or name or ""
+            spec = None
             if used is not None:
-                found = subtasks.get(used)
-                if found is None:
-                    raise DefinitionError(f"{here}: step {name!r} uses unknown task {used!r}")
-                sub_steps = _list(found.get("steps") or [], f"task {used!r}: 'steps'", here)
-                payload = {
-                    "task": used,
-                    "itemListKey": found.get("itemListKey"),
-                    "steps": [_mapping(st, "a step", here).get("name") for st in sub_steps],
-                    **({"payload": payload} if payload is not None else {}),
-                }
-            wf.task(
-                name or "",
-                payload,
-                type=s.get("queue") or name or "",
-                after=_names(s.get("depends"), "depends", here),
-                where=here,
-            )
+                spec, step_type, payload = _seed002_map(subtasks, used, name, after, payload, here)
+                lists[name or ""] = spec.key or ""
+            gathered = {p: lists[p] for p in after if p in lists}
+            if gathered and payload is None:
+                # seed 002's next step gets the items' outputs under the list's key
+                payload = {"itemLists": gathered}
+            wf.tasks.append(TaskDef(name or "", payload, step_type, 0, after, 1, here, spec))
         out.append(wf)
     return out
 
 
+def _seed002_map(
+    subtasks: dict[str | None, dict[str, Any]],
+    used: str,
+    name: str | None,
+    after: list[str],
+    payload: Any,
+    here: str,
+) -> tuple[MapSpec, str, Any]:
+    """A seed 002 step with ``task:``: a map over the list under the task's
+    ``itemListKey`` in its parent's output, each item running the task's step."""
+    found = subtasks.get(used)
+    if found is None:
+        raise DefinitionError(f"{here}: step {name!r} uses unknown task {used!r}")
+    listed = _list(found.get("steps"), f"task {used!r}: 'steps'", here)
+    key = _text(found.get("itemListKey"), f"task {used!r}: itemListKey", here)
+    if not key:
+        raise DefinitionError(f"{here}: task {used!r} needs an itemListKey to run over")
+    if len(after) != 1:
+        raise DefinitionError(
+            f"{here}: step {name!r} runs task {used!r} once per item of its parent's "
+            f"{key!r}: it must depend on exactly one step, not {len(after)}"
+        )
+    sub_steps = [_mapping(st, "a step", here) for st in listed]
+    if len(sub_steps) != 1:
+        raise DefinitionError(
+            f"{here}: task {used!r} has {len(sub_steps)} steps; each item runs one step "
+            "(chain several steps as maps over the previous map's output)"
+        )
+    step = sub_steps[0]
+    step_name = _text(step.get("name"), f"task {used!r}: a step's name", here) or ""
+    info = {"task": used, "itemListKey": key, "item": singular(key), "steps": [step_name]}
+    if payload is not None:
+        info["payload"] = payload
+    return MapSpec(after[0], key), step.get("queue") or step_name, info
+
+
 SEED000_TASK = {"Name", "Type", "Payload", "Parents", "Children", "Workflow", "Priority"}
+
+
+def _seed000_priority(value: Any) -> Any:
+    """redis.workflow pops the lowest ``Priority`` first; redisflow runs the highest first:
+    the sign flips, and any integer is accepted (clamped into redisflow's range, so order
+    between priorities past +-999 is kept only up to the range's ends)."""
+    if type(value) is not int:
+        return value  # validation names what is wrong with it
+    low, high = PRIORITY_RANGE
+    return max(low, min(high, -value))
 
 
 def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
@@ -656,7 +735,7 @@ def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
             me,
             t.get("Payload"),
             type=t.get("Type") or "",
-            priority=t.get("Priority", 0),
+            priority=_seed000_priority(t.get("Priority", 0)),
             after=parents_of[me],
             where=here,
         )

@@ -78,16 +78,83 @@ def test_seed002_book_word_counts() -> None:
     assert wf.name == "book-word-counts"
     by = {t.name: t for t in wf.tasks}
     assert set(by) == {"book-split", "section-counts", "sum-splits", "store-title"}
-    assert {t.type for t in wf.tasks} == set(by)  # each step's queue is its name
+    # each step's queue is its name; the map's items run the sub-task's step
+    assert {n: t.type for n, t in by.items()} == {
+        "book-split": "book-split",
+        "section-counts": "segment-word-counts",
+        "sum-splits": "sum-splits",
+        "store-title": "store-title",
+    }
     assert by["section-counts"].after == ["book-split"]
     assert by["sum-splits"].after == ["section-counts"]
     assert by["store-title"].after == []
+    spec = by["section-counts"].map
+    assert spec is not None and (spec.over, spec.key) == ("book-split", "sections")
     assert by["section-counts"].payload == {
         "task": "word-counts",
         "itemListKey": "sections",
+        "item": "section",
         "steps": ["segment-word-counts"],
     }
+    assert by["sum-splits"].payload == {"itemLists": {"section-counts": "sections"}}
     validate(wf)
+
+
+def test_seed002_other_documented_fields() -> None:
+    text = (
+        "workflows:\n  - name: w\n    vhosts: [a, b]\n    steps:\n"
+        "      - name: a\n        depends: [__start__]\n"
+    )
+    [wf] = load_text(text, "s.yaml")
+    assert wf.tasks[0].after == []
+
+
+@pytest.mark.parametrize(
+    ("tasks", "says"),
+    [
+        (
+            "      itemListKey: s\n      steps: [{name: x}, {name: y}]\n",
+            "has 2 steps; each item runs one step",
+        ),
+        ("      steps: [{name: x}]\n      itemListKey: 3\n", "itemListKey must be a string"),
+        ("      steps: [{name: x}]\n", "needs an itemListKey"),
+    ],
+)
+def test_seed002_maps_it_cannot_run_are_refused(tasks: str, says: str) -> None:
+    text = (
+        "workflows:\n  - name: w\n    steps:\n      - name: a\n"
+        "      - name: b\n        task: t\n        depends: [a]\n"
+        "    tasks:\n    - name: t\n" + tasks
+    )
+    with pytest.raises(DefinitionError, match=says):
+        load_text(text, "s.yaml")
+
+
+def test_native_map() -> None:
+    text = (
+        "name: m\ntasks:\n  - name: split\n"
+        "  - name: count\n    map: {over: split, key: sections, concurrency: 10, "
+        "tolerate: '5%', on_empty: skip}\n"
+        "  - name: total\n    after: [count]\n"
+    )
+    [wf] = load_text(text, "m.yaml")
+    count = wf.tasks[1]
+    assert count.after == ["split"] and count.map is not None
+    assert (count.map.key, count.map.concurrency, count.map.tolerate, count.map.on_empty) == (
+        "sections", 10, "5%", "skip",
+    )  # fmt: skip
+    bad = "name: m\ntasks:\n  - name: a\n    map: {key: x}\n"
+    with pytest.raises(DefinitionError, match="^m.yaml:3: map needs 'over'"):
+        load_text(bad, "m.yaml")
+
+
+def test_seed000_priority_keeps_its_meaning() -> None:
+    text = (
+        "- {Name: a, Priority: 5}\n- {Name: b, Priority: -2}\n- {Name: c, Priority: 100000}\n"
+    )
+    [wf] = load_text(text, "p.yaml")
+    # redis.workflow runs the lowest Priority first; redisflow the highest
+    assert [t.priority for t in wf.tasks] == [-5, 2, -999]
 
 
 def test_seed002_queue_and_unknown_task() -> None:
@@ -117,7 +184,8 @@ def test_seed000_bare_list_takes_workflow_name_from_tasks() -> None:
     )
     [wf] = load_text(text, "list.yaml")
     assert wf.name == "wf1"
-    assert wf.tasks[0].type == "t" and wf.tasks[1].priority == 2
+    # redis.workflow pops the lowest Priority first: the sign flips into redisflow's
+    assert wf.tasks[0].type == "t" and wf.tasks[1].priority == -2
 
 
 SEED000_BAD = [
