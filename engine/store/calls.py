@@ -234,9 +234,8 @@ class Calls:
     def expand_due(self, shard: ShardKeys, older_than_ms: int = 0, limit: int = 20) -> int:
         """Expand the maps of ``shard`` waiting for their items (an agent that was doing it
         died): housekeeping. Returns how many were looked at."""
-        due = self.redis.zrangebyscore(
-            shard.expanding, "-inf", f"({self._now_ms() - older_than_ms}", 0, limit
-        )
+        before = self._now_ms() - older_than_ms
+        due = self.redis.zrangebyscore(shard.expanding, "-inf", before, 0, limit)
         for member in due:
             wid, _, c = str(member).partition(":")
             self.expand(wid, c)
