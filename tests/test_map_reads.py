@@ -142,3 +142,23 @@ def test_cli_pages_a_maps_items(engine: Engine, cli_env: dict[str, str]) -> None
     assert r.returncode == 2 and "is not a map" in one_line_error(r)
     r = cli("status", wid, "--failed", env=cli_env)
     assert r.returncode == 2 and "give --task" in one_line_error(r)
+
+
+@pytest.mark.slow
+def test_map_outputs_pages_a_map_whose_output_is_a_handle(engine: Engine) -> None:
+    n = 10_001  # past what a map's output holds inline
+    wf = Workflow("wide")
+    split = wf.task("split")
+    wf.task("double", map=split, concurrency=2000)
+
+    def handler(t: Task) -> Any:
+        return list(range(n)) if t.name == "split" else 2 * t.item
+
+    wid = engine.push(wf)
+    run_agent(engine, {"": handler}, concurrency=64)
+    st = engine.status(wid)
+    assert st.task("double").output == {"map": 1, "items": n, "workflow": int(wid)}
+    assert st.task("double").items["succeeded"] == n  # type: ignore[index]
+    assert engine.map_outputs(wid, "double", 0, 3) == [0, 2, 4]
+    assert engine.map_outputs(wid, "double", n - 2, 100) == [2 * (n - 2), 2 * (n - 1)]
+    assert_stats_agree(engine)
