@@ -24,6 +24,7 @@ from .events import EventListener
 from .model import (
     AgentInfo,
     Event,
+    ItemStatus,
     Stats,
     WorkflowState,
     WorkflowStatus,
@@ -315,6 +316,30 @@ class Engine:
         :meth:`engine.store.reads.Reads.status`).
         """
         return self.store.status(wid)
+
+    def items(
+        self,
+        wid: str | int,
+        task_name: str,
+        offset: int = 0,
+        limit: int = 50,
+        state: str | None = None,
+    ) -> builtins.list[ItemStatus]:
+        """A page of the items of map ``task_name``, by item index; with ``state``, only
+        the items in that state (``failed`` reads the failed set: cheap at any size).
+
+        Raises :class:`NotFoundError` when the workflow or the task is missing, or the
+        task is not a map.
+        """
+        return self.store.items(wid, task_name, offset, limit, state)
+
+    def map_outputs(
+        self, wid: str | int, task_name: str, offset: int = 0, limit: int = 1000
+    ) -> builtins.list[Any]:
+        """The outputs of map ``task_name``'s items from ``offset``, in item order
+        (``None`` for a failed item): a map of more than 10,000 items gives its gather a
+        handle, ``{"map": index, "items": n, "workflow": wid}``, to page with this."""
+        return self.store.map_outputs(wid, task_name, offset, limit)
 
     def state(self, wid: str | int) -> WorkflowState:
         """The current state of one workflow."""

@@ -88,6 +88,34 @@ class TaskStatus:
     ready_at: float | None = None  # epoch seconds
     started_at: float | None = None
     finished_at: float | None = None
+    # a map's items by state (waiting, ready, running, succeeded, failed, cancelled) and,
+    # once its parent's output is expanded, "total"; None for a task that is not a map
+    items: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["state"] = str(self.state)
+        return d
+
+
+ITEM_STATES = ("waiting", "ready", "running", "succeeded", "failed", "cancelled")
+
+
+@dataclass
+class ItemStatus:
+    """One item of a map (the task ``<map>.<index>``) as stored now."""
+
+    index: int
+    state: TaskState
+    attempts: int = 0
+    failures: int = 0
+    element: Any = None  # kept while the item may run (again); gone once it succeeded
+    output: Any = None
+    error: str | None = None
+    agent: str | None = None
+    ready_at: float | None = None  # epoch seconds
+    started_at: float | None = None
+    finished_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

@@ -227,7 +227,91 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK if all(s == "succeeded" for s in final.values()) else EXIT_FAILED
 
 
+def map_counts(items: dict[str, int]) -> str:
+    """A map's items on one line: ``98,211 ✔ 12 ✖ 1,777 running/ready/waiting``."""
+    active = items["running"] + items["ready"] + items["waiting"]
+    parts = [f"{items['succeeded']:,} ✔", f"{items['failed']:,} ✖"]
+    if active:
+        parts.append(f"{active:,} running/ready/waiting")
+    if items["cancelled"]:
+        parts.append(f"{items['cancelled']:,} cancelled")
+    total = items.get("total")
+    parts.append("(expanding)" if total is None else f"of {total:,}")
+    return " ".join(parts)
+
+
+def _took(started: float | None, finished: float | None) -> str:
+    if started is None or finished is None:
+        return "-"
+    return f"{finished - started:.3f}s"
+
+
+def _detail(output: Any, error: str | None) -> str:
+    """The output / error cell: the error's last line in red, or the output as JSON."""
+    if error:
+        return f"[red]{esc((error.strip().splitlines() or [''])[-1][:300])}[/]"
+    shown = "" if output is None else json.dumps(output, separators=(",", ":"))
+    return esc(shown[:300])
+
+
+def _wide_table(*columns: str) -> Any:
+    """A table whose last column alone gives way on narrow terminals."""
+    table = _table(*columns)
+    for col in table.columns:
+        col.no_wrap = True
+    table.columns[-1].ratio = 1
+    table.expand = True
+    return table
+
+
+def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
+    """``status WID --task MAP``: a page of a map's items."""
+    task = engine.status(args.wid).task(args.task)
+    if task.items is None:
+        raise DefinitionError(f"task {args.task!r} of workflow {args.wid} is not a map")
+    state = "failed" if args.failed else None
+    offset = (args.page - 1) * args.limit
+    rows = engine.items(args.wid, args.task, offset, args.limit, state)
+    total = task.items["failed"] if args.failed else task.items.get("total")
+    if total is None:  # still expanding: what is stored so far
+        total = sum(n for k, n in task.items.items() if k != "total")
+    if args.json:
+        print_json(
+            {
+                "id": args.wid,
+                "task": args.task,
+                "page": args.page,
+                "total": total,
+                "counts": task.items,
+                "items": [r.to_dict() for r in rows],
+            }
+        )
+        return EXIT_OK
+    out.print(f"[bold]{esc(task.name)}[/] of workflow {args.wid}  {map_counts(task.items)}")
+    table = _wide_table("item", "state", "attempts", "agent", "took", "element", "output / error")
+    for r in rows:
+        element = "" if r.element is None else json.dumps(r.element, separators=(",", ":"))
+        table.add_row(
+            str(r.index),
+            _styled(r.state.value),
+            f"{r.attempts}" + (f" ({r.failures} failed)" if r.failures else ""),
+            esc(r.agent) if r.agent else "-",
+            _took(r.started_at, r.finished_at),
+            esc(element[:60]) or "-",
+            _detail(r.output, r.error),
+        )
+    out.print(table)
+    pages = max(1, -(-total // args.limit))
+    which = "failed items" if args.failed else "items"
+    out.print(f"[dim]page {args.page} of {pages} ({total:,} {which})[/]")
+    return EXIT_OK
+
+
 def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
+    if args.task is not None:
+        return cmd_items(engine, args)
+    if args.failed or args.page != 1:
+        raise DefinitionError("--page and --failed page a map's items: give --task too")
     st = engine.status(args.wid)
     if args.json:
         print_json(st.to_dict())
@@ -243,29 +327,20 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     if st.input is not None:
         shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
         out.print("input " + shown[:300].replace("[", r"\["))
-    table = _table("task", "type", "state", "attempts", "agent", "took", "after", "output / error")
-    for col in table.columns:
-        col.no_wrap = True
-    table.columns[-1].ratio = 1  # only the output column gives way on narrow terminals
-    table.expand = True
+    table = _wide_table(
+        "task", "type", "state", "attempts", "agent", "took", "after", "output / error"
+    )
     for t in st.tasks:
-        if t.error:
-            detail = f"[red]{esc((t.error.strip().splitlines() or [''])[-1][:300])}[/]"
-        else:
-            detail = "" if t.output is None else json.dumps(t.output, separators=(",", ":"))
-            detail = esc(detail[:300])
-        took = (
-            f"{t.finished_at - t.started_at:.3f}s"
-            if t.started_at is not None and t.finished_at is not None
-            else "-"
-        )
+        detail = _detail(t.output, t.error)
+        if t.items is not None:  # a map: its items' counts, then its error (if any)
+            detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
         table.add_row(
             esc(t.name),
             esc(t.type) or "-",
             _styled(t.state.value),
             f"{t.attempts}" + (f" ({t.failures} failed)" if t.failures else ""),
             esc(t.agent) if t.agent else "-",
-            took,
+            _took(t.started_at, t.finished_at),
             esc(",".join(t.parents)) or "-",
             detail,
         )
@@ -459,6 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", parents=both, help="one workflow and its tasks")
     p.add_argument("wid", type=workflow_id)
+    p.add_argument("--task", type=name_arg, help="a map: page its items")
+    p.add_argument("--page", type=positive_int, default=1, help="with --task: which page")
+    p.add_argument("--limit", type=positive_int, default=50, help="with --task: items a page")
+    p.add_argument("--failed", action="store_true", help="with --task: failed items only")
     p.set_defaults(run=cmd_status)
 
     p = sub.add_parser("list", parents=both, help="workflows, newest first, page by page")

@@ -67,6 +67,9 @@ D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # A map's runtime fields in the workflow hash: elements stored, items in all (once
 # expanded), started, in flight, succeeded, failed, cancelled.
 M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
+# An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
+# output, error, failures and leases lost take the task suffixes; then its element JSON.
+I_ELEMENT = "p"
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS,

@@ -17,25 +17,41 @@ from redis.typing import KeyT, StreamIdT
 
 from ..errors import NotFoundError
 from ..model import (
+    ITEM_STATES,
     AgentInfo,
     AgentState,
     Event,
+    ItemStatus,
     Stats,
     TaskState,
     WorkflowState,
     WorkflowStatus,
     WorkflowSummary,
+    decode_json,
 )
 from .codec import (
     BATCH_FIELD,
+    D_MAP,
     D_NAME,
     D_USERS,
     F_COUNT,
+    F_CREATED,
     F_DIGEST,
     F_STATE,
+    I_ELEMENT,
+    M_BAD,
+    M_CANCELLED,
+    M_OK,
+    M_STARTED,
+    M_STORED,
+    M_TOTAL,
     SUMMARY_FIELDS,
+    T_ERROR,
+    T_FAILURES,
+    T_OUTPUT,
     decode_batch,
     iter_stream,
+    parse_record,
     parse_status,
     parse_summary,
 )
@@ -45,6 +61,9 @@ BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
 DEFINITION_CACHE = 400_000  # definition fields status() keeps between reads
 NAME_CACHE = 50_000  # workflows whose definition name_tasks remembers
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
+ITEM_SCAN = 1000  # item records read per round trip when a state filter walks a map
+# A map's runtime counters in its workflow hash, as map_counts reads them.
+MAP_COUNTERS = (M_STORED, M_TOTAL, M_STARTED, M_OK, M_BAD, M_CANCELLED)
 
 # The engine's clients decode replies (``decode_responses=True``), so every string Redis
 # returns is ``str``; redis-py's annotations also allow ``bytes``, hence the casts below.
@@ -70,14 +89,19 @@ class Reads:
         return sec + usec / 1e6
 
     def task_names(self, wid: str | int) -> builtins.list[str]:
+        return self._names(wid)[1]
+
+    def _names(self, wid: str | int) -> tuple[str, builtins.list[str]]:
+        """The definition key of workflow ``wid`` and its task names."""
         shard = self.keys.shard_of(wid)
         n, digest = cast(
             "list[str | None]", self.redis.hmget(shard.workflow(wid), [F_COUNT, F_DIGEST])
         )
         if n is None:
             raise NotFoundError(f"workflow {wid} does not exist")
+        dkey = shard.definition(str(digest))
         fields = [f"{i}{D_NAME}" for i in range(int(n))]
-        return list(cast("list[str]", self.redis.hmget(shard.definition(str(digest)), fields)))
+        return dkey, list(cast("list[str]", self.redis.hmget(dkey, fields)))
 
     def status(self, wid: str | int) -> WorkflowStatus:
         """Everything stored of one workflow: state, counts by task state, every task.
@@ -109,7 +133,178 @@ class Reads:
             definition.pop(D_USERS, None)  # how many use it: changes, and no part of a status
             if whole:
                 self._remember_definition(digest, definition)
-        return parse_status(str(wid), {**definition, **raw})
+        status = parse_status(str(wid), {**definition, **raw})
+        maps = [t.index for t in status.tasks if f"{t.index}{D_MAP}" in definition]
+        for c, items in zip(maps, self._map_counts(shard, str(wid), maps), strict=True):
+            status.tasks[c].items = items
+        return status
+
+    # -- maps -------------------------------------------------------------------------
+
+    def _map_counts(
+        self, shard: ShardKeys, wid: str, maps: builtins.list[int]
+    ) -> builtins.list[dict[str, int]]:
+        """Items by state of each map in ``maps``: its counters and in-flight set read
+        together, then the records of the items in flight (at most a window each)."""
+        if not maps:
+            return []
+        key = shard.workflow(wid)
+        pipe = self.redis.pipeline(transaction=True)
+        for c in maps:
+            pipe.hmget(key, [f"{c}{f}" for f in MAP_COUNTERS])
+            pipe.smembers(_map_key(shard, wid, c, "f"))
+        replies = pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        flying = [sorted(cast("set[str]", s), key=int) for s in replies[1::2]]
+        for c, ks in zip(maps, flying, strict=True):
+            pipe.hmget(_map_key(shard, wid, c, "m"), ks or ["-"])
+        out = []
+        for counters, ks, records in zip(replies[::2], flying, pipe.execute(), strict=True):
+            h, n, x, ok, bad, cancelled = (None if v is None else int(v) for v in counters)
+            items = dict.fromkeys(ITEM_STATES, 0)
+            items.update(
+                waiting=(h or 0) - (x or 0),
+                succeeded=ok or 0,
+                failed=bad or 0,
+                cancelled=cancelled or 0,
+            )
+            for rec in records[: len(ks)]:
+                st = parse_record(rec)[0]
+                # ended since the counters were read: it was running then
+                items["running" if st in ("succeeded", "failed") else st] += 1
+            if n is not None:
+                items["total"] = n
+            out.append(items)
+        return out
+
+    def _map(self, wid: str | int, name: str) -> tuple[ShardKeys, int]:
+        """The shard of workflow ``wid`` and the index of its map ``name``."""
+        dkey, names = self._names(wid)
+        if name not in names:
+            raise NotFoundError(f"workflow {wid} has no task named {name!r}")
+        c = names.index(name)
+        if not self.redis.hexists(dkey, f"{c}{D_MAP}"):
+            raise NotFoundError(f"task {name!r} of workflow {wid} is not a map")
+        return self.keys.shard_of(wid), c
+
+    def items(
+        self,
+        wid: str | int,
+        name: str,
+        offset: int = 0,
+        limit: int = 50,
+        state: str | None = None,
+    ) -> builtins.list[ItemStatus]:
+        """A page of map ``name``'s items in item order, optionally only those in ``state``.
+
+        Without a state a page costs one read; ``failed`` reads the failed set, ``ready``
+        and ``running`` the in-flight set (a window at most); other states walk the
+        items' records from the first, :data:`ITEM_SCAN` at a time.
+        """
+        shard, c = self._map(wid, name)
+        key, wid = shard.workflow(wid), str(wid)
+        rec, stored, total = cast(
+            "list[str | None]",
+            self.redis.hmget(key, [str(c), f"{c}{M_STORED}", f"{c}{M_TOTAL}"]),
+        )
+        size = int(total if total is not None else stored or 0)
+        cancelled = parse_record(rec)[0] == "cancelled"
+        if state is None:
+            ks = list(range(offset, min(size, offset + limit)))
+        elif state == "failed":
+            failed = cast("set[str]", self.redis.smembers(_map_key(shard, wid, c, "x")))
+            ks = sorted(map(int, failed))[offset : offset + limit]
+        else:
+            state = TaskState(state).value
+            candidates: Iterable[builtins.list[int]]
+            if state in ("ready", "running"):
+                flying = cast("set[str]", self.redis.smembers(_map_key(shard, wid, c, "f")))
+                candidates = [sorted(map(int, flying))]
+            else:
+                candidates = (
+                    list(range(at, min(size, at + ITEM_SCAN))) for at in range(0, size, ITEM_SCAN)
+                )
+            ks = []
+            for chunk in candidates:
+                if not chunk:
+                    continue
+                records = cast(
+                    "list[str | None]",
+                    self.redis.hmget(_map_key(shard, wid, c, "m"), [str(k) for k in chunk]),
+                )
+                for k, r in zip(chunk, records, strict=True):
+                    if _item_state(r, cancelled) == state:
+                        ks.append(k)
+                if len(ks) >= offset + limit:
+                    break
+            ks = ks[offset : offset + limit]
+        return self._read_items(shard, wid, c, ks, cancelled)
+
+    def _read_items(
+        self, shard: ShardKeys, wid: str, c: int, ks: builtins.list[int], cancelled: bool
+    ) -> builtins.list[ItemStatus]:
+        """Items ``ks`` (in that order) of map ``c``, read in one transaction: a pending
+        item's element is read from the list of elements not started yet."""
+        if not ks:
+            return []
+        key = shard.workflow(wid)
+        parts = (T_FAILURES, T_OUTPUT, T_ERROR, I_ELEMENT)
+        fields = [f"{k}{p}" for k in ks for p in ("", *parts)]
+        started = int(cast("str | None", self.redis.hget(key, f"{c}{M_STARTED}")) or 0)
+        first = max(0, min(ks) - started)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hmget(key, [F_CREATED, f"{c}{M_STARTED}"])
+        pipe.hmget(_map_key(shard, wid, c, "m"), fields)
+        pipe.lrange(_map_key(shard, wid, c, "l"), first, max(ks) - started)
+        (ct, now_started), values, pending = pipe.execute()
+        if ct is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        # elements shifted out of the pending list since `started` was read
+        shift = int(now_started or 0) - started
+        created = int(ct)
+
+        def at(v: str) -> float | None:
+            return (created + int(float(v))) / 1000.0 if v else None
+
+        out = []
+        for j, k in enumerate(ks):
+            rec, f, o, e, p = values[5 * j : 5 * j + 5]
+            st, a, q, b, d, g = parse_record(rec)
+            element = decode_json(p)
+            slot = k - started - shift - first
+            if rec is None and 0 <= slot < len(pending):
+                element = decode_json(pending[slot])
+            out.append(
+                ItemStatus(
+                    index=k,
+                    state=TaskState(_item_state(rec, cancelled)),
+                    attempts=int(a or 0),
+                    failures=int(f or 0),
+                    element=element,
+                    output=decode_json(o),
+                    error=e,
+                    agent=g or None,
+                    ready_at=at(q),
+                    started_at=at(b),
+                    finished_at=at(d),
+                )
+            )
+        return out
+
+    def map_outputs(
+        self, wid: str | int, name: str, offset: int = 0, limit: int = 1000
+    ) -> builtins.list[Any]:
+        """The outputs of map ``name``'s items ``offset`` to ``offset + limit - 1`` in
+        item order (``None`` for an item without one): how a gather pages a map whose
+        output is a handle, ``{"map": c, "items": n, "workflow": wid}``."""
+        shard, c = self._map(wid, name)
+        total = self.redis.hget(shard.workflow(wid), f"{c}{M_TOTAL}")
+        end = min(int(cast("str | None", total) or 0), offset + limit)
+        if end <= offset:
+            return []
+        fields = [f"{k}{T_OUTPUT}" for k in range(offset, end)]
+        values = self.redis.hmget(_map_key(shard, str(wid), c, "m"), fields)
+        return [decode_json(cast("str | None", v)) for v in values]
 
     def _read_hash(self, key: str, size: int) -> dict[str, str]:
         if size <= BIG_HASH:
@@ -426,3 +621,18 @@ class Reads:
             return True
         except redis.ResponseError:
             return False
+
+
+def _map_key(shard: ShardKeys, wid: str, c: int, kind: str) -> str:
+    """A key of map ``c`` beside its workflow hash (keys.py documents them; ``k_items``,
+    ``k_pending``, ``k_flying``, ``k_failed`` in _lib.lua): ``m`` its items' fields, ``l``
+    the elements not started yet, ``f`` the items in flight, ``x`` the items that failed."""
+    return f"{shard.workflow(wid)}:{kind}:{c}"
+
+
+def _item_state(record: str | None, cancelled: bool) -> str:
+    """An item's state from its record; an item without one was never started: waiting,
+    or cancelled with its map."""
+    if record is None:
+        return "cancelled" if cancelled else "waiting"
+    return parse_record(record)[0]

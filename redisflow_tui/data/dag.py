@@ -7,6 +7,9 @@ Three views of one workflow, all drawn with :mod:`redisflow_tui.data.layout`:
   ... ``part1000``) collapse into one chip ``[▶ part ×1000 585/1000]``;
 - ``focus``: the tasks within two steps of the selected one.
 
+A map (a task run once per element of a parent's output) is one chip with its items'
+live counts, ``[▶ count 22/25 ✖3]``, in every view.
+
 A per-level summary (:func:`level_rows`) serves any size. Graph shapes are keyed by a
 fingerprint of the definition, so a layout is computed once per definition, however
 many workflows share it and however often their states change.
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -29,6 +32,7 @@ GROUP_LIMIT = 250  # groups drawn as a graph up to this many
 FOCUS_RADIUS = 2
 FOCUS_LIMIT = 120
 NAME_WIDTH = 22
+MAP_ROOM = 16  # cells a map's chip keeps for its items' counts: " 98k/100k ✖1.8k"
 
 # how a chip shows a state; the glyphs all exist in common terminal fonts
 GLYPH = {
@@ -63,6 +67,27 @@ def task_look(task: TaskStatus) -> str:
     return str(task.state)
 
 
+def compact(n: int) -> str:
+    """``n`` in at most four cells: 999, 9.9k, 98k, 1.2M."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def map_text(task: TaskStatus) -> str:
+    """A map's items on its chip: succeeded of all (``?`` until expanded), then failed."""
+    items = task.items or {}
+    total = items.get("total")
+    text = f"{compact(items.get('succeeded', 0))}/{'?' if total is None else compact(total)}"
+    if items.get("failed"):
+        text += f" ✖{compact(items['failed'])}"
+    return text
+
+
 def combined(looks: Sequence[str]) -> str:
     """The one state that stands for several (see :data:`PRECEDENCE`)."""
     present = set(looks)
@@ -85,6 +110,8 @@ def fingerprint(tasks: Sequence[TaskStatus]) -> str:
         h.update(b"\x00")
         h.update(",".join(t.parents).encode())
         h.update(b"\x01")
+        if t.items is not None:  # a map's chip is wider
+            h.update(b"\x02")
     return h.hexdigest()
 
 
@@ -99,6 +126,7 @@ class DagGraph:
         members: per node, the task indexes it stands for.
         edges: ``(from node, to node)``.
         node_of: per task index, the node showing it (tasks outside a focus are absent).
+        maps: the task indexes that are maps (their chips show their items' counts).
     """
 
     key: tuple[str, ...]
@@ -107,24 +135,33 @@ class DagGraph:
     members: list[list[int]]
     edges: list[tuple[int, int]]
     node_of: dict[int, int] = field(default_factory=dict)
+    maps: frozenset[int] = frozenset()
 
     def widths(self) -> list[int]:
-        """Chip widths: ``[`` glyph space label ``]``, groups with room for counts."""
+        """Chip widths: ``[`` glyph space label ``]``, groups and maps with room for counts."""
         out = []
         for label, members in zip(self.labels, self.members, strict=True):
             w = len(label) + 4
             if len(members) > 1:
                 digits = len(str(len(members)))
                 w += 2 + digits + 1 + 2 * digits + 1  # " ×N d/N"
+            elif members[0] in self.maps:
+                w += MAP_ROOM
             out.append(w)
         return out
 
-    def chip(self, node: int, looks: Sequence[str]) -> tuple[str, str]:
-        """``(text, look)`` of a node's chip given every task's look."""
+    def chip(
+        self, node: int, looks: Sequence[str], counts: Mapping[int, str] | None = None
+    ) -> tuple[str, str]:
+        """``(text, look)`` of a node's chip given every task's look (and each map's
+        items' ``counts``, as :func:`map_text` gives them)."""
         members = self.members[node]
         label = self.labels[node]
         if len(members) == 1:
             look = looks[members[0]]
+            if members[0] in self.maps:
+                shown = (counts or {}).get(members[0], "")[: MAP_ROOM - 1]
+                return f"[{GLYPH.get(look, '?')} {label} {shown:>{MAP_ROOM - 1}}]", look
             return f"[{GLYPH.get(look, '?')} {label}]", look
         states = [looks[i] for i in members]
         look = combined(states)
@@ -147,6 +184,11 @@ def levels_of(tasks: Sequence[TaskStatus]) -> list[int]:
     return level
 
 
+def maps_of(tasks: Sequence[TaskStatus]) -> frozenset[int]:
+    """The indexes of the tasks that are maps."""
+    return frozenset(t.index for t in tasks if t.items is not None)
+
+
 def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
     """One node per task."""
     index = {t.name: t.index for t in tasks}
@@ -158,6 +200,7 @@ def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
         members=[[t.index] for t in tasks],
         edges=edges,
         node_of={t.index: t.index for t in tasks},
+        maps=maps_of(tasks),
     )
 
 
@@ -190,7 +233,7 @@ def group_graph(tasks: Sequence[TaskStatus], level: Sequence[int], key: str) -> 
             if p in index and node_of[index[p]] != node_of[t.index]
         }
     )
-    return DagGraph((key, "groups"), "groups", labels, members, edges, node_of)
+    return DagGraph((key, "groups"), "groups", labels, members, edges, node_of, maps_of(tasks))
 
 
 def focus_graph(tasks: Sequence[TaskStatus], center: int, key: str) -> DagGraph:
@@ -223,6 +266,7 @@ def focus_graph(tasks: Sequence[TaskStatus], center: int, key: str) -> DagGraph:
         members=[[i] for i in chosen],
         edges=edges,
         node_of=local,
+        maps=maps_of(tasks),
     )
 
 

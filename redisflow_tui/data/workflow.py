@@ -15,6 +15,7 @@ from .dag import (
     group_graph,
     level_rows,
     levels_of,
+    map_text,
     task_graph,
     task_look,
 )
@@ -52,6 +53,7 @@ class WorkflowView:
         self.status: WorkflowStatus | None = None
         self.gone = False
         self.looks: list[str] = []
+        self.map_counts: dict[int, str] = {}  # per map (task index), its chip's counts
         self.level: list[int] = []
         self.key = ""
         self._graphs: dict[tuple[str, int], DagGraph] = {}
@@ -64,6 +66,7 @@ class WorkflowView:
         first = self.status is None or len(status.tasks) != len(self.looks)
         self.status = status
         looks = [task_look(t) for t in status.tasks]
+        counts = {t.index: map_text(t) for t in status.tasks if t.items is not None}
         if first:
             self.level = levels_of(status.tasks)
             self.key = fingerprint(status.tasks)
@@ -71,7 +74,9 @@ class WorkflowView:
             changed = set(range(len(looks)))
         else:
             changed = {i for i, (a, b) in enumerate(zip(self.looks, looks, strict=True)) if a != b}
+            changed |= {i for i, text in counts.items() if self.map_counts.get(i) != text}
         self.looks = looks
+        self.map_counts = counts
         return changed
 
     @property

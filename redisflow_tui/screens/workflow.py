@@ -12,11 +12,13 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Footer
 
-from engine import Engine, WorkflowStatus
+from engine import Engine, NotFoundError, TaskStatus, WorkflowStatus
+from engine.model import ItemStatus
 
 from ..data import actions
 from ..data.dag import GLYPH
 from ..data.feed import Changes
+from ..data.items import ItemsQuery
 from ..data.layout import DagLayout
 from ..data.workflow import DAG_MODES, WorkflowView, read_workflow
 from ..widgets.dag_view import DagView
@@ -77,6 +79,10 @@ class WorkflowScreen(LiveScreen):
         self.sel_task: int | None = None
         self.focus_center = 0
         self.laying_out = False
+        # a map's items in the task table instead of the tasks (None: the tasks)
+        self.items_query: ItemsQuery | None = None
+        self.items: list[ItemStatus] = []
+        self.sel_item: int | None = None
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
@@ -126,7 +132,13 @@ class WorkflowScreen(LiveScreen):
             draft.update(status)
             mode = self.view_mode or draft.default_mode()
             prepared = (draft, mode, self._layout(draft, mode, 0))
-        return status, prepared
+        query, items = self.items_query, None
+        if query is not None and status is not None:
+            try:
+                items = query.read(engine, self.wid)
+            except NotFoundError:  # cleaned up meanwhile
+                items = []
+        return status, prepared, query, items
 
     def _layout(self, view: WorkflowView, mode: str, focus: int) -> DagLayout | None:
         """The layout of ``mode`` (cached per definition); runs in a worker thread."""
@@ -137,7 +149,12 @@ class WorkflowScreen(LiveScreen):
 
     def apply(self, result: Any, changes: Changes) -> None:
         status: WorkflowStatus | None
-        status, prepared = result
+        status, prepared, query, items = result
+        if self.items_query is not None:
+            if query == self.items_query:
+                self.items = items or []
+            else:  # the page or filter changed while reading
+                self.request()
         if prepared is not None:
             self.view, self.view_mode, lay = prepared
             self.view.update(status)  # same status: no change, keeps looks
@@ -146,7 +163,9 @@ class WorkflowScreen(LiveScreen):
         else:
             changed = bool(self.view.update(status))
             if not self.view.gone and changed:
-                self.query_one(DagView).recolor(self.view.looks, self.view.levels())
+                self.query_one(DagView).recolor(
+                    self.view.looks, self.view.levels(), self.view.map_counts
+                )
         if self.view.gone:
             self._header()
             return
@@ -160,14 +179,16 @@ class WorkflowScreen(LiveScreen):
         if self.view_mode == "levels" or lay is None:
             dag.show_levels(self.view.levels(), self.view.looks)
         else:
-            dag.show_graph(
-                self.view.graph(self.view_mode or "tasks", self.focus_center), lay, self.view.looks
-            )
+            graph = self.view.graph(self.view_mode or "tasks", self.focus_center)
+            dag.show_graph(graph, lay, self.view.looks, self.view.map_counts)
             if self.sel_task is not None:
                 dag.select_task(self.sel_task)
         self.query_one(LevelsView).show(self.view.levels())
 
     def _tasks(self) -> None:
+        if self.items_query is not None:
+            self._items()
+            return
         table = self.query_one(TaskTable)
         rows = self.view.filtered(self.task_filter)
         table.show(rows, self.console.clock)
@@ -185,7 +206,34 @@ class WorkflowScreen(LiveScreen):
             self.sel_task = rows[0].index
         self._detail()
 
+    def _items(self) -> None:
+        """The open map's page of items in the task table, and the selected one."""
+        query, table = self.items_query, self.query_one(TaskTable)
+        assert query is not None
+        task = self.view.tasks[query.task]
+        table.show_items(self.items, task, self.console.clock)
+        title = {"all": "Items", "failed": "Failed items", "running": "Running items"}
+        self.query_one("#tasks-title", TextLine).set(
+            Content.from_markup(
+                "[b]$title of $name[/b] [dim]($n) · page $page/$pages · [ ] page · "
+                "f failed · n running · esc tasks[/]",
+                title=title[query.filter],
+                name=task.name,
+                n=f"{query.count(task):,}",
+                page=f"{query.page + 1:,}",
+                pages=f"{query.pages(task):,}",
+            )
+        )
+        if self.items and self.sel_item not in {i.index for i in self.items}:
+            self.sel_item = self.items[0].index
+        self._detail()
+
     def _detail(self) -> None:
+        if self.items_query is not None:
+            item = next((i for i in self.items if i.index == self.sel_item), None)
+            the_map = self.view.tasks[self.items_query.task]
+            self.query_one(TaskDetail).show_item(item, the_map, self.console.clock)
+            return
         tasks = self.view.tasks
         at = self.sel_task
         task = tasks[at] if at is not None and at < len(tasks) else None
@@ -241,6 +289,11 @@ class WorkflowScreen(LiveScreen):
 
     @on(DagView.Selected)
     def _dag_selected(self, event: DagView.Selected) -> None:
+        if self.items_query is not None and event.task != self.items_query.task:
+            self._close_items()
+        if event.chosen and self._map(event.task) is not None:
+            self._open_items(event.task)
+            return
         self.sel_task = event.task
         self.query_one(TaskTable).select_task(event.task)
         self._detail()
@@ -250,6 +303,10 @@ class WorkflowScreen(LiveScreen):
     @on(LiveTable.Highlighted, "#tasks")
     def _row_highlighted(self, event: LiveTable.Highlighted) -> None:
         if event.key is None:
+            return
+        if self.items_query is not None:
+            self.sel_item = int(event.key)
+            self._detail()
             return
         task = int(event.key)
         if task == self.sel_task:
@@ -261,13 +318,60 @@ class WorkflowScreen(LiveScreen):
     @on(LiveTable.Selected, "#tasks")
     def _row_selected(self, event: LiveTable.Selected) -> None:
         at = self.sel_task
+        if self.items_query is None and at is not None and self._map(at) is not None:
+            self._open_items(at)
+            return
         if self.view_mode == "focus" and at is not None and at != self.focus_center:
             self._change_view("focus", at)
+
+    # -- a map's items ----------------------------------------------------------------
+
+    def _map(self, task: int) -> TaskStatus | None:
+        """Task ``task`` if it is a map."""
+        tasks = self.view.tasks
+        if 0 <= task < len(tasks) and tasks[task].items is not None:
+            return tasks[task]
+        return None
+
+    def _open_items(self, task: int) -> None:
+        """Show map ``task``'s items in the task table, first page."""
+        self.sel_task = task
+        self.items_query = ItemsQuery(task, self.view.tasks[task].name)
+        self._new_items()
+        self.query_one(TaskTable).focus()
+
+    def _close_items(self) -> None:
+        """Back to the tasks, the map still selected."""
+        self.items_query = None
+        self.query_one(TaskTable).clear()
+        self._tasks()
+        if self.sel_task is not None:
+            self.query_one(TaskTable).select_task(self.sel_task)
+
+    def _new_items(self) -> None:
+        """The items' page or filter changed: show it as soon as it is read."""
+        self.items, self.sel_item = [], None
+        self.query_one(TaskTable).clear()
+        self._tasks()
+        self.request()
+
+    @on(TaskTable.Page)
+    def _page(self, event: TaskTable.Page) -> None:
+        query = self.items_query
+        if query is not None:
+            turned = query.turned(event.delta, self.view.tasks[query.task])
+            if turned != query:
+                self.items_query = turned
+                self._new_items()
 
     # -- views and filters ------------------------------------------------------------
 
     def action_filter(self, which: str) -> None:
         """Show only failed (or only running) tasks; again to show all."""
+        if self.items_query is not None:
+            self.items_query = self.items_query.filtered(which)
+            self._new_items()
+            return
         self.task_filter = "all" if self.task_filter == which else which
         self.query_one(TaskTable).clear()
         self._tasks()
@@ -303,6 +407,9 @@ class WorkflowScreen(LiveScreen):
     # -- actions ----------------------------------------------------------------------
 
     def action_back(self) -> None:
+        if self.items_query is not None:
+            self._close_items()
+            return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
 
@@ -323,6 +430,14 @@ class WorkflowScreen(LiveScreen):
 
     def action_retry_task(self) -> None:
         tasks = self.view.tasks
+        query = self.items_query
+        if query is not None and tasks[query.task].state != "failed":
+            # the engine retries a failed map's failed items, not one item on its own
+            self.notify(
+                f"Items are retried with their map, once {query.name} has failed",
+                severity="warning",
+            )
+            return
         if self.sel_task is None or self.sel_task >= len(tasks):
             self.notify("Select a failed task first", severity="warning")
             return

@@ -7,7 +7,7 @@ definition (:mod:`redisflow_tui.data.layout`); a state change only recolours. In
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.segment import Segment
 from rich.style import Style
@@ -64,6 +64,7 @@ class DagView(LineView, can_focus=True):
         self.layout_: DagLayout | None = None
         self.graph: DagGraph | None = None
         self.looks: Sequence[str] = ()
+        self.counts: Mapping[int, str] = {}  # per map (task index), its items' counts
         self.levels: list[LevelRow] = []
         self.mode = "tasks"
         self.selected: int | None = None  # a node of the graph
@@ -71,15 +72,22 @@ class DagView(LineView, can_focus=True):
 
     # -- feeding ----------------------------------------------------------------------
 
-    def show_graph(self, graph: DagGraph, lay: DagLayout, looks: Sequence[str]) -> None:
-        """Draw ``graph`` laid out as ``lay`` with every task's ``looks``."""
+    def show_graph(
+        self,
+        graph: DagGraph,
+        lay: DagLayout,
+        looks: Sequence[str],
+        counts: Mapping[int, str] | None = None,
+    ) -> None:
+        """Draw ``graph`` laid out as ``lay`` with every task's ``looks`` (and each map's
+        items' ``counts``)."""
         keep = self.selected_task()
         self.mode, self.graph, self.layout_ = graph.mode, graph, lay
         self.selected = None if keep is None else graph.node_of.get(keep)
         if self.selected is None and graph.labels:
             self.selected = 0
         self.virtual_size = Size(lay.width, lay.height)
-        self.recolor(looks)
+        self.recolor(looks, counts=counts)
 
     def show_levels(self, levels: list[LevelRow], looks: Sequence[str]) -> None:
         """Show one line per level instead of a graph."""
@@ -90,9 +98,16 @@ class DagView(LineView, can_focus=True):
         self._lines.clear()
         self.refresh()
 
-    def recolor(self, looks: Sequence[str], levels: list[LevelRow] | None = None) -> None:
-        """New task looks; the layout stays."""
+    def recolor(
+        self,
+        looks: Sequence[str],
+        levels: list[LevelRow] | None = None,
+        counts: Mapping[int, str] | None = None,
+    ) -> None:
+        """New task looks (and maps' counts); the layout stays."""
         self.looks = looks
+        if counts is not None:
+            self.counts = counts
         if levels is not None:
             self.levels = levels
         graph = self.graph
@@ -152,7 +167,7 @@ class DagView(LineView, can_focus=True):
             if span.x > x:
                 segments.append(Segment(" " * (span.x - x), base))
             if span.chip and isinstance(span.ref, int):
-                text, look = graph.chip(span.ref, self.looks)
+                text, look = graph.chip(span.ref, self.looks, self.counts)
                 style = base + self._style(look)
                 if span.ref == self.selected:
                     style += self._style("cursor")

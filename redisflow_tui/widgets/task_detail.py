@@ -11,10 +11,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine import TaskStatus
+from engine.model import ITEM_STATES, ItemStatus
 
 from ..data.clock import Clock
 from ..data.dag import task_look
 from .looks import look_style, look_text
+from .task_table import item_look
 
 MAX_SHOWN = 4000
 
@@ -31,6 +33,25 @@ def _names(names: list[str], most: int = 12) -> str:
         return "—"
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown}, … ({len(names):,} in all)"
+
+
+def _items(items: dict[str, int]) -> str:
+    """A map's items by state: ``22 succeeded, 3 failed of 25``."""
+    shown = ", ".join(f"{items[s]:,} {s}" for s in ITEM_STATES if items.get(s))
+    total = items.get("total")
+    return (shown or "none yet") + (" (expanding)" if total is None else f" of {total:,}")
+
+
+def _runs(run: TaskStatus | ItemStatus, most: int, clock: Clock) -> list[tuple[str, str]]:
+    """The rows of how a task (or an item) ran: attempts, agent, times."""
+    return [
+        ("attempts", f"{run.attempts} started, {run.failures} failed, {most} allowed"),
+        ("agent", run.agent or "—"),
+        ("ready", _when(clock, run.ready_at)),
+        ("started", _when(clock, run.started_at)),
+        ("finished", _when(clock, run.finished_at)),
+        ("took", clock.since(run.started_at, run.finished_at) if run.started_at else "—"),
+    ]
 
 
 def _when(clock: Clock, ts: float | None) -> str:
@@ -64,29 +85,43 @@ class TaskDetail(VerticalScroll):
         rows = [
             ("type", task.type or '""'),
             ("priority", str(task.priority)),
-            (
-                "attempts",
-                f"{task.attempts} started, {task.failures} failed, {task.max_attempts} allowed",
-            ),
-            ("agent", task.agent or "—"),
-            ("ready", _when(clock, task.ready_at)),
-            ("started", _when(clock, task.started_at)),
-            ("finished", _when(clock, task.finished_at)),
-            (
-                "took",
-                clock.since(task.started_at, task.finished_at) if task.started_at else "—",
-            ),
+            *_runs(task, task.max_attempts, clock),
             ("parents", _names(task.parents)),
             ("children", _names(task.children)),
         ]
-        for label, value in rows:
-            t.append(f"{label:>9} ", style="dim")
-            t.append(value + "\n")
-        if task.error:
-            t.append("\nerror\n", style=look_style(app, "failed"))
-            t.append(_value(task.error) + "\n", style=look_style(app, "failed"))
+        if task.items is not None:
+            rows.append(("items", _items(task.items) + " · enter: list them"))
+        self._fields(t, rows, task.error)
         t.append("\npayload\n", style="bold")
         t.append(_value(task.payload) + "\n")
         t.append("\noutput\n", style="bold")
         t.append(_value(task.output) + "\n")
         body.update(t)
+
+    def show_item(self, item: ItemStatus | None, task: TaskStatus, clock: Clock) -> None:
+        """Show ``item`` of map ``task``: its element, output and error."""
+        body = self.query_one("#detail-body", Static)
+        if item is None:
+            body.update(Text(f"No items of {task.name} to show here.", style="dim"))
+            return
+        t = Text()
+        t.append(f"{task.name}.{item.index}", style="bold")
+        t.append(f"  item {item.index:,} of map {task.name}  ", style="dim")
+        t.append_text(look_text(self.app, item_look(item)))
+        t.append("\n")
+        self._fields(t, _runs(item, task.max_attempts, clock), item.error)
+        kept = item.element is not None or item.state != "succeeded"
+        t.append("\nelement\n", style="bold")
+        t.append((_value(item.element) if kept else "— (not kept once it succeeded)") + "\n")
+        t.append("\noutput\n", style="bold")
+        t.append(_value(item.output) + "\n")
+        body.update(t)
+
+    def _fields(self, t: Text, rows: list[tuple[str, str]], error: str | None) -> None:
+        """Labelled rows, then the error (if any) in the failed colour."""
+        for label, value in rows:
+            t.append(f"{label:>9} ", style="dim")
+            t.append(value + "\n")
+        if error:
+            t.append("\nerror\n", style=look_style(self.app, "failed"))
+            t.append(_value(error) + "\n", style=look_style(self.app, "failed"))

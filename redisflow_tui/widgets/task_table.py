@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from engine import TaskStatus
+from textual.binding import Binding
+from textual.message import Message
+
+from engine import TaskState, TaskStatus
+from engine.model import ItemStatus
 
 from ..data.clock import Clock
 from ..data.dag import GLYPH, task_look
@@ -22,21 +26,55 @@ COLUMNS = (
 
 def task_row(t: TaskStatus, clock: Clock) -> Row:
     """The cells of one task."""
-    look = task_look(t)
-    tries = f"{t.attempts}/{t.max_attempts}" if t.max_attempts > 1 else str(t.attempts)
+    return _row(t.index, t.name, t, task_look(t), t, clock)
+
+
+def item_row(item: ItemStatus, task: TaskStatus, clock: Clock) -> Row:
+    """The cells of one item of map ``task``: named ``<map>.<index>``, as agents see it."""
+    look = item_look(item)
+    return _row(item.index, f"{task.name}.{item.index}", task, look, item, clock)
+
+
+def item_look(item: ItemStatus) -> str:
+    """The state an item shows: its state, or ``retrying`` if it is backing off."""
+    if item.state == TaskState.READY and item.failures > 0:
+        return "retrying"
+    return str(item.state)
+
+
+def _row(
+    index: int, name: str, task: TaskStatus, look: str, run: TaskStatus | ItemStatus, clock: Clock
+) -> Row:
+    most = task.max_attempts
     return (
-        (str(t.index), "dim"),
-        t.name,
-        t.type or '""',
+        (str(index), "dim"),
+        name,
+        task.type or '""',
         (f"{GLYPH.get(look, '?')} {look}", look),
-        tries,
-        t.agent or "",
-        clock.since(t.started_at, t.finished_at) if t.started_at else "",
+        f"{run.attempts}/{most}" if most > 1 else str(run.attempts),
+        run.agent or "",
+        clock.since(run.started_at, run.finished_at) if run.started_at else "",
     )
 
 
 class TaskTable(LiveTable):
-    """Tasks of the open workflow (at most :data:`MAX_ROWS`), keyed by task index."""
+    """Tasks of the open workflow (at most :data:`MAX_ROWS`), keyed by task index; or a
+    page of a map's items, keyed by item index (``[`` and ``]`` ask for another page)."""
+
+    BINDINGS = [
+        Binding("left_square_bracket", "page_items(-1)", "Previous page", show=False),
+        Binding("right_square_bracket", "page_items(1)", "Next page", show=False),
+    ]
+
+    class Page(Message):
+        """Show the page of items ``delta`` pages on."""
+
+        def __init__(self, delta: int) -> None:
+            super().__init__()
+            self.delta = delta
+
+    def action_page_items(self, delta: int) -> None:
+        self.post_message(self.Page(delta))
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(COLUMNS, id=id)
@@ -52,6 +90,11 @@ class TaskTable(LiveTable):
         """Show ``tasks`` (already filtered)."""
         self.truncated = max(0, len(tasks) - MAX_ROWS)
         self.set_rows([(str(t.index), task_row(t, clock)) for t in tasks[:MAX_ROWS]])
+
+    def show_items(self, items: list[ItemStatus], task: TaskStatus, clock: Clock) -> None:
+        """Show a page of map ``task``'s items, keyed by item index."""
+        self.truncated = 0
+        self.set_rows([(str(i.index), item_row(i, task, clock)) for i in items])
 
     def select_task(self, task: int) -> None:
         """Move the cursor to ``task`` if it is listed."""
