@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import getpass
+import re
 import itertools
 import secrets
 import socket
@@ -41,7 +42,8 @@ PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
 EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
-PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
+PUSH_RETRY_S = 30.0
+ITEM_NAME = re.compile(r"^(.*)\[(\d+)\]$")  # "count[17]": item 17 of map count  # how long a push goes on trying while Redis is unreachable
 
 
 def default_actor() -> str:
@@ -245,15 +247,21 @@ class Engine:
         """Run failed tasks again, inputs unchanged; returns how many tasks were reset.
 
         Without ``tasks``: every failed and skipped task of a failed workflow. With task
-        names: those failed tasks and the skipped tasks that depend only on them.
+        names: those failed tasks and the skipped tasks that depend only on them; a map
+        runs its failed items again. ``"count[17]"`` names item 17 of map ``count``: that
+        failed item alone runs again.
         """
-        indexes: list[int] = []
+        indexes: list[str] = []
         if tasks is not None:
             names = self.store.task_names(wid)
             for name in tasks:
-                if name not in names:
+                if name in names:
+                    indexes.append(str(names.index(name)))
+                    continue
+                item = ITEM_NAME.match(name)
+                if item is None or item.group(1) not in names:
                     raise NotFoundError(f"workflow {wid} has no task named {name!r}")
-                indexes.append(names.index(name))
+                indexes.append(f"{names.index(item.group(1))}.{int(item.group(2))}")
         reset = self.store.retry(wid, indexes, self.actor)
         self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
         return reset

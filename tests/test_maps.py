@@ -19,7 +19,16 @@ from engine_helpers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import DefinitionError, EmbeddedRedis, Engine, Task, TaskFailed, Workflow
+from engine import (
+    DefinitionError,
+    EmbeddedRedis,
+    Engine,
+    NotFoundError,
+    StateError,
+    Task,
+    TaskFailed,
+    Workflow,
+)
 from engine.store.codec import compile_workflow
 
 
@@ -413,3 +422,27 @@ def test_maps_follow_the_model(
     if want[1] == "succeeded" and n:
         assert st_.task("total").output == [None if i in bad else i for i in range(n)]
     assert_stats_agree_with_items(engine)
+
+
+def test_one_failed_item_runs_again(engine: Engine) -> None:
+    lenient = engine.push(mapped(tolerate=5, concurrency=3))
+    strict = engine.push(mapped(concurrency=3))
+    run_agent(engine, {"": handler({"items": list(range(6))}, fail={2, 4})})
+    assert engine.status(lenient).state == "succeeded"
+    assert engine.status(strict).task("count").state == "failed"
+    with pytest.raises(StateError, match="only a failed item can be retried"):
+        engine.retry(strict, ["count[1]"])
+    with pytest.raises(NotFoundError, match="no task named 'nope\\[1\\]'"):
+        engine.retry(strict, ["nope[1]"])
+    seen: list[int] = []
+    assert engine.retry(strict, ["count[2]"]) >= 1  # the map runs again for it
+    run_agent(engine, {"": handler({"items": list(range(6))}, fail={4}, seen=seen)})
+    assert seen == [2]
+    st_ = engine.status(strict)
+    assert st_.task("count").state == "failed" and st_.task("count").error == "1 of 6 items failed"
+    assert engine.retry(strict, ["count[4]"]) >= 1
+    run_agent(engine, {"": handler({"items": list(range(6))}, seen=seen)})
+    assert seen == [2, 4]
+    st_ = engine.status(strict)
+    assert st_.state == "succeeded"
+    assert st_.task("total").output == [0, 2, 4, 6, 8, 10]

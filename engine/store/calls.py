@@ -135,8 +135,9 @@ class Calls:
         """cancel.lua: how many tasks were cancelled."""
         return self._control("cancel", wid, who)
 
-    def retry(self, wid: str | int, indexes: Sequence[int] = (), who: str = "") -> int:
-        """retry.lua: how many tasks were reset (all failed ones without ``indexes``)."""
+    def retry(self, wid: str | int, indexes: Sequence[int | str] = (), who: str = "") -> int:
+        """retry.lua: how many tasks were reset (all failed ones without ``indexes``; an
+        index ``"c.k"`` is item k of map c)."""
         return self._control("retry", wid, who, *indexes)
 
     def cleanup(self, wid: str | int, who: str = "") -> None:

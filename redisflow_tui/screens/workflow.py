@@ -431,12 +431,13 @@ class WorkflowScreen(LiveScreen):
     def action_retry_task(self) -> None:
         tasks = self.view.tasks
         query = self.items_query
-        if query is not None and tasks[query.task].state != "failed":
-            # the engine retries a failed map's failed items, not one item on its own
-            self.notify(
-                f"Items are retried with their map, once {query.name} has failed",
-                severity="warning",
-            )
+        if query is not None:
+            item = next((i for i in self.items if i.index == self.sel_item), None)
+            if item is None or item.state != "failed":
+                self.notify("Select a failed item first", severity="warning")
+                return
+            name = f"{query.name}[{item.index}]"
+            self.post_message(RunAction(actions.retry_task, self.wid, name))
             return
         if self.sel_task is None or self.sel_task >= len(tasks):
             self.notify("Select a failed task first", severity="warning")

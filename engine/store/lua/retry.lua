@@ -2,6 +2,8 @@
 -- Without task indexes: every failed and skipped task of a failed workflow.
 -- With task indexes: those failed tasks (workflow running, paused or failed) and the
 -- skipped descendants none of whose other parents failed, was skipped or cancelled.
+-- A task index may name one item of a map, "c.k": that failed item runs again (and the
+-- map with it, if the map had failed for it).
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks; ARGV[5..] task indexes (optional).
 local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
 local whole = #ARGV < 5
@@ -18,6 +20,8 @@ local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
 local reset = {}
 local order = {}
 local function add(i) if not reset[i] then reset[i] = true; order[#order + 1] = i end end
+local only = {}  -- map -> the failed items to run again (absent: all its failed items)
+local running_maps = {}  -- a running map whose listed items run again: {c, {k...}}
 if whole then
   for i = 0, n - 1 do
     local s = tstate(redis.call('HGET', wk, i))
@@ -25,12 +29,34 @@ if whole then
   end
 else
   for k = 5, #ARGV do
-    local s = tstate(redis.call('HGET', wk, ARGV[k]))
-    if s ~= 'failed' then
+    local c, ik = item_of(ARGV[k])
+    local s
+    if c ~= nil then
+      s = tstate(redis.call('HGET', k_items(wk, c), ik))
+      if s ~= 'failed' or redis.call('SISMEMBER', k_failed(wk, c), ik) == 0 then
+        local name = redis.call('HGET', dkey(wk), c .. 'N') or c
+        return redis.error_reply('RFSTATE item ' .. ik .. ' of task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed item can be retried')
+      end
+      local ms = tstate(redis.call('HGET', wk, c))
+      if ms == 'failed' then
+        only[c] = only[c] or {}
+        table.insert(only[c], ik)
+        s = nil
+        add(c)
+      elseif ms == 'running' then
+        running_maps[#running_maps + 1] = {c, ik}
+        s = nil
+      else
+        return redis.error_reply('RFSTATE task ' .. c .. ' of workflow ' .. wid .. ' is ' .. ms .. '; its items cannot be retried')
+      end
+    else
+      s = tstate(redis.call('HGET', wk, ARGV[k]))
+    end
+    if s ~= nil and s ~= 'failed' then
       local name = redis.call('HGET', dkey(wk), ARGV[k] .. 'N') or ARGV[k]
       return redis.error_reply('RFSTATE task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed task can be retried')
     end
-    add(ARGV[k])
+    if c == nil then add(ARGV[k]) end
   end
   -- A skipped descendant joins once one of its parents is retried and none of the
   -- others has failed, been skipped or cancelled: parents still waiting, ready or
@@ -94,7 +120,7 @@ for _, i in ipairs(order) do
   if failed_items then
     -- only its failed items run again
     local mk = k_items(wk, i)
-    local again = redis.call('SMEMBERS', k_failed(wk, i))
+    local again = only[i] or redis.call('SMEMBERS', k_failed(wk, i))
     for _, k in ipairs(again) do
       local r = tparse(redis.call('HGET', mk, k))
       r.s, r.q, r.d = 'ready', NOW - ct, ''
@@ -103,8 +129,8 @@ for _, i in ipairs(order) do
       redis.call('SADD', k_flying(wk, i), k)
       move_count('failed', 'ready')
       if live then enqueue(wid, wk, i .. '.' .. k) end
+      redis.call('SREM', k_failed(wk, i), k)
     end
-    redis.call('DEL', k_failed(wk, i))
     redis.call('HINCRBY', wk, i .. 'z', 0 - #again)
     redis.call('HINCRBY', wk, i .. 'y', #again)
     t.s, t.b = 'running', NOW - ct
@@ -126,10 +152,27 @@ for _, i in ipairs(order) do
     move_count(s, 'waiting')
   end
 end
+-- items of a map still running: they run again, the map waits for them
+local items_again = 0
+for _, pair in ipairs(running_maps) do
+  local c, k = pair[1], pair[2]
+  local mk = k_items(wk, c)
+  local r = tparse(redis.call('HGET', mk, k))
+  r.s, r.q, r.d = 'ready', NOW - ct, ''
+  redis.call('HSET', mk, k, tpack(r))
+  redis.call('HDEL', mk, k .. 'f', k .. 'e')
+  redis.call('SREM', k_failed(wk, c), k)
+  redis.call('SADD', k_flying(wk, c), k)
+  redis.call('HINCRBY', wk, c .. 'z', -1)
+  redis.call('HINCRBY', wk, c .. 'y', 1)
+  move_count('failed', 'ready')
+  if st == 'running' then enqueue(wid, wk, c .. '.' .. k) end
+  items_again = items_again + 1
+end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
 redis.call('HINCRBY', wk, 'bad', 0 - bad)
 redis.call('HINCRBY', wk, 'skip', 0 - skip)
 redis.call('HINCRBY', wk, 'left', #order)
-emit('retried', wid, -1, {#order, who})
+emit('retried', wid, -1, {#order + items_again, who})
 flush()
-return #order
+return #order + items_again
