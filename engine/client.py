@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import builtins
 import getpass
-import re
 import itertools
+import re
 import secrets
 import socket
 import time
