@@ -42,8 +42,8 @@ PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
 EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
-PUSH_RETRY_S = 30.0
-ITEM_NAME = re.compile(r"^(.*)\[(\d+)\]$")  # "count[17]": item 17 of map count  # how long a push goes on trying while Redis is unreachable
+PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
+ITEM_NAME = re.compile(r"^(.*)\[(\d+)\]$")  # "count[17]": item 17 of map count
 
 
 def default_actor() -> str:
