@@ -454,25 +454,32 @@ end
 
 -- Item k of map c ended (ok or finally failed): one fewer in flight, the next one starts,
 -- and the map ends with its last item. Returns nothing.
--- Every item is counted in exactly one place: pending (h - x), in flight (y, the set
--- k_flying), succeeded (k), failed (z, the set k_failed) or cancelled (c).
-local function item_ended(wid, wk, c, k, ok, live, queue)
-  redis.call('SREM', k_flying(wk, c), k)
-  redis.call('HINCRBY', wk, c .. 'y', -1)
-  local done, bad
-  if ok then
-    done = redis.call('HINCRBY', wk, c .. 'k', 1)
-    bad = tonumber(redis.call('HGET', wk, c .. 'z') or '0')
-  else
-    redis.call('SADD', k_failed(wk, c), k)
-    bad = redis.call('HINCRBY', wk, c .. 'z', 1)
-    done = tonumber(redis.call('HGET', wk, c .. 'k') or '0')
-  end
+-- Items of map c ended: `ok` and `bad` lists of item indexes that succeeded or finally
+-- failed. As many in flight fewer, as many more start, and the map ends with its last
+-- item. Every item is counted in exactly one place: pending (h - x), in flight (y, the
+-- set k_flying), succeeded (k), failed (z, the set k_failed) or cancelled (c).
+local function items_ended(wid, wk, c, ok, bad_ks, live, queue)
+  local ended = {}
+  for _, k in ipairs(ok) do ended[#ended + 1] = k end
+  for _, k in ipairs(bad_ks) do ended[#ended + 1] = k end
+  write_all('SREM', k_flying(wk, c), ended)
+  redis.call('HINCRBY', wk, c .. 'y', 0 - #ended)
+  local done = redis.call('HINCRBY', wk, c .. 'k', #ok)
+  local bad = redis.call('HINCRBY', wk, c .. 'z', #bad_ks)
+  if #bad_ks > 0 then write_all('SADD', k_failed(wk, c), bad_ks) end
   local f = redis.call('HMGET', wk, c, c .. 'n')
   if tstate(f[1]) ~= 'running' then return end  -- the map was cancelled meanwhile
   if live then materialize(wid, wk, c, queue) end
   local n = tonumber(f[2] or '-1')
   if done + bad == n then map_finished(wid, wk, c, n, bad, live) end
+end
+
+local function item_ended(wid, wk, c, k, ok, live, queue)
+  if ok then
+    items_ended(wid, wk, c, {k}, {}, live, queue)
+  else
+    items_ended(wid, wk, c, {}, {k}, live, queue)
+  end
 end
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
@@ -482,11 +489,21 @@ end
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
+local item_defs = {}  -- an item's definition fields, read once per map and call
 local function start_task(wid, wk, i, agent, agent_json, f)
   local ct, rec = tonumber(f[2]), f[3]
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
-  local d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+  local d
+  if h == wk then
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+  else
+    d = item_defs[dk .. '|' .. di]
+    if d == nil then
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+      item_defs[dk .. '|' .. di] = d
+    end
+  end
   local a, q = 0, ''
   if rec then
     a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
@@ -506,12 +523,18 @@ end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
 -- i, d, in} (an item's record from its map's hash).
+-- A claim reads a workflow's fields once for all its items: nothing it does changes them
+-- (other steps read them per item, as they may end the workflow on the way).
+local item_meta = nil
 local function read_for_task(wk, i)
   local c, k = item_of(i)
   if c == nil then return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in') end
-  local f = redis.call('HMGET', wk, 'st', 'ct', 'd', 'd', 'in')
-  f[3] = redis.call('HGET', k_items(wk, c), k)
-  return f
+  local m = item_meta and item_meta[wk]
+  if m == nil then
+    m = redis.call('HMGET', wk, 'st', 'ct', 'd', 'd', 'in')
+    if item_meta then item_meta[wk] = m end
+  end
+  return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[4], m[5]}
 end
 
 -- Write task i's record (an item's to its map's hash).

@@ -7,6 +7,7 @@
 -- the agent holds no live lease (it was declared dead: it must register again).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])
+item_meta = {}  -- see read_for_task
 if not redis.call('ZSCORE', K_AGENTS_LIVE, agent) then
   return redis.error_reply('RFLEASE agent ' .. agent .. ' holds no lease')
 end

@@ -8,11 +8,25 @@
 -- this attempt's outcome must not overwrite a newer one), {"wid:c" of maps to expand}}.
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
+item_meta = {}  -- see read_for_task: nothing in the loop below ends a workflow
 local out = {}
 local agent_json = cjson.encode(agent)
 local done = {}        -- members leaving the agent's running set
 local wf_ok = {}       -- per workflow key: succeeded tasks to add
 local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
+-- Items that ended, per map, applied once per call: {wid, wk, c, ok ks, bad ks, live,
+-- queue}, in order of first end.
+local ends, end_order = {}, {}
+local function item_end(wid, wk, c, k, ok, live, queue)
+  local key = wk .. '|' .. c
+  local e = ends[key]
+  if e == nil then
+    e = {wid, wk, c, {}, {}, live, queue}
+    ends[key] = e
+    end_order[#end_order + 1] = e
+  end
+  if ok then table.insert(e[4], k) else table.insert(e[5], k) end
+end
 local function touch(wid, wk, live)
   if wf_ok[wk] == nil then
     wf_ok[wk] = 0
@@ -70,7 +84,7 @@ for r = 0, nres - 1 do
       else
         redis.call('HDEL', h, fld .. 'p')  -- its element: kept only while it may run again
         emit_item('succeeded', wid, c, k)
-        item_ended(wid, wk, c, k, true, live, wst == 'running')
+        item_end(wid, wk, c, k, true, live, wst == 'running')
       end
     else
       local failures = redis.call('HINCRBY', h, fld .. 'f', 1)
@@ -97,13 +111,14 @@ for r = 0, nres - 1 do
           if live then skip_descendants(wid, wk, i) end
         else
           emit_item('failed', wid, c, k, cjson.encode(value))
-          item_ended(wid, wk, c, k, false, live, wst == 'running')
+          item_end(wid, wk, c, k, false, live, wst == 'running')
         end
       end
     end
   end
 end
 write_all('SREM', k_running(agent), done)
+for _, e in ipairs(end_order) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do
   local wid, wk, live = w[1], w[2], w[3]
