@@ -45,7 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         "print a summary (or one JSON line).",
     )
     p.add_argument("--workflows", "-w", type=int, default=1000, metavar="W")
-    p.add_argument("--shape", choices=SHAPE_NAMES, default="fan10")
+    p.add_argument(
+        "--shape",
+        choices=(*SHAPE_NAMES, "map"),
+        default="fan10",
+        help="map: one workflow, split -> --items items (a map) -> gather",
+    )
+    p.add_argument("--items", type=int, default=100_000, help="items of --shape map")
+    p.add_argument("--window", type=int, default=1000, help="items in flight, --shape map")
     p.add_argument("--agents", "-a", type=int, default=2, metavar="A", help="agent processes")
     p.add_argument(
         "--task-ms", type=float, default=0.0, help="simulated work per task (default: none)"
@@ -163,6 +170,8 @@ def run(argv: Sequence[str] | None = None) -> int:
                 "the database first",
                 EXIT_BAD_INPUT,
             )
+        if args.shape == "map":
+            return _run_map(engine, args)
         cfg = BenchConfig(
             url=engine.url,
             namespace=args.namespace,
@@ -191,6 +200,25 @@ def run(argv: Sequence[str] | None = None) -> int:
         for problem in res.problems:
             print(f"redisflow-demo: check failed: {problem}", file=sys.stderr)
     return EXIT_OK if res.ok else EXIT_FAILED
+
+
+def _run_map(engine: Any, args: argparse.Namespace) -> int:
+    from engine.urls import url_of
+
+    from .map_bench import run_map_bench
+
+    res = run_map_bench(engine, args.items, args.window, args.agents, url=url_of(engine.redis))
+    ok = res.state == "succeeded" and res.max_ready <= args.window
+    if args.json:
+        print_json(res.to_dict())
+    else:
+        table = Table(title=f"map: 1 workflow, {res.items:,} items, window {res.window:,}")
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for name, value in res.to_dict().items():
+            table.add_row(name, f"{value:,}" if isinstance(value, int | float) else str(value))
+        Console().print(table)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _shard_stats(engine: Any) -> list[str]:

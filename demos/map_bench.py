@@ -86,6 +86,11 @@ def run_map_bench(
     ]
     for p in procs:
         p.start()
+    deadline = time.monotonic() + 60
+    while sum(a.state == "online" for a in engine.agents()) < agents:  # started and registered
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark's agents did not start within 60 s")
+        time.sleep(0.05)
     baseline = int(r.info("memory")["used_memory"])
     cpu_before = redis_cpu_seconds(r)
     peak, max_ready = baseline, 0

@@ -82,3 +82,17 @@ def test_demo_refuses_a_namespace_in_use(redis_url: str) -> None:
     assert proc.returncode == 2
     assert "already holds data" in proc.stderr
     assert client.hget("rf:{rf:0}:stats", "w:pushed") == b"1"  # nothing flushed
+
+
+def test_demo_map_shape(redis_url: str) -> None:
+    """`redisflow-demo --shape map`: one workflow whose items all run, the ready queue never
+    above the window (no timing asserted)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "demos.demo_main", "--url", redis_url, "--json", "--shape", "map",
+         "--items", "3000", "--window", "100", "--agents", "1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["state"] == "succeeded" and out["gathered"] == {"items": 3000}
+    assert out["max_ready"] <= 100
