@@ -205,15 +205,25 @@ def definition_digest(static: Sequence[Any]) -> str:
 def decode_claim_row(row: Sequence[Any]) -> Task:
     """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
     payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
-    and for an item (idx ``"c.k"``) its element JSON last."""
+    and for an item (idx ``"c.k"``) its element JSON last. (A hot path: one per task.)"""
     wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *item = row
-    parents = {
-        p: decode_json(out or None)
-        for p, out in zip(json.loads(parent_names), outputs, strict=True)
-    }
+    parents = (
+        {
+            p: decode_json(out or None)
+            for p, out in zip(json.loads(parent_names), outputs, strict=True)
+        }
+        if outputs
+        else {}
+    )
+    given_value = decode_json(given) if given else None
+    if type(idx) is int:
+        return Task(
+            str(wid), idx, name, typ, decode_json(payload), int(attempt), parents, given_value
+        )
     c, _, k = str(idx).partition(".")
-    task = Task(str(wid), int(c), name, typ, decode_json(payload), int(attempt), parents)
-    task.input = decode_json(given or None)
+    task = Task(
+        str(wid), int(c), name, typ, decode_json(payload), int(attempt), parents, given_value
+    )
     if k:
         task.item_index = int(k)
         task.item = decode_json(item[0])
