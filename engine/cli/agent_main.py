@@ -7,12 +7,14 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 
 from ..acl import missing_commands
 from ..agent import Agent
+from ..client import Engine
 from ..definition import check_name
-from ..errors import DefinitionError
+from ..errors import DefinitionError, UnreachableError
 from ..handlers import exec_handler, import_handler
 from ..health import server_warnings
 from .common import (
@@ -69,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=positive_int, default=None, help="tasks claimed per round trip")
     p.add_argument("--lease", type=positive_float, default=15.0, help="lease seconds (default 15)")
     p.add_argument(
+        "--connect-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="keep trying to reach Redis at start for this long, then exit 3 (default 10)",
+    )
+    p.add_argument(
         "--exec-timeout",
         type=positive_float,
         default=None,
@@ -78,6 +87,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
+
+
+def _connect_patiently(args: argparse.Namespace) -> Engine:
+    """Connect, trying again for ``--connect-timeout`` seconds: an agent started while Redis
+    restarts, or whose first connection drops, waits for it instead of exiting."""
+    deadline = time.monotonic() + args.connect_timeout
+    pause = 0.2
+    while True:
+        try:
+            return connect(args)
+        except UnreachableError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 @guarded
@@ -98,7 +122,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         check_name(args.id, "--id", None)
     except DefinitionError as e:
         return fail(str(e), EXIT_BAD_INPUT)
-    engine = connect(args)
+    engine = _connect_patiently(args)
     try:
         missing = missing_commands(engine.redis, "agent")
         if missing:
