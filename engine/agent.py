@@ -50,7 +50,7 @@ log = logging.getLogger("redisflow.agent")
 DEFAULT_CONCURRENCY = 1
 ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
-MAX_INLINE_BATCH = 32
+MAX_INLINE_BATCH = 128
 RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
 
 # Replies of a server that is loading, failing over, or short of memory or disk: the same
@@ -93,7 +93,7 @@ class Agent:
             agent's event loop, plain ones in threads (inline for 1). Default: 1, or
             :data:`ASYNC_CONCURRENCY` when a handler is ``async def``.
         batch: how many tasks one claim takes at most (default: ``concurrency``; with
-            inline handlers, sized from their measured time, up to 32).
+            inline handlers, sized from their measured time, up to 128).
         lease_s: how long the agent's tasks stay its own without a heartbeat.
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
@@ -135,7 +135,7 @@ class Agent:
         self._async_types = async_types
         self.concurrency = concurrency
         # Inline handlers (concurrency 1) claim in batches sized to take about
-        # INLINE_BATCH_S, from the measured handler time: 32 at once for no-op tasks,
+        # INLINE_BATCH_S, from the measured handler time: 128 at once for no-op tasks,
         # one at a time for slow ones, so a slow agent never sits on others' work.
         self._adaptive = batch is None and concurrency == 1 and not self._async_types
         self.batch = batch or (1 if concurrency == 1 else concurrency)
