@@ -3,6 +3,12 @@
 Pushes W workflows of a shape, runs them with A agent processes (no-op handlers, or
 ``--task-ms`` of simulated work), shows progress, then a summary; ``--json`` prints one
 line instead. Without ``--url`` it runs on a private Redis started for the command.
+
+What users run, rather than one definition pushed again and again with no-op tasks:
+``--distinct`` gives every workflow an input of its own (``--distinct payloads``: every
+task a payload of its own, so every workflow is a definition of its own), ``--task-io``
+makes each task one Redis round trip on the handler's own connection, and ``--async``
+makes the handlers ``async def``.
 """
 
 from __future__ import annotations
