@@ -23,7 +23,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,14 +32,17 @@ from typing import Any
 
 import redis
 
-from engine import Engine, Task, TaskFailed, Workflow
+from engine import Engine, Workflow
+from engine.agent import ASYNC_CONCURRENCY, DEFAULT_CONCURRENCY
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
 from engine.urls import url_of
 
 from .shapes import SHAPES, random_dag
+from .work import bench_handler
 
 SHAPE_NAMES = ("diamond4", "chain9", "chain10", "fan10", "random")
+DISTINCT = ("", "input", "payloads")
 PUSH_CHUNK = 1024  # workflows per push_many call
 POLL_S = 0.02  # how often the monitor reads the counters
 
@@ -56,9 +58,12 @@ class BenchConfig:
     agents: int = 2
     task_ms: float = 0.0
     fail_rate: float = 0.0
-    concurrency: int = 1
+    concurrency: int | None = None  # None: the agent's default
     claim_batch: int | None = None
     phases: str = "overlap"  # overlap | split
+    distinct: str = ""  # "": one shared definition, no input | input | payloads
+    task_io: bool = False  # each handler does one Redis round trip of its own
+    async_handlers: bool = False  # handlers are ``async def``
     latency_sample: int = 2000
     seed: int = 0
     max_payload: int = 1024 * 1024
@@ -86,6 +91,10 @@ class BenchResult:
     phases: str = "overlap"
     task_ms: float = 0.0
     fail_rate: float = 0.0
+    distinct: str = ""
+    task_io: bool = False
+    async_handlers: bool = False
+    concurrency: int = 1
     drain_s: float = 0.0
     agents_start_s: float = 0.0
     redis_baseline_mb: float = 0.0
@@ -113,19 +122,48 @@ class BenchResult:
 # -- workflows ----------------------------------------------------------------------------
 
 
-def shape_factory(shape: str, seed: int = 0) -> Callable[[int], Workflow]:
+def shape_factory(shape: str, seed: int = 0, distinct: str = "") -> Callable[[int], Workflow]:
     """A function giving the ``i``-th workflow of a shape.
 
     Random DAGs differ per ``i``; the other shapes are one definition pushed again and
     again, as a user pushes a workflow many times (validated and compiled once per call
-    of :meth:`Engine.push_many`).
+    of :meth:`Engine.push_many`), unless ``distinct`` is ``"payloads"``: then every task
+    of every workflow has a payload of its own, as seed 000's users write them, and each
+    workflow is a definition of its own.
     """
     if shape not in SHAPE_NAMES:
         raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPE_NAMES)}")
+    if distinct not in DISTINCT:
+        raise ValueError(f"unknown distinct {distinct!r}; choose from input, payloads")
     if shape == "random":
         return lambda i: random_dag(10, 0.3, seed=seed * 1_000_003 + i)
+    if distinct == "payloads":
+
+        def own(i: int) -> Workflow:
+            wf = SHAPES[shape]()
+            for k, t in enumerate(wf.tasks):
+                t.payload = task_payload(i, k)
+            return wf
+
+        return own
     wf = SHAPES[shape]()
     return lambda i: wf
+
+
+def workflow_input(i: int) -> dict[str, Any]:
+    """The ``i``-th workflow's input with ``--distinct``: about 100 bytes of JSON."""
+    return {
+        "id": f"job-{i:08d}",
+        "file": f"s3://uploads/2026/11/{i:08d}.csv",
+        "owner": f"user{i % 997}",
+        "rows": 1000 + i % 5000,
+        "retry": i % 3 == 0,
+    }
+
+
+def task_payload(i: int, k: int) -> dict[str, Any]:
+    """Task ``k`` of workflow ``i``'s payload with ``--distinct payloads`` (~60 bytes)."""
+    return {"file": f"s3://uploads/2026/11/{i:08d}.csv", "part": k, "rows": 1000 + i % 5000}
 
 
 def iter_chunks(make: Callable[[int], Workflow], total: int, size: int) -> Iterator[list[Workflow]]:
@@ -137,18 +175,11 @@ def iter_chunks(make: Callable[[int], Workflow], total: int, size: int) -> Itera
 # -- agents -------------------------------------------------------------------------------
 
 
-def _agent_handler(task_ms: float, fail_rate: float, seed: int) -> Callable[[Task], Any]:
-    rng = random.Random(seed)
-    delay = task_ms / 1000.0
-
-    def handler(task: Task) -> None:
-        if delay:
-            time.sleep(delay)
-        if fail_rate and rng.random() < fail_rate:
-            raise TaskFailed("injected failure (--fail-rate)")
-        return None
-
-    return handler
+def agent_concurrency(cfg: BenchConfig) -> int:
+    """How many tasks each agent runs at once (the agent's default when not given)."""
+    if cfg.concurrency is not None:
+        return cfg.concurrency
+    return ASYNC_CONCURRENCY if cfg.async_handlers else DEFAULT_CONCURRENCY
 
 
 def agent_process(
@@ -162,7 +193,13 @@ def agent_process(
     from engine import Agent
 
     engine = Engine.connect(cfg.url, namespace=cfg.namespace, max_payload=cfg.max_payload)
-    handler = _agent_handler(cfg.task_ms, cfg.fail_rate, cfg.seed * 7919 + index)
+    handler = bench_handler(
+        task_ms=cfg.task_ms,
+        fail_rate=cfg.fail_rate,
+        seed=cfg.seed * 7919 + index,
+        io=(cfg.url, f"{cfg.namespace}:io:{index}") if cfg.task_io else None,
+        is_async=cfg.async_handlers,
+    )
     agent = Agent(
         engine,
         agent_id=f"demo-{os.getpid()}-{index}",
@@ -355,7 +392,7 @@ def run_bench(
     agent_cfg = replace(cfg, url=url)
     r = redis.Redis.from_url(url, decode_responses=True)
     shards = engine.keys.all_shards()
-    make = shape_factory(cfg.shape, cfg.seed)
+    make = shape_factory(cfg.shape, cfg.seed, cfg.distinct)
     tasks_total = (
         sum(len(make(i)) for i in range(cfg.workflows))
         if cfg.shape == "random"
@@ -396,7 +433,10 @@ def run_bench(
             go.set()
         run_start = t0
         for chunk in iter_chunks(make, cfg.workflows, PUSH_CHUNK):
-            wids.extend(engine.push_many(chunk))
+            inputs = None
+            if cfg.distinct == "input":
+                inputs = [workflow_input(len(wids) + k) for k in range(len(chunk))]
+            wids.extend(engine.push_many(chunk, inputs=inputs))
             progress("push", len(wids), cfg.workflows)
             if cfg.phases == "overlap":
                 _report_run(monitor, base_counters, tasks_total, progress)
@@ -483,6 +523,10 @@ def run_bench(
         phases=cfg.phases,
         task_ms=cfg.task_ms,
         fail_rate=cfg.fail_rate,
+        distinct=cfg.distinct,
+        task_io=cfg.task_io,
+        async_handlers=cfg.async_handlers,
+        concurrency=agent_concurrency(cfg),
         drain_s=round(t_end - t_push, 3),
         agents_start_s=round(agents_start_s, 3),
         redis_baseline_mb=round(baseline / 1e6, 2),

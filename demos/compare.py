@@ -2,9 +2,13 @@
 """Run the same W workflows of one shape through redisflow, RQ, Celery and Dramatiq.
 
 Each system gets the same Redis (flushed in between), the same number of worker
-processes, the same no-op task body, and the same workflows:
+processes, the same workflows and the same realistic work: every task has a payload of its
+own (``demos.bench.task_payload``: a file name, a part number, a row count), and its body
+is one Redis round trip (``SET key value GET``, :mod:`demos.work`) on the worker's own
+connection, as real handlers do I/O:
 
-* redisflow: ``redisflow-demo``'s own benchmark (:func:`demos.bench.run_bench`).
+* redisflow: ``redisflow-demo``'s own benchmark (:func:`demos.bench.run_bench`) with
+  ``--distinct payloads --task-io`` (so each workflow is a definition of its own).
 * RQ: one job per task, ``depends_on`` its parent jobs, ``SimpleWorker`` processes (no fork
   per job, RQ's fastest worker).
 * Celery: a canvas per workflow, ``chain`` of signatures with a ``chord`` for each fan-out,
@@ -55,14 +59,20 @@ QUEUE = "cmp"
 
 _sink_client: redis.Redis | None = None
 _sink_url: str | None = None
+_io: Any = None
 
 
 # -- the shared task body ---------------------------------------------------------------
 
 
-def noop() -> None:
-    """The task body every system runs."""
-    return None
+def body(payload: dict[str, Any]) -> None:
+    """The task body every peer runs: one Redis round trip on the worker's own client."""
+    global _io
+    if _io is None:
+        from demos.work import RoundTrip
+
+        _io = RoundTrip(_sink_url or os.environ["CMP_URL"], f"cmp:io:{os.getpid()}")
+    _io(f"{payload['file']}:{payload['part']}")
 
 
 def _done() -> None:
@@ -71,6 +81,18 @@ def _done() -> None:
     if _sink_client is None:
         _sink_client = redis.Redis.from_url(_sink_url or os.environ["CMP_URL"])
     _sink_client.incr(DONE_KEY)
+
+
+def payloads_of(w: int, stages: list[int]) -> list[list[dict[str, Any]]]:
+    """Workflow ``w``'s payloads, stage by stage (redisflow's task order)."""
+    from demos.bench import task_payload
+
+    out: list[list[dict[str, Any]]] = []
+    k = 0
+    for width in stages:
+        out.append([task_payload(w, k + j) for j in range(width)])
+        k += width
+    return out
 
 
 # -- shapes as stages -------------------------------------------------------------------
@@ -105,12 +127,12 @@ def stages_of(shape: str) -> list[int]:
 # -- RQ -----------------------------------------------------------------------------------
 
 
-def rq_task() -> None:
-    noop()
+def rq_task(payload: dict[str, Any]) -> None:
+    body(payload)
 
 
-def rq_sink() -> None:
-    noop()
+def rq_sink(payload: dict[str, Any]) -> None:
+    body(payload)
     _done()
 
 
@@ -139,9 +161,9 @@ def rq_push(url: str, stages: list[int], workflows: int, progress: Callable[[int
     last = len(stages) - 1
     for w in range(workflows):
         prev: list[Any] = []
-        for k, width in enumerate(stages):
+        for k, payloads in enumerate(payloads_of(w, stages)):
             fn = sink if k == last else task
-            prev = [q.enqueue(fn, depends_on=prev or None) for _ in range(width)]
+            prev = [q.enqueue(fn, p, depends_on=prev or None) for p in payloads]
         if w % 100 == 99:
             progress(w + 1)
 
@@ -164,11 +186,11 @@ def celery_app(url: str) -> Any:
         broker_connection_retry_on_startup=True,
         task_default_queue=QUEUE,
     )
-    app.task(name="cmp.task")(noop)
+    app.task(name="cmp.task")(body)
 
     @app.task(name="cmp.sink")
-    def sink() -> None:
-        noop()
+    def sink(payload: dict[str, Any]) -> None:
+        body(payload)
         _done()
 
     return app
@@ -206,30 +228,31 @@ def celery_push(
     app = celery_app(url)
     last = len(stages) - 1
 
-    def sig(k: int, header: bool = False) -> Any:
-        s = app.signature("cmp.sink" if k == last else "cmp.task", immutable=True)
+    def sig(k: int, payload: dict[str, Any], header: bool = False) -> Any:
+        name = "cmp.sink" if k == last else "cmp.task"
+        s = app.signature(name, args=(payload,), immutable=True)
         # Only a chord's header tasks need their results stored; the others skip the
         # result backend (and the pusher's subscription to it).
         return s if header else s.set(ignore_result=True)
 
-    def canvas(k: int) -> Any:
+    def canvas(k: int, payloads: list[list[dict[str, Any]]]) -> Any:
         """Stages k.. as one signature: chains of single tasks, chords for fan-outs."""
         parts: list[Any] = []
         while k <= last:
             if stages[k] == 1:
-                parts.append(sig(k))
+                parts.append(sig(k, payloads[k][0]))
                 k += 1
                 continue
-            header = [sig(k, header=k < last) for _ in range(stages[k])]
+            header = [sig(k, p, header=k < last) for p in payloads[k]]
             if k == last:
                 parts.append(group(header))
             else:
-                parts.append(chord(header, canvas(k + 1)))
+                parts.append(chord(header, canvas(k + 1, payloads)))
             break
         return parts[0] if len(parts) == 1 else chain(*parts)
 
     for w in range(workflows):
-        canvas(0).apply_async()
+        canvas(0, payloads_of(w, stages)).apply_async()
         if w % 100 == 99:
             progress(w + 1)
 
@@ -253,21 +276,22 @@ def dramatiq_setup(url: str) -> Any:
     dramatiq.set_broker(broker)
 
     @dramatiq.actor(queue_name=QUEUE, max_retries=0, broker=broker)
-    def dq_task(cont: list[int] | None = None, sink: bool = False) -> None:
-        noop()
+    def dq_task(payload: dict[str, Any], cont: list[Any] | None = None, sink: bool = False) -> None:
+        body(payload)
         if sink:
             _done()
         if cont:
-            dq_start(cont)
+            dq_start(*cont)
 
     _dq["actor"] = dq_task
     _dq["broker"] = broker
     return dq_task
 
 
-def dq_start(stages: list[int]) -> None:
-    """Start stages: a pipeline for leading single tasks, the last of which starts the
-    fan-out that follows; a fan-out is a group whose callback runs the next stage."""
+def dq_start(stages: list[int], payloads: list[list[dict[str, Any]]]) -> None:
+    """Start stages (with their payloads): a pipeline for leading single tasks, the last
+    of which starts the fan-out that follows; a fan-out is a group whose callback runs
+    the next stage."""
     from dramatiq import group, pipeline
 
     actor = _dq["actor"]
@@ -275,20 +299,26 @@ def dq_start(stages: list[int]) -> None:
     while singles < len(stages) and stages[singles] == 1:
         singles += 1
     rest = stages[singles:]
+    cont = [rest, payloads[singles:]] if rest else None
     if singles:
-        msgs = [actor.message_with_options(pipe_ignore=True) for _ in range(singles - 1)]
-        msgs.append(actor.message_with_options(args=(rest, not rest), pipe_ignore=True))
-        if len(msgs) == 1:
-            actor.send_with_options(args=(rest, not rest))
+        msgs = [
+            actor.message_with_options(args=(payloads[k][0],), pipe_ignore=True)
+            for k in range(singles - 1)
+        ]
+        last = (payloads[singles - 1][0], cont, not rest)
+        if not msgs:
+            actor.send_with_options(args=last)
         else:
+            msgs.append(actor.message_with_options(args=last, pipe_ignore=True))
             pipeline(msgs).run()
         return
-    width, after = stages[0], stages[1:]
-    g = group([actor.message(None, not after) for _ in range(width)])
+    after = stages[1:]
+    g = group([actor.message(p, None, not after) for p in payloads[0]])
     if after:
         if after[0] != 1:
             raise SystemExit("two fan-outs in a row need a barrier task in Dramatiq")
-        g.add_completion_callback(actor.message(after[1:], len(after) == 1))
+        then = [after[1:], payloads[2:]] if after[1:] else None
+        g.add_completion_callback(actor.message(payloads[1][0], then, len(after) == 1))
     g.run()
 
 
@@ -317,7 +347,7 @@ def dramatiq_push(
 ) -> None:
     dramatiq_setup(url)
     for w in range(workflows):
-        dq_start(stages)
+        dq_start(stages, payloads_of(w, stages))
         if w % 100 == 99:
             progress(w + 1)
 
@@ -462,9 +492,17 @@ def run_redisflow(url: str, shape: str, workflows: int, workers: int, args: Any)
 
     engine = Engine.connect(url)
     try:
-        res = run_bench(
-            BenchConfig(url=url, shape=shape, workflows=workflows, agents=workers), engine
+        cfg = BenchConfig(
+            url=url,
+            shape=shape,
+            workflows=workflows,
+            agents=workers,
+            distinct="payloads",
+            task_io=True,
+            concurrency=args.redisflow_concurrency,
+            async_handlers=args.redisflow_async,
         )
+        res = run_bench(cfg, engine)
     finally:
         engine.close()
     return Row(
@@ -479,7 +517,8 @@ def run_redisflow(url: str, shape: str, workflows: int, workers: int, args: Any)
         redis_peak_mb=res.redis_peak_mb,
         bytes_per_task=res.bytes_per_task,
         finished=res.ok,
-        note="Lua transitions, agents",
+        note=f"Lua transitions, agents ({'async' if res.async_handlers else 'sync'} "
+        f"handlers, concurrency {res.concurrency})",
     )
 
 
@@ -532,6 +571,15 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=8,
         help="threads per Dramatiq worker process (default 8, Dramatiq's own and its fastest)",
+    )
+    p.add_argument(
+        "--redisflow-concurrency",
+        type=int,
+        default=None,
+        help="tasks each redisflow agent runs at once (default: the agent's)",
+    )
+    p.add_argument(
+        "--redisflow-async", action="store_true", help="redisflow's handlers are async def"
     )
     p.add_argument("--url", default=None, help="Redis URL (default: a private redis-server)")
     p.add_argument("--flush", action="store_true", help="allow flushing the --url database")

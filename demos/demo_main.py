@@ -3,6 +3,12 @@
 Pushes W workflows of a shape, runs them with A agent processes (no-op handlers, or
 ``--task-ms`` of simulated work), shows progress, then a summary; ``--json`` prints one
 line instead. Without ``--url`` it runs on a private Redis started for the command.
+
+What users run, rather than one definition pushed again and again with no-op tasks:
+``--distinct`` gives every workflow an input of its own (``--distinct payloads``: every
+task a payload of its own, so every workflow is a definition of its own), ``--task-io``
+makes each task one Redis round trip on the handler's own connection, and ``--async``
+makes the handlers ``async def``.
 """
 
 from __future__ import annotations
@@ -64,7 +70,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="probability that a task's handler fails (default: 0)",
     )
     p.add_argument(
-        "--concurrency", type=int, default=1, help="tasks each agent runs at once (default: 1)"
+        "--distinct",
+        nargs="?",
+        const="input",
+        choices=("input", "payloads"),
+        default="",
+        help="input (or the flag alone): every workflow gets an input of its own (~100 "
+        "bytes, pushed with push_many(..., inputs=)); payloads: every task of every "
+        "workflow gets a payload of its own, so each workflow is a definition of its own "
+        "(default: one shared definition, no input)",
+    )
+    p.add_argument(
+        "--task-io",
+        action="store_true",
+        help="each handler does one Redis round trip (SET key value GET) on a connection "
+        "of its own to the same Redis, as real handlers do I/O",
+    )
+    p.add_argument(
+        "--async",
+        dest="async_handlers",
+        action="store_true",
+        help="handlers are async def, run on each agent's event loop",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="tasks each agent runs at once (default: the agent's: 1, or 32 with --async)",
     )
     p.add_argument("--claim-batch", type=int, default=None, help="tasks one claim takes at most")
     p.add_argument(
@@ -134,6 +166,12 @@ def summary_table(res: BenchResult) -> Table:
     row("workflows / tasks", f"{res.workflows:,} / {res.tasks:,}")
     row("agents (processes)", res.agents)
     row("phases", res.phases)
+    work = "no-op" if not res.task_ms else f"{res.task_ms:g} ms sleep"
+    if res.task_io:
+        work += " + one Redis round trip"
+    kind = "async" if res.async_handlers else "sync"
+    row("task body", f"{work} ({kind}, concurrency {res.concurrency})")
+    row("distinct", res.distinct or "no (one shared definition, no input)")
     row("push", f"{res.push_s:.2f} s  ({res.workflows_pushed_per_s:,.0f} workflows/s)")
     since = "from the first push" if res.phases == "overlap" else "after the push"
     row(f"run ({since})", f"{res.run_s:.2f} s  ({res.tasks_per_s:,.0f} tasks/s)")
@@ -155,7 +193,8 @@ def summary_table(res: BenchResult) -> Table:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the benchmark, print the outcome; returns the exit code."""
     args = build_parser().parse_args(argv)
-    if args.workflows < 1 or args.agents < 1 or args.concurrency < 1:
+    bad_concurrency = args.concurrency is not None and args.concurrency < 1
+    if args.workflows < 1 or args.agents < 1 or bad_concurrency:
         return fail("--workflows, --agents and --concurrency must be at least 1", EXIT_BAD_INPUT)
     if not 0.0 <= args.fail_rate <= 1.0:
         return fail("--fail-rate must be between 0 and 1", EXIT_BAD_INPUT)
@@ -181,6 +220,9 @@ def run(argv: Sequence[str] | None = None) -> int:
             task_ms=args.task_ms,
             fail_rate=args.fail_rate,
             concurrency=args.concurrency,
+            distinct=args.distinct,
+            task_io=args.task_io,
+            async_handlers=args.async_handlers,
             claim_batch=args.claim_batch,
             phases=args.phases,
             latency_sample=args.latency_sample,

@@ -2,7 +2,9 @@
 
 One loop per agent. Each turn reports the outcomes gathered so far and claims as many
 tasks as there are free slots, in one pipelined round trip. With ``concurrency=1``
-handlers run inline (the fastest path for short tasks); otherwise in a thread pool. An
+handlers run inline (the fastest path for short tasks); otherwise in a thread pool.
+``async def`` handlers run on the agent's event loop (a thread of its own), up to
+``concurrency`` of them awaited at once. An
 idle agent blocks on its types' wake-up channels, with a slow timer as a safety net
 because pub/sub can lose messages. A second thread renews the lease and does the
 shared housekeeping (reaping dead agents, promoting retries, retention).
@@ -16,6 +18,8 @@ password or ACL permission, a bug), ends :meth:`Agent.run`.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import os
@@ -34,14 +38,19 @@ from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
 from .errors import LeaseLostError
-from .handlers import Handler, Task, TaskFailed
+from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
 
 log = logging.getLogger("redisflow.agent")
 
+# Without a concurrency given: plain handlers run inline, one at a time (the fastest for
+# no-op tasks and for I/O of a loopback round trip, as threads cost more than they
+# save); async handlers are awaited up to ASYNC_CONCURRENCY at once.
+DEFAULT_CONCURRENCY = 1
+ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
-MAX_INLINE_BATCH = 32
+MAX_INLINE_BATCH = 128
 RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
 
 # Replies of a server that is loading, failing over, or short of memory or disk: the same
@@ -77,11 +86,14 @@ class Agent:
         engine: the deployment to work for.
         agent_id: unique per logical worker; a restart with the same id takes back the
             tasks recorded as this agent's.
-        handlers: task type -> callable taking a :class:`Task`; its return value (any JSON
-            value) is the task's output, an exception fails the attempt.
-        concurrency: how many tasks run at once.
+        handlers: task type -> callable taking a :class:`Task`, plain or ``async def``;
+            its return value (any JSON value) is the task's output, an exception fails the
+            attempt.
+        concurrency: how many tasks run at once: async handlers awaited at once on the
+            agent's event loop, plain ones in threads (inline for 1). Default: 1, or
+            :data:`ASYNC_CONCURRENCY` when a handler is ``async def``.
         batch: how many tasks one claim takes at most (default: ``concurrency``; with
-            inline handlers, sized from their measured time, up to 32).
+            inline handlers, sized from their measured time, up to 128).
         lease_s: how long the agent's tasks stay its own without a heartbeat.
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
@@ -93,7 +105,7 @@ class Agent:
         agent_id: str,
         handlers: Mapping[str, Handler],
         *,
-        concurrency: int = 1,
+        concurrency: int | None = None,
         batch: int | None = None,
         lease_s: float = 15.0,
         heartbeat_s: float | None = None,
@@ -103,6 +115,9 @@ class Agent:
     ) -> None:
         if not handlers:
             raise ValueError("an agent needs at least one handler")
+        async_types = frozenset(t for t, h in handlers.items() if is_async(h))
+        if concurrency is None:
+            concurrency = ASYNC_CONCURRENCY if async_types else DEFAULT_CONCURRENCY
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if batch is not None and batch < 1:
@@ -117,11 +132,12 @@ class Agent:
         self.id = agent_id
         self.handlers = dict(handlers)
         self.types = sorted(self.handlers)
+        self._async_types = async_types
         self.concurrency = concurrency
         # Inline handlers (concurrency 1) claim in batches sized to take about
-        # INLINE_BATCH_S, from the measured handler time: 32 at once for no-op tasks,
+        # INLINE_BATCH_S, from the measured handler time: 128 at once for no-op tasks,
         # one at a time for slow ones, so a slow agent never sits on others' work.
-        self._adaptive = batch is None and concurrency == 1
+        self._adaptive = batch is None and concurrency == 1 and not self._async_types
         self.batch = batch or (1 if concurrency == 1 else concurrency)
         self.lease_s = lease_s
         self.heartbeat_s = heartbeat_s or lease_s / 3
@@ -141,6 +157,7 @@ class Agent:
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
+        self._event_loop: EventLoop | None = None
         self._store = engine.store
         self._to_expand: list[tuple[str, str]] = []  # maps made ready by our reports
         self._shards = engine.keys.all_shards()
@@ -180,8 +197,12 @@ class Agent:
     def run(self, until_idle: bool = False) -> None:
         """Work until :meth:`stop` (SIGTERM/SIGINT), or until no work is left if ``until_idle``."""
         installed = self._install_signals()
-        if self.concurrency > 1:
+        # In-flight tasks are counted whenever there is a pool: async tasks too (its
+        # threads start only when a plain handler's task is submitted).
+        if self.concurrency > 1 or self._async_types:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rf-{self.id}")
+        if self._async_types:
+            self._event_loop = EventLoop(f"rf-{self.id}-loop")
         self._lease_lost.set()  # not registered yet: the loop's first step registers
         self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
         try:
@@ -195,6 +216,8 @@ class Agent:
                 self._pubsub.close()
             if self._pool:
                 self._pool.shutdown(wait=True)
+            if self._event_loop:
+                self._event_loop.close()
             if self._beat.is_alive():
                 self._beat.join(timeout=self.heartbeat_s + 1)
             for sig, old in installed:
@@ -336,31 +359,51 @@ class Agent:
                 )
             return
         self._inflight += len(tasks)
+        if self._event_loop is not None:
+            self._event_loop.start_all(
+                self._execute_async(t) for t in tasks if t.type in self._async_types
+            )
         for t in tasks:
-            self._pool.submit(self._execute_and_report, t)
+            if t.type not in self._async_types:
+                self._pool.submit(self._execute_and_report, t)
 
     def _execute_and_report(self, task: Task) -> None:
         self._results.put(self._execute(task))
 
+    def _handler(self, task: Task) -> Handler:
+        handler = self.handlers.get(task.type)
+        if handler is None:  # taken back after a restart that dropped this type
+            raise TaskFailed(f"agent {self.id} has no handler for type {task.type!r}")
+        return handler
+
     def _execute(self, task: Task) -> Outcome:
         try:
-            handler = self.handlers.get(task.type)
-            if handler is None:  # taken back after a restart that dropped this type
-                raise TaskFailed(f"agent {self.id} has no handler for type {task.type!r}")
-            out = handler(task)
-            text = "" if out is None else json.dumps(out, separators=(",", ":"))
-            if len(text) > self._max_output:
-                raise TaskFailed(
-                    f"output is {len(text)} bytes, over the {self._max_output}-byte limit"
-                )
-            return (task.workflow_id, task.key, task.attempt, "ok", text)
+            out = self._handler(task)(task)
+            if out is not None and inspect.isawaitable(out):  # async, not told by is_async
+                out = asyncio.run(awaited(out))
+            return self._succeeded(task, out)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
-            if isinstance(e, TaskFailed):
-                msg = str(e)
-            else:
-                tb = traceback.format_exception_only(type(e), e)
-                msg = "".join(tb).strip()
-            return (task.workflow_id, task.key, task.attempt, "err", msg[:65536])
+            return self._failed(task, e)
+
+    async def _execute_async(self, task: Task) -> None:
+        try:
+            outcome = self._succeeded(task, await self._handler(task)(task))
+        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+            outcome = self._failed(task, e)
+        self._results.put(outcome)
+
+    def _succeeded(self, task: Task, out: Any) -> Outcome:
+        text = "" if out is None else json.dumps(out, separators=(",", ":"))
+        if len(text) > self._max_output:
+            raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
+        return (task.workflow_id, task.key, task.attempt, "ok", text)
+
+    def _failed(self, task: Task, e: Exception) -> Outcome:
+        if isinstance(e, TaskFailed):
+            msg = str(e)
+        else:
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip()
+        return (task.workflow_id, task.key, task.attempt, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
         out: list[Outcome] = []
@@ -381,6 +424,8 @@ class Agent:
         self._results.put(first)
 
     def _report_shards(self, outcomes: list[Outcome]) -> dict[int, list[Outcome]]:
+        if len(self._shards) == 1:  # the usual deployment: no shard to work out
+            return {self._shards[0].shard: outcomes} if outcomes else {}
         by: dict[int, list[Outcome]] = {}
         for o in outcomes:
             by.setdefault(self.engine.keys.shard_of(o[0]).shard, []).append(o)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib
+import inspect
 import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +73,57 @@ class Task:
         }
 
 
-Handler = Callable[[Task], Any]
+Handler = Callable[[Task], Any]  # a plain function, or an ``async def`` one
 
 
 class TaskFailed(Exception):
     """Raise (or let any exception escape) from a handler to fail the attempt."""
+
+
+def is_async(handler: Handler) -> bool:
+    """True for an ``async def`` handler (also behind ``functools.partial`` or as an
+    object whose ``__call__`` is ``async def``)."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    if inspect.iscoroutinefunction(handler):
+        return True
+    call = getattr(handler, "__call__", None)  # noqa: B004 - the method, not callable()
+    return inspect.iscoroutinefunction(call)
+
+
+async def awaited(value: Awaitable[Any]) -> Any:
+    """Await any awaitable (``asyncio.run`` takes coroutines only)."""
+    return await value
+
+
+class EventLoop:
+    """One asyncio event loop on a thread of its own, where async handlers run
+    concurrently with each other."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        # The loop keeps weak references to its tasks only: a running one must be held.
+        self._running: set[asyncio.Future[Any]] = set()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def start_all(self, coroutines: Iterable[Awaitable[Any]]) -> None:
+        """Start every coroutine on the loop, in one wake-up of its thread (its outcomes
+        are the coroutines' business)."""
+        batch = list(coroutines)
+        self.loop.call_soon_threadsafe(self._spawn, batch)
+
+    def _spawn(self, coroutines: list[Awaitable[Any]]) -> None:
+        for c in coroutines:
+            future = asyncio.ensure_future(c, loop=self.loop)
+            self._running.add(future)
+            future.add_done_callback(self._running.discard)
+
+    def close(self) -> None:
+        """Stop the loop (once nothing runs on it any more) and end its thread."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
 
 
 def import_handler(spec: str) -> Handler:

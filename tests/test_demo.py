@@ -96,3 +96,48 @@ def test_demo_map_shape(redis_url: str) -> None:
     out = json.loads(proc.stdout)
     assert out["state"] == "succeeded" and out["gathered"] == {"items": 3000}
     assert out["max_ready"] <= 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--distinct"],
+        ["--distinct", "payloads", "--task-io"],
+        ["--task-io", "--concurrency", "4"],
+        ["--task-io", "--async", "--concurrency", "8"],
+        ["--async", "--shape", "diamond4", "--fail-rate", "0.1"],
+    ],
+)
+def test_demo_realistic_work(redis_url: str, extra: list[str]) -> None:
+    """Distinct inputs or payloads, a Redis round trip per task, async handlers."""
+    proc = run_demo(redis_url, "--workflows", "60", "--agents", "2", *extra)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ok"] is True, out["problems"]
+    assert out["distinct"] == (
+        "payloads" if "payloads" in extra else "input" if "--distinct" in extra else ""
+    )
+    assert out["task_io"] is ("--task-io" in extra)
+    assert out["async_handlers"] is ("--async" in extra)
+    if "--task-io" in extra:
+        io = redis.Redis.from_url(redis_url).keys("rf:io:*")
+        assert io  # the handlers' own keys, one per agent
+    if "--fail-rate" not in extra:
+        assert out["succeeded"] == out["tasks"]
+
+
+def test_demo_distinct_inputs_reach_the_handlers(redis_url: str) -> None:
+    from demos.bench import shape_factory, workflow_input
+    from engine import Engine
+
+    make = shape_factory("diamond4", distinct="payloads")
+    one, two = make(1), make(2)
+    assert [t.payload for t in one.tasks] != [t.payload for t in two.tasks]
+    assert len(json.dumps(workflow_input(12345))) >= 90
+    engine = Engine.connect(redis_url)
+    try:
+        wid = engine.push_many([make(3)], inputs=[workflow_input(3)])[0]
+        assert engine.status(wid).input == workflow_input(3)
+    finally:
+        engine.close()

@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a command run per task (no shell): task JSON on stdin, output on stdout",
     )
     p.add_argument(
-        "--concurrency", type=positive_int, default=1, help="tasks run at once (default 1)"
+        "--concurrency",
+        type=positive_int,
+        default=None,
+        help="tasks run at once (default 1, inline; 32 when the handler is async def)",
     )
     p.add_argument("--batch", type=positive_int, default=None, help="tasks claimed per round trip")
     p.add_argument("--lease", type=positive_float, default=15.0, help="lease seconds (default 15)")

@@ -15,6 +15,7 @@ other. What lives here:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
@@ -208,26 +209,50 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
     and for an item (idx ``"c.k"``) its element JSON last. (A hot path: one per task.)"""
     wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *item = row
     parents = (
-        {
-            p: decode_json(out or None)
-            for p, out in zip(json.loads(parent_names), outputs, strict=True)
-        }
+        {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
         if outputs
         else {}
     )
     given_value = decode_json(given) if given else None
     if type(idx) is int:
         return Task(
-            str(wid), idx, name, typ, decode_json(payload), int(attempt), parents, given_value
+            str(wid), idx, name, typ, _decode_value(payload), int(attempt), parents, given_value
         )
     c, _, k = str(idx).partition(".")
     task = Task(
-        str(wid), int(c), name, typ, decode_json(payload), int(attempt), parents, given_value
+        str(wid), int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
     )
     if k:
         task.item_index = int(k)
         task.item = decode_json(item[0])
     return task
+
+
+# Claim rows repeat the same texts (a shared definition's payloads and parents' names,
+# outputs like "null"): decode each once. Only immutable values are kept, so no handler
+# can change what another task is given.
+_CACHE_MAX = 4096
+_decoded: dict[str, Any] = {}
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _decode_value(text: str | None) -> Any:
+    if not text:
+        return None
+    value = _decoded.get(text, _decoded)
+    if value is not _decoded:
+        return value
+    value = decode_json(text)
+    if isinstance(value, _IMMUTABLE):
+        if len(_decoded) >= _CACHE_MAX:
+            _decoded.clear()
+        _decoded[text] = value
+    return value
+
+
+@functools.lru_cache(maxsize=_CACHE_MAX)
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text))
 
 
 def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
