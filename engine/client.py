@@ -43,7 +43,8 @@ PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
 EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
 PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
-ITEM_NAME = re.compile(r"^(.*)\[(\d+)\]$")  # "count[17]": item 17 of map count
+# "count[17]" or "count.17" (as the console shows it): item 17 of map count
+ITEM_NAME = re.compile(r"^(.*?)(?:\[(\d+)\]|\.(\d+))$")
 
 
 def default_actor() -> str:
@@ -248,8 +249,8 @@ class Engine:
 
         Without ``tasks``: every failed and skipped task of a failed workflow. With task
         names: those failed tasks and the skipped tasks that depend only on them; a map
-        runs its failed items again. ``"count[17]"`` names item 17 of map ``count``: that
-        failed item alone runs again.
+        runs its failed items again. ``"count[17]"`` (or ``"count.17"``) names item 17 of
+        map ``count``: that failed item alone runs again.
         """
         indexes: list[str] = []
         if tasks is not None:
@@ -261,7 +262,8 @@ class Engine:
                 item = ITEM_NAME.match(name)
                 if item is None or item.group(1) not in names:
                     raise NotFoundError(f"workflow {wid} has no task named {name!r}")
-                indexes.append(f"{names.index(item.group(1))}.{int(item.group(2))}")
+                number = item.group(2) or item.group(3)
+                indexes.append(f"{names.index(item.group(1))}.{int(number)}")
         reset = self.store.retry(wid, indexes, self.actor)
         self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
         return reset
