@@ -182,7 +182,9 @@ def compile_workflow(
         if t.after:
             static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in t.after)]
             static += [f"{i}{D_PARENT_NAMES}", _encode(t.after)]
-            if len(t.after) > 1:
+            if t.map is not None:  # a map says so where release_children already reads
+                static += [f"{i}{D_WAIT_FOR}", f"{len(t.after)}m"]
+            elif len(t.after) > 1:
                 static += [f"{i}{D_WAIT_FOR}", len(t.after)]
         else:
             init += [str(i), ready]
@@ -448,5 +450,5 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
             )
         )
     return WorkflowStatus(
-        **summary.__dict__, counts=counts, tasks=tasks, input=decode_json(raw.get(F_INPUT))
+        **summary.__dict__, counts=counts, tasks=tasks, input=decode_json(raw.get(F_INPUT) or None)
     )

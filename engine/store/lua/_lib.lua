@@ -31,7 +31,8 @@
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array
---   <i>W                                     how many parents, when more than one
+--   <i>W                                     how many parents, when more than one, and
+--                                            "<n>m" for a map (absent: 1, not a map)
 -- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
 -- bk 1000, bm 600000. A task waits until every parent has succeeded.
 
@@ -309,8 +310,8 @@ end
 
 -- Children (`kids`) of a task that just succeeded that are still waiting and have no other
 -- parent to wait for become ready, queued unless the workflow is paused; a map among them
--- starts its expansion instead. A child with
--- several parents (its definition's W) counts its parents' successes in `<c>w`, so each
+-- starts its expansion instead (its W ends in "m": no field more to read per child). A
+-- child with several parents (its definition's W) counts its parents' successes in `<c>w`, so each
 -- success costs one increment however wide the fan-in. Reads and writes go in slices,
 -- whatever the fan-out.
 local function release_children(wid, wk, kids, ct, queue)
@@ -319,7 +320,6 @@ local function release_children(wid, wk, kids, ct, queue)
     fields[#fields + 1] = c .. 'W'
     fields[#fields + 1] = c .. 'T'
     fields[#fields + 1] = c .. 'R'
-    fields[#fields + 1] = c .. 'm'
     recs[k] = c
   end
   local info = hmget_all(dkey(wk), fields)
@@ -329,12 +329,15 @@ local function release_children(wid, wk, kids, ct, queue)
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = tstate(rec) == 'waiting'
-    local need = tonumber(info[4 * k - 3] or '1')
+    local w = info[3 * k - 2]
+    local is_map = w and string.byte(w, -1) == 109  -- "<parents>m"
+    if is_map then w = string.sub(w, 1, -2) end
+    local need = tonumber(w or '1')
     if go and need > 1 then
       go = redis.call('HINCRBY', wk, c .. 'w', 1) >= need
       if go then redis.call('HDEL', wk, c .. 'w') end
     end
-    if go and info[4 * k] then
+    if go and is_map then
       -- a map: its items are expanded from the parent's output (expand.lua) first
       local t = tparse(rec)
       t.s, t.q, t.b, t.d = 'running', at, at, ''
@@ -353,8 +356,8 @@ local function release_children(wid, wk, kids, ct, queue)
       end
       move_count('waiting', 'ready')
       if queue then
-        local typ = info[4 * k - 2] or ''
-        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[4 * k - 1] or '0'), wid), wid .. ':' .. c)
+        local typ = info[3 * k - 1] or ''
+        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
         wake[typ] = true
       end
     end

@@ -43,8 +43,10 @@ for d = 1, ndefs do
   end
   pos = pos + 2 * nstatic + 1
   local ninit = tonumber(ARGV[pos])
-  -- The new workflow hash, with slots 2 (name) and 6 (creation time) filled per workflow.
-  local fields = {'name', '', 'st', 'running', 'ct', NOW, 'd', digest, 'n', ntasks,
+  -- The new workflow hash, with slots 2 (name) and 6 (input) filled per workflow.
+  -- `in` early and always there (empty: no input): a claim reads it for every task, and
+  -- a field that is missing costs a scan of the whole hash
+  local fields = {'name', '', 'st', 'running', 'in', '', 'ct', NOW, 'd', digest, 'n', ntasks,
     'left', ntasks, 'ok', 0, 'bad', 0, 'skip', 0}
   for k = pos + 1, pos + 2 * ninit do fields[#fields + 1] = ARGV[k] end
   pos = pos + 2 * ninit + 1
@@ -72,8 +74,8 @@ for k = 0, nwf - 1 do
   local wid = tostring(first + shards * k)
   def.uses = def.uses + 1
   def.fields[2] = name
+  def.fields[6] = input
   write_all('HSET', wkey(wid), def.fields)
-  if input ~= '' then redis.call('HSET', wkey(wid), 'in', input) end
   all[#all + 1] = wid
   all[#all + 1] = wid
   running[#running + 1] = NOW
