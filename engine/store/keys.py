@@ -95,6 +95,21 @@ class ShardKeys:
     def push_token(self, token: str) -> str:
         return f"{self.prefix}:pt:{token}"
 
+    # A map c's keys beside its workflow hash (k_items, k_pending, k_flying, k_failed in
+    # _lib.lua).
+
+    def map_items(self, wid: int | str, c: int | str) -> str:
+        return f"{self.workflow(wid)}:m:{c}"
+
+    def map_pending(self, wid: int | str, c: int | str) -> str:
+        return f"{self.workflow(wid)}:l:{c}"
+
+    def map_flying(self, wid: int | str, c: int | str) -> str:
+        return f"{self.workflow(wid)}:f:{c}"
+
+    def map_failed(self, wid: int | str, c: int | str) -> str:
+        return f"{self.workflow(wid)}:x:{c}"
+
     @property
     def seq(self) -> str:
         return f"{self.prefix}:seq"

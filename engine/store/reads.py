@@ -152,12 +152,12 @@ class Reads:
         pipe = self.redis.pipeline(transaction=True)
         for c in maps:
             pipe.hmget(key, [f"{c}{f}" for f in MAP_COUNTERS])
-            pipe.smembers(_map_key(shard, wid, c, "f"))
+            pipe.smembers(shard.map_flying(wid, c))
         replies = pipe.execute()
         pipe = self.redis.pipeline(transaction=False)
         flying = [sorted(cast("set[str]", s), key=int) for s in replies[1::2]]
         for c, ks in zip(maps, flying, strict=True):
-            pipe.hmget(_map_key(shard, wid, c, "m"), ks or ["-"])
+            pipe.hmget(shard.map_items(wid, c), ks or ["-"])
         out = []
         for counters, ks, records in zip(replies[::2], flying, pipe.execute(), strict=True):
             h, n, x, ok, bad, cancelled = (None if v is None else int(v) for v in counters)
@@ -212,13 +212,13 @@ class Reads:
         if state is None:
             ks = list(range(offset, min(size, offset + limit)))
         elif state == "failed":
-            failed = cast("set[str]", self.redis.smembers(_map_key(shard, wid, c, "x")))
+            failed = cast("set[str]", self.redis.smembers(shard.map_failed(wid, c)))
             ks = sorted(map(int, failed))[offset : offset + limit]
         else:
             state = TaskState(state).value
             candidates: Iterable[builtins.list[int]]
             if state in ("ready", "running"):
-                flying = cast("set[str]", self.redis.smembers(_map_key(shard, wid, c, "f")))
+                flying = cast("set[str]", self.redis.smembers(shard.map_flying(wid, c)))
                 candidates = [sorted(map(int, flying))]
             else:
                 candidates = (
@@ -230,7 +230,7 @@ class Reads:
                     continue
                 records = cast(
                     "list[str | None]",
-                    self.redis.hmget(_map_key(shard, wid, c, "m"), [str(k) for k in chunk]),
+                    self.redis.hmget(shard.map_items(wid, c), [str(k) for k in chunk]),
                 )
                 for k, r in zip(chunk, records, strict=True):
                     if _item_state(r, cancelled) == state:
@@ -254,8 +254,8 @@ class Reads:
         first = max(0, min(ks) - started)
         pipe = self.redis.pipeline(transaction=True)
         pipe.hmget(key, [F_CREATED, f"{c}{M_STARTED}"])
-        pipe.hmget(_map_key(shard, wid, c, "m"), fields)
-        pipe.lrange(_map_key(shard, wid, c, "l"), first, max(ks) - started)
+        pipe.hmget(shard.map_items(wid, c), fields)
+        pipe.lrange(shard.map_pending(wid, c), first, max(ks) - started)
         (ct, now_started), values, pending = pipe.execute()
         if ct is None:
             raise NotFoundError(f"workflow {wid} does not exist")
@@ -303,7 +303,7 @@ class Reads:
         if end <= offset:
             return []
         fields = [f"{k}{T_OUTPUT}" for k in range(offset, end)]
-        values = self.redis.hmget(_map_key(shard, str(wid), c, "m"), fields)
+        values = self.redis.hmget(shard.map_items(str(wid), c), fields)
         return [decode_json(cast("str | None", v)) for v in values]
 
     def _read_hash(self, key: str, size: int) -> dict[str, str]:
@@ -621,13 +621,6 @@ class Reads:
             return True
         except redis.ResponseError:
             return False
-
-
-def _map_key(shard: ShardKeys, wid: str, c: int, kind: str) -> str:
-    """A key of map ``c`` beside its workflow hash (keys.py documents them; ``k_items``,
-    ``k_pending``, ``k_flying``, ``k_failed`` in _lib.lua): ``m`` its items' fields, ``l``
-    the elements not started yet, ``f`` the items in flight, ``x`` the items that failed."""
-    return f"{shard.workflow(wid)}:{kind}:{c}"
 
 
 def _item_state(record: str | None, cancelled: bool) -> str:
