@@ -534,10 +534,10 @@ local function read_for_task(wk, i)
   if c == nil then return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in') end
   local m = item_meta and item_meta[wk]
   if m == nil then
-    m = redis.call('HMGET', wk, 'st', 'ct', 'd', 'd', 'in')
+    m = redis.call('HMGET', wk, 'st', 'ct', 'd', 'in')
     if item_meta then item_meta[wk] = m end
   end
-  return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[4], m[5]}
+  return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[3], m[4]}
 end
 
 -- Write task i's record (an item's to its map's hash).
