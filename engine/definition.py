@@ -125,13 +125,15 @@ class Workflow:
         max_items: int | None = None,
         on_empty: str | None = None,
         tolerate: int | str | None = None,
+        steps: Workflow | Iterable[TaskDef] | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
         With ``map`` (a parent, or one key of its output: ``split["sections"]``) the task
         runs once per element; ``concurrency``, ``max_items``, ``on_empty`` and
         ``tolerate`` tune it (see :mod:`engine.mapping`). The mapped parent is added to
-        ``after`` if missing.
+        ``after`` if missing. With ``steps`` (a :class:`Workflow` or its tasks) each item
+        runs those steps as a small workflow of its own instead of this task's handler.
         """
         if isinstance(after, TaskDef | str):
             after = [after]
@@ -155,6 +157,10 @@ class Workflow:
                     setattr(spec, option, value)
             if spec.over not in parents:
                 parents.append(spec.over)
+            if steps is not None:
+                spec.steps = list(steps.tasks if isinstance(steps, Workflow) else steps)
+        elif steps is not None:
+            raise _fail(where, f"task {show_value(name)}: steps need map= (what each item is)")
         t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec)
         self.tasks.append(t)
         return t
@@ -339,6 +345,32 @@ def validate(
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
     return payloads
+
+
+MAX_STEPS = 100  # steps per item of a map
+
+
+def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]:
+    """Check the steps of map task ``t`` as a workflow of their own (names, types,
+    payloads, ``after`` within the steps, no cycle, no map in a step); raise
+    :class:`DefinitionError` naming the map. Returns the steps' payloads' JSON texts."""
+    steps = t.map.steps if t.map is not None else None
+    at = f"(in the steps of map task {t.name!r})"
+    if not isinstance(steps, list) or not steps:
+        raise _fail(where, f"task {t.name!r}: steps must be a non-empty list of tasks")
+    for s in steps:
+        if isinstance(s, TaskDef) and s.map is not None:
+            raise _fail(
+                s.where or where,
+                f"step {s.name!r} maps over {s.map.over!r}: a map inside a map's steps "
+                f"is not supported {at}",
+            )
+    sub = Workflow(f"{t.name}", where=where)
+    sub.tasks = steps
+    try:
+        return validate(sub, max_payload, MAX_STEPS)
+    except DefinitionError as e:
+        raise DefinitionError(f"{e} {at}") from None
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

@@ -34,6 +34,10 @@ class Task:
         input: the workflow's input, given when it was pushed (``None`` for none).
         item: for an item of a map, its element of the mapped list (``item_index`` its
             position); ``None`` for a plain task.
+        step: for a step of an item of a map with ``steps``, the step's number in them
+            (``name`` is the step's; ``parents`` its parents' outputs within the item).
+        errors: for a gather of a map that tolerated failed items, the map's name mapped
+            to those items' errors by index (their outputs are ``None``).
     """
 
     workflow_id: str
@@ -46,11 +50,18 @@ class Task:
     input: Any = None
     item: Any = None
     item_index: int | None = None
+    step: int | None = None
+    errors: dict[str, dict[int, str]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
-        """The task's id within its workflow: its index, ``"<index>.<item>"`` for an item."""
-        return str(self.index) if self.item_index is None else f"{self.index}.{self.item_index}"
+        """The task's id within its workflow: its index, ``"<index>.<item>"`` for an item,
+        ``"<index>.<item>.<step>"`` for a step of one."""
+        if self.item_index is None:
+            return str(self.index)
+        if self.step is None:
+            return f"{self.index}.{self.item_index}"
+        return f"{self.index}.{self.item_index}.{self.step}"
 
     @property
     def idempotency_key(self) -> str:
@@ -69,6 +80,8 @@ class Task:
             "input": self.input,
             "item": self.item,
             "item_index": self.item_index,
+            "step": self.step,
+            "errors": self.errors,
             "idempotency_key": self.idempotency_key,
         }
 

@@ -43,6 +43,7 @@ from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
     MAX_DEPTH,
+    MAX_STEPS,
     PRIORITY_RANGE,
     TaskDef,
     Workflow,
@@ -528,7 +529,7 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 
 
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
-NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts", "map"}
+NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts", "map", "steps"}
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
@@ -573,30 +574,41 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
     )
-    add = wf.tasks.append  # TaskDefs made here: this loop runs once per task
-    for node in tasks:
-        here = _where(source, node)
-        t = _mapping(node, "a task", here)
-        _known(t, NATIVE_TASK, "task", t.get("name"), here)
-        get = t.get
-        task_type = get("type")
-        after = _names(get("after"), "after", here)
-        spec = _map(get("map"), here)
-        if spec is not None and spec.over not in after:
-            after.append(spec.over)
-        add(
-            TaskDef(
-                get("name") or "",
-                get("payload"),
-                "" if task_type is None else task_type,
-                get("priority", 0),
-                after,
-                get("max_attempts", 1),
-                here,
-                spec,
-            )
-        )
+    wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]
+
+
+def _native_task(node: Any, source: str) -> TaskDef:
+    """A native task (a step of a map's ``steps:`` too). A hot path: once per task."""
+    here = _where(source, node)
+    t = _mapping(node, "a task", here)
+    _known(t, NATIVE_TASK, "task", t.get("name"), here)
+    get = t.get
+    task_type = get("type")
+    after = _names(get("after"), "after", here)
+    spec = _map(get("map"), here)
+    if spec is not None and spec.over not in after:
+        after.append(spec.over)
+    steps = get("steps")
+    if steps is not None:
+        if spec is None:
+            raise DefinitionError(
+                f"{here}: task {show_value(get('name'))}: steps need a map: (what each item is)"
+            )
+        nodes = _list(steps, "'steps'", here)
+        if len(nodes) > MAX_STEPS:
+            raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
+        spec.steps = [_native_task(n, source) for n in nodes]
+    return TaskDef(
+        get("name") or "",
+        get("payload"),
+        "" if task_type is None else task_type,
+        get("priority", 0),
+        after,
+        get("max_attempts", 1),
+        here,
+        spec,
+    )
 
 
 def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
@@ -630,7 +642,9 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
             step_type = s.get("queue") or name or ""
             spec = None
             if used is not None:
-                spec, step_type, payload = _seed002_map(subtasks, used, name, after, payload, here)
+                spec, step_type, payload = _seed002_map(
+                    subtasks, used, name, after, payload, here, source
+                )
                 lists[name or ""] = spec.key or ""
             gathered = {p: lists[p] for p in after if p in lists}
             if gathered and payload is None:
@@ -648,9 +662,12 @@ def _seed002_map(
     after: list[str],
     payload: Any,
     here: str,
+    source: str,
 ) -> tuple[MapSpec, str, Any]:
     """A seed 002 step with ``task:``: a map over the list under the task's
-    ``itemListKey`` in its parent's output, each item running the task's step."""
+    ``itemListKey`` in its parent's output, each item running the task's steps (one step:
+    the map's items run it; several: each item runs them as a small workflow, with their
+    own ``depends:`` among them)."""
     found = subtasks.get(used)
     if found is None:
         raise DefinitionError(f"{here}: step {name!r} uses unknown task {used!r}")
@@ -663,18 +680,41 @@ def _seed002_map(
             f"{here}: step {name!r} runs task {used!r} once per item of its parent's "
             f"{key!r}: it must depend on exactly one step, not {len(after)}"
         )
-    sub_steps = [_mapping(st, "a step", here) for st in listed]
-    if len(sub_steps) != 1:
-        raise DefinitionError(
-            f"{here}: task {used!r} has {len(sub_steps)} steps; each item runs one step "
-            "(chain several steps as maps over the previous map's output)"
-        )
-    step = sub_steps[0]
-    step_name = _text(step.get("name"), f"task {used!r}: a step's name", here) or ""
-    info = {"task": used, "itemListKey": key, "item": singular(key), "steps": [step_name]}
+    if not listed:
+        raise DefinitionError(f"{here}: task {used!r} has no steps")
+    if len(listed) > MAX_STEPS:
+        raise DefinitionError(f"{here}: task {used!r} has {len(listed)} steps; at most {MAX_STEPS}")
+    names: list[str] = []
+    sub_steps: list[tuple[dict[str, Any], str, str]] = []
+    for st in listed:
+        where = _where(source, st) if getattr(st, "line", None) else here
+        step = _mapping(st, "a step", where)
+        step_name = _text(step.get("name"), f"task {used!r}: a step's name", where) or ""
+        _known(step, SEED002_STEP, "step", step_name, where)
+        if step.get("task") is not None:
+            raise DefinitionError(
+                f"{where}: step {step_name!r} of task {used!r} runs task {step.get('task')!r}: "
+                "a task inside a task's steps is not supported"
+            )
+        names.append(step_name)
+        sub_steps.append((step, step_name, where))
+    info = {"task": used, "itemListKey": key, "item": singular(key), "steps": names}
     if payload is not None:
         info["payload"] = payload
-    return MapSpec(after[0], key), step.get("queue") or step_name, info
+    spec = MapSpec(after[0], key)
+    if len(sub_steps) == 1:
+        step, step_name, _ = sub_steps[0]
+        return spec, step.get("queue") or step_name, info
+    spec.steps = []
+    for step, step_name, where in sub_steps:
+        deps = [d for d in _names(step.get("depends"), "depends", where) if d != SEED002_START]
+        own = dict(info)
+        if step.get("payload") is not None:
+            own["payload"] = step["payload"]
+        spec.steps.append(
+            TaskDef(step_name, own, step.get("queue") or step_name, 0, deps, 1, where)
+        )
+    return spec, "", info
 
 
 SEED000_TASK = {"Name", "Type", "Payload", "Parents", "Children", "Workflow", "Priority"}

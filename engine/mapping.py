@@ -13,7 +13,13 @@ output. Semantics (see the README's "Fan-out over data" section):
 * a failed item (after its own retries) fails the map unless ``tolerate`` allows it (a
   count, or ``"5%"``): its slot in the gathered list is then ``null``;
 * at most ``concurrency`` items are ready or running at once (the window); at most
-  ``max_items`` items (default 100,000): more fails the map with a clear error.
+  ``max_items`` items (default 100,000): more fails the map with a clear error;
+* with ``steps`` (a small workflow of its own) each item runs those steps, each with its
+  own ``after``, type, payload and attempts, and each item's steps progress on their own:
+  a step gets the element and its parents' outputs within the item; the item's output is
+  its last step's (``{step: output}`` of several last steps); a step that finally fails
+  fails its item (its error "step <name>: ..."), and retrying the item runs its failed
+  steps again, keeping what succeeded.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class MapSpec:
     max_items: int = DEFAULT_MAX_ITEMS
     on_empty: str = "succeed"
     tolerate: int | str = 0
+    steps: list[Any] | None = None  # the TaskDefs each item runs (None: the task itself)
 
 
 def check_map(spec: MapSpec, task: str, parents: list[str], where: str) -> None:
@@ -73,6 +80,8 @@ def check_map(spec: MapSpec, task: str, parents: list[str], where: str) -> None:
         raise DefinitionError(f"{at}: tolerate must be a count >= 0 or a percentage like '5%'")
     if isinstance(tol, str) and float(tol[:-1]) > 100:
         raise DefinitionError(f"{at}: tolerate is at most 100%")
+    if spec.steps is not None and (not isinstance(spec.steps, list) or not spec.steps):
+        raise DefinitionError(f"{at}: steps must be a non-empty list of tasks")
 
 
 def map_of(value: Any, task: str) -> MapSpec:

@@ -113,9 +113,10 @@ def test_seed002_other_documented_fields() -> None:
     ("tasks", "says"),
     [
         (
-            "      itemListKey: s\n      steps: [{name: x}, {name: y}]\n",
-            "has 2 steps; each item runs one step",
+            "      itemListKey: s\n      steps: [{name: x, task: t}, {name: y}]\n",
+            "a task inside a task's steps is not supported",
         ),
+        ("      itemListKey: s\n      steps: []\n", "task 't' has no steps"),
         ("      steps: [{name: x}]\n      itemListKey: 3\n", "itemListKey must be a string"),
         ("      steps: [{name: x}]\n", "needs an itemListKey"),
     ],

@@ -28,6 +28,7 @@ from ..definition import (
     DEFAULT_MAX_TASKS,
     Workflow,
     validate,
+    validate_steps,
 )
 from ..errors import DefinitionError
 from ..handlers import Task
@@ -65,12 +66,35 @@ D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
 D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR = "C", "U", "V", "W"
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
+# A map whose items run several steps: how many, the first steps (csv), the last steps
+# (csv); each step s of map c has its own task fields (N, T, P, R, M, C, U, V, W) named
+# with the prefix step_prefix(c, s), "s<c>.<s>" (parents and children: step numbers).
+D_STEPS, D_FIRST_STEPS, D_LAST_STEPS = "S", "Q", "Z"
+# A gather of maps that tolerate failed items: those maps' indexes (csv), whose errors
+# its claim returns.
+D_GATHERS = "G"
 # A map's runtime fields in the workflow hash: elements stored, items in all (once
 # expanded), started, in flight, succeeded, failed, cancelled.
 M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
+# ... and, once it succeeded with failed items tolerated, their errors by index (JSON).
+M_ERRORS = "q"
 # An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
 # output, error, failures and leases lost take the task suffixes; then its element JSON.
-I_ELEMENT = "p"
+# A step s of item k: the same fields, named "k.s" (step_field); the item's sinks
+# succeeded so far (I_STEPS_DONE) when it has several.
+I_ELEMENT, I_STEPS_DONE = "p", "d"
+
+
+def step_prefix(c: int | str, s: int | str) -> str:
+    """The definition fields' prefix of step ``s`` of map ``c`` (``step_def`` in Lua)."""
+    return f"s{c}.{s}"
+
+
+def step_field(k: int | str, s: int | str) -> str:
+    """The record field of step ``s`` of item ``k`` in its map's hash."""
+    return f"{k}.{s}"
+
+
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS,
@@ -138,10 +162,13 @@ def compile_workflow(
 ) -> CompiledWorkflow:
     """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
     payloads = validate(wf, max_payload, max_tasks)
+    step_payloads: dict[str, list[str]] = {}
     for t in wf.tasks:
         if t.map is not None:
             where = t.where or wf.where
             check_map(t.map, t.name, t.after, f"{where}: " if where else "")
+            if t.map.steps is not None:
+                step_payloads[t.name] = validate_steps(t, where, max_payload)
     index = {t.name: i for i, t in enumerate(wf.tasks)}
     children: list[list[int]] = [[] for _ in wf.tasks]
     for i, t in enumerate(wf.tasks):
@@ -179,6 +206,15 @@ def compile_workflow(
                 static += [f"{i}{D_TOLERATE}", m.tolerate]
             if m.max_items != DEFAULT_MAX_ITEMS:
                 static += [f"{i}{D_MAX_ITEMS}", m.max_items]
+            if m.steps is not None:
+                static += _compile_steps(i, m.steps, step_payloads[t.name], types)
+        gathered = [
+            str(index[p])
+            for p in t.after
+            if (pm := wf.tasks[index[p]].map) is not None and pm.tolerate
+        ]
+        if gathered:
+            static += [f"{i}{D_GATHERS}", ",".join(gathered)]
         if t.after:
             static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in t.after)]
             static += [f"{i}{D_PARENT_NAMES}", _encode(t.after)]
@@ -197,6 +233,43 @@ def compile_workflow(
     return CompiledWorkflow(wf.name, digest, definition)
 
 
+def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[str]) -> list[Any]:
+    """The definition fields of map ``c``'s steps (see D_STEPS); their types join
+    ``types``."""
+    at = {s.name: j for j, s in enumerate(steps)}
+    kids: list[list[int]] = [[] for _ in steps]
+    for j, s in enumerate(steps):
+        for p in s.after:
+            kids[at[p]].append(j)
+    first = [str(j) for j, s in enumerate(steps) if not s.after]
+    last = [str(j) for j in range(len(steps)) if not kids[j]]
+    out: list[Any] = [
+        f"{c}{D_STEPS}", len(steps), f"{c}{D_FIRST_STEPS}", ",".join(first),
+        f"{c}{D_LAST_STEPS}", ",".join(last),
+    ]  # fmt: skip
+    for j, s in enumerate(steps):
+        pre = step_prefix(c, j)
+        out += [f"{pre}{D_NAME}", s.name]
+        if s.type:
+            out += [f"{pre}{D_TYPE}", s.type]
+        if payloads[j]:
+            out += [f"{pre}{D_PAYLOAD}", payloads[j]]
+        if s.priority:
+            out += [f"{pre}{D_PRIORITY}", s.priority]
+        if s.max_attempts != 1:
+            out += [f"{pre}{D_ATTEMPTS}", s.max_attempts]
+        if kids[j]:
+            out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids[j]))]
+        if s.after:
+            out += [f"{pre}{D_PARENTS}", ",".join(str(at[p]) for p in s.after)]
+            out += [f"{pre}{D_PARENT_NAMES}", _encode(s.after)]
+            if len(s.after) > 1:
+                out += [f"{pre}{D_WAIT_FOR}", len(s.after)]
+        if s.type not in types:
+            types.append(s.type)
+    return out
+
+
 def definition_digest(static: Sequence[Any]) -> str:
     """The content address of a definition's static fields (as a JSON array: unambiguous)."""
     return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()
@@ -208,7 +281,9 @@ def definition_digest(static: Sequence[Any]) -> str:
 def decode_claim_row(row: Sequence[Any]) -> Task:
     """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
     payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
-    and for an item (idx ``"c.k"``) its element JSON last. (A hot path: one per task.)"""
+    and for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON last;
+    for a gather of maps that tolerated failed items, their errors JSON last. (A hot path:
+    one per task.)"""
     wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *item = row
     parents = (
         {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
@@ -217,16 +292,24 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
     )
     given_value = decode_json(given) if given else None
     if type(idx) is int:
-        return Task(
+        task = Task(
             str(wid), idx, name, typ, _decode_value(payload), int(attempt), parents, given_value
         )
+        if item:  # a gather of maps that tolerated failed items: their errors
+            task.errors = {
+                m: {int(k): e for k, e in errs.items()} for m, errs in decode_json(item[0]).items()
+            }
+        return task
     c, _, k = str(idx).partition(".")
     task = Task(
         str(wid), int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
     )
     if k:
+        k, _, s = k.partition(".")
         task.item_index = int(k)
         task.item = decode_json(item[0])
+        if s:
+            task.step = int(s)
     return task
 
 
@@ -287,7 +370,7 @@ BATCH_FIELD = "e"
 def event_kind(kind: str, idx: int) -> str:
     """The public kind of a stored event: ``task.<kind>``, ``workflow.<kind>``, or
     ``agent.<what>`` as stored."""
-    if kind.startswith(("agent.", "item.")):
+    if kind.startswith(("agent.", "item.", "step.")):
         return kind
     if idx >= 0 and kind in TASK_KINDS:
         return "task." + kind
@@ -303,7 +386,7 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
         public = event_kind(kind, idx)
         if public.startswith("agent."):
             out.append(Event(public, "", ts, None, {"agent": extra}, entry_id))
-        elif public.startswith("item."):
+        elif public.startswith(("item.", "step.")):
             out.append(Event(public, str(wid), ts, extra[0], _item_extra(kind, extra), entry_id))
         elif public.startswith("task."):
             out.append(Event(public, str(wid), ts, idx, _extra(kind, extra), entry_id))
@@ -319,7 +402,7 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
         public = event_kind(kind, idx)
         if public.startswith("agent."):
             yield public, "", -1
-        elif public.startswith("item."):
+        elif public.startswith(("item.", "step.")):
             yield public, str(wid), extra[0]
         elif public.startswith("task."):
             yield public, str(wid), idx
@@ -328,16 +411,21 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
 
 
 def _item_extra(kind: str, extra: list[Any]) -> dict[str, Any]:
-    """An item event's extra: ``[map task index, item index, what its task event has]``."""
+    """An item event's extra: ``[map task index, item index, what its task event has]``;
+    a step's: ``[map task index, item index, step number, ...]``."""
     data: dict[str, Any] = {"item": extra[1]}
     rest = extra[2:]
-    if kind == "item.claimed" and rest:
+    what = kind.partition(".")[2]
+    if kind.startswith("step."):
+        data["step"] = rest[0]
+        rest = rest[1:]
+    if what in ("claimed", "requeued") and rest:
         data["agent"] = rest[0]
-    elif kind == "item.failed" and rest:
+    elif what == "failed" and rest:
         data["error"] = rest[0]
-    elif kind == "item.retrying" and len(rest) == 2:
+    elif what == "retrying" and len(rest) == 2:
         data.update(failures=rest[0], delay_ms=rest[1])
-    elif kind == "item.rejected" and len(rest) == 2:
+    elif what == "rejected" and len(rest) == 2:
         data.update(agent=rest[0], attempt=rest[1])
     return data
 

@@ -79,12 +79,35 @@ local function item_of(i)
   return string.sub(i, 1, d - 1), string.sub(i, d + 1)
 end
 
+-- Step s of item k of a map c whose items run several steps (a sub-workflow per item)
+-- runs as "c.k.s": its record is field "k.s" of the map's hash (its output "k.so", ...),
+-- its definition fields are named "s<c>.<s>" + N, T, P... The item's own record (field
+-- k) says how the item as a whole stands: running from its start to its last step's end.
+-- step_key("k.s") is k and s; nil for an item of a one-step map ("k").
+local function step_key(k)
+  local d = string.find(k, '.', 1, true)
+  if d == nil then return nil end
+  return string.sub(k, 1, d - 1), string.sub(k, d + 1)
+end
+
+-- The definition index of step s of map c.
+local function step_def(c, s) return 's' .. c .. '.' .. s end
+
+-- Task i counts in the P:stats task counters (t:<state>): a plain task and an item do; a
+-- step does not (its item is counted, as one task, from its start to its end).
+local function counted(i)
+  local c, k = item_of(i)
+  return c == nil or string.find(k, '.', 1, true) == nil
+end
+
 -- The hash and field that hold task i's record (its other fields are that field's name
 -- plus a suffix), and the index of its definition.
 local function rec_at(wk, i)
   local c, k = item_of(i)
   if c == nil then return wk, i, i end
-  return k_items(wk, c), k, c
+  local _, s = step_key(k)
+  if s == nil then return k_items(wk, c), k, c end
+  return k_items(wk, c), k, step_def(c, s)
 end
 
 -- The first of `cmds` this script's ACL user may not run, as an error message; nil when
@@ -117,6 +140,11 @@ local function move_count(old, new)
   count('t:' .. new, 1)
 end
 
+-- move_count for task i: nothing for a step (see counted).
+local function move_task(i, old, new)
+  if counted(i) then move_count(old, new) end
+end
+
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when
 -- it was read already. Only for a workflow that exists.
 local dkeys = {}
@@ -137,10 +165,17 @@ local function emit(kind, wid, idx, extra)
   events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. x .. ']'
 end
 
--- An item's event: ["item.<kind>", wid, -1, [c, k, extra JSON...]].
+-- An item's event: ["item.<kind>", wid, -1, [c, k, extra JSON...]]; a step's (k is
+-- "k.s"): ["step.<kind>", wid, -1, [c, k, s, extra JSON...]].
 local function emit_item(kind, wid, c, k, extra_json)
   local x = ''
   if extra_json ~= nil then x = ',' .. extra_json end
+  local d = string.find(k, '.', 1, true)
+  if d ~= nil then
+    events[#events + 1] = '["step.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ','
+      .. string.sub(k, 1, d - 1) .. ',' .. string.sub(k, d + 1) .. x .. ']]'
+    return
+  end
   events[#events + 1] = '["item.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ',' .. k .. x .. ']]'
 end
 
@@ -372,34 +407,57 @@ end
 local function materialize(wid, wk, c, queue)
   local f = redis.call('HMGET', wk, c .. 'x', c .. 'y', c .. 'h', 'ct')
   local x, y, h = tonumber(f[1] or '0'), tonumber(f[2] or '0'), tonumber(f[3] or '0')
-  local d = redis.call('HMGET', dkey(wk), c .. 'X', c .. 'T', c .. 'R')
+  local dk = dkey(wk)
+  local d = redis.call('HMGET', dk, c .. 'X', c .. 'T', c .. 'R', c .. 'Q')
   local take = math.min(tonumber(d[1] or '1000') - y, h - x)
   if take <= 0 then return 0 end
   local els = redis.call('LPOP', k_pending(wk, c), take)
   take = #els
+  local at = NOW - tonumber(f[4])
+  -- what each item starts as: {record field suffix, type, score} per task it queues
+  local starts = {}
+  local record = trec('ready', 0, at, '', '', '')
+  if d[4] then
+    -- several steps per item: the item is running, its first steps are ready
+    for _, st in ipairs(split_csv(d[4])) do
+      local sd = redis.call('HMGET', dk, step_def(c, st) .. 'T', step_def(c, st) .. 'R')
+      starts[#starts + 1] = {'.' .. st, sd[1] or '', queue_score(tonumber(sd[2] or '0'), wid)}
+    end
+    record = trec('running', 0, at, at, '', '')
+  else
+    starts[1] = {'', d[2] or '', queue_score(tonumber(d[3] or '0'), wid)}
+  end
   local fields, ks, members = {}, {}, {}
-  local ready = trec('ready', 0, NOW - tonumber(f[4]), '', '', '')
-  local score = queue_score(tonumber(d[3] or '0'), wid)
+  local ready = trec('ready', 0, at, '', '', '')
   for n = 1, take do
     local k = x + n - 1
     fields[#fields + 1] = k
-    fields[#fields + 1] = ready
+    fields[#fields + 1] = record
     fields[#fields + 1] = k .. 'p'
     fields[#fields + 1] = els[n]
     ks[#ks + 1] = k
-    members[#members + 1] = score
-    members[#members + 1] = wid .. ':' .. c .. '.' .. k
+    for _, sp in ipairs(starts) do
+      if sp[1] ~= '' then
+        fields[#fields + 1] = k .. sp[1]
+        fields[#fields + 1] = ready
+      end
+      local q = members[sp[2]]
+      if q == nil then q = {}; members[sp[2]] = q end
+      q[#q + 1] = sp[3]
+      q[#q + 1] = wid .. ':' .. c .. '.' .. k .. sp[1]
+    end
   end
   write_all('HSET', k_items(wk, c), fields)
   write_all('SADD', k_flying(wk, c), ks)
   if queue then
-    local typ = d[2] or ''
-    write_all('ZADD', k_queue(typ), members)
-    wake[typ] = true
+    for typ, q in pairs(members) do
+      write_all('ZADD', k_queue(typ), q)
+      wake[typ] = true
+    end
   end
   redis.call('HSET', wk, c .. 'x', x + take, c .. 'y', y + take)
   count('t:waiting', 0 - take)
-  count('t:ready', take)
+  if d[4] then count('t:running', take) else count('t:ready', take) end
   return take
 end
 
@@ -415,6 +473,22 @@ local function map_output(wid, wk, c, n)
   local outs = hmget_all(k_items(wk, c), fields)
   for k = 1, n do outs[k] = outs[k] or 'null' end
   return '[' .. table.concat(outs, ',') .. ']'
+end
+
+-- The errors of map c's failed items by index, {"17": "error", ...}, for its gather (the
+-- first MAP_INLINE of them in item order; Engine.items(state="failed") pages them all).
+local function map_errors(wk, c)
+  local ks = redis.call('SMEMBERS', k_failed(wk, c))
+  for n = 1, #ks do ks[n] = tonumber(ks[n]) end
+  table.sort(ks)
+  local fields = {}
+  for n = 1, math.min(#ks, MAP_INLINE) do fields[n] = ks[n] .. 'e' end
+  local errs = hmget_all(k_items(wk, c), fields)
+  local parts = {}
+  for n = 1, #fields do
+    parts[n] = '"' .. ks[n] .. '":' .. cjson.encode(errs[n] or '')
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
 end
 
 -- How many failed items map c tolerates out of n: its `O` ("5%" or a count; absent 0).
@@ -436,6 +510,7 @@ local function map_finished(wid, wk, c, n, bad, live)
   if bad <= tolerated(redis.call('HGET', dk, c .. 'O'), n) then
     t.s = 'succeeded'
     redis.call('HSET', wk, c, tpack(t), c .. 'o', map_output(wid, wk, c, n))
+    if bad > 0 then redis.call('HSET', wk, c .. 'q', map_errors(wk, c)) end
     move_count('running', 'succeeded')
     redis.call('HINCRBY', wk, 'ok', 1)
     redis.call('HINCRBY', wk, 'left', -1)
@@ -485,6 +560,142 @@ local function item_ended(wid, wk, c, k, ok, live, queue)
   end
 end
 
+-- Step s of item k of map c ended: `ok` with its output JSON `value` ("" for none), or
+-- finally failed with the error `value`. Its children in the item whose parents have all
+-- succeeded become ready (queued if `queue`); the item succeeds with its last steps (its
+-- output: its one last step's, or {step name: output} of several) or fails with any
+-- step, its steps not started then out of the queues; `ended(ok)` is called then, once.
+-- Nothing happens to an item that ended already (failed or cancelled while this step ran).
+local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
+  local mk = k_items(wk, c)
+  local rec = redis.call('HGET', mk, k)
+  if tstate(rec) ~= 'running' then return end
+  local dk = dkey(wk)
+  local _, a, q, b = tparts(rec)
+  if not ok then
+    local name = redis.call('HGET', dk, step_def(c, s) .. 'N') or s
+    redis.call('HSET', mk, k, trec('failed', a, q, b, done_at, ''), k .. 'e',
+      'step ' .. name .. ': ' .. value)
+    local n = tonumber(redis.call('HGET', dk, c .. 'S'))
+    for t = 0, n - 1 do
+      local sr = redis.call('HGET', mk, k .. '.' .. t)
+      if tstate(sr) == 'ready' then
+        dequeue(wid, wk, c .. '.' .. k .. '.' .. t)
+        local r = tparse(sr)
+        r.s = 'cancelled'
+        redis.call('HSET', mk, k .. '.' .. t, tpack(r))
+      end
+    end
+    ended(false)
+    return
+  end
+  local kids = split_csv(redis.call('HGET', dk, step_def(c, s) .. 'C'))
+  if #kids == 0 then
+    local last = split_csv(redis.call('HGET', dk, c .. 'Z'))
+    local out = value
+    if #last > 1 then
+      if redis.call('HINCRBY', mk, k .. 'd', 1) < #last then return end
+      local parts = {}
+      for n, t in ipairs(last) do
+        local f = redis.call('HMGET', mk, k .. '.' .. t .. 'o')
+        local name = redis.call('HGET', dk, step_def(c, t) .. 'N') or t
+        parts[n] = cjson.encode(name) .. ':' .. (f[1] or 'null')
+      end
+      out = '{' .. table.concat(parts, ',') .. '}'
+    end
+    local done = trec('succeeded', a, q, b, done_at, '')
+    if out ~= '' then
+      redis.call('HSET', mk, k, done, k .. 'o', out)
+    else
+      redis.call('HSET', mk, k, done)
+    end
+    redis.call('HDEL', mk, k .. 'p', k .. 'e')
+    ended(true)
+    return
+  end
+  local at = NOW - tonumber(redis.call('HGET', wk, 'ct'))
+  for _, t in ipairs(kids) do
+    local sd = step_def(c, t)
+    local d = redis.call('HMGET', dk, sd .. 'W', sd .. 'T', sd .. 'R')
+    local go = true
+    if d[1] then
+      go = redis.call('HINCRBY', mk, k .. '.' .. t .. 'w', 1) >= tonumber(d[1])
+      if go then redis.call('HDEL', mk, k .. '.' .. t .. 'w') end
+    end
+    if go then
+      local old = redis.call('HGET', mk, k .. '.' .. t)
+      local r = trec('ready', 0, at, '', '', '')
+      if old then  -- run again after a retry: its fencing token keeps counting
+        local pr = tparse(old)
+        pr.s, pr.q, pr.d, pr.g = 'ready', at, '', ''
+        r = tpack(pr)
+      end
+      redis.call('HSET', mk, k .. '.' .. t, r)
+      if queue then
+        redis.call('ZADD', k_queue(d[2] or ''), queue_score(tonumber(d[3] or '0'), wid),
+          wid .. ':' .. c .. '.' .. k .. '.' .. t)
+        wake[d[2] or ''] = true
+      end
+    end
+  end
+end
+
+-- Item k of map c runs again (it had failed): a one-step item is ready; a multi-step
+-- item is running again, its failed steps ready, what follows them waiting for them
+-- (steps that succeeded keep their outputs; a step still running goes on). Counters and
+-- queues follow (queued if `queue`). The caller moves k between the map's sets.
+local function rerun_item(wid, wk, c, k, ct, queue)
+  local mk = k_items(wk, c)
+  local at = NOW - ct
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+  local r = tparse(redis.call('HGET', mk, k))
+  redis.call('HDEL', mk, k .. 'f', k .. 'e')
+  if n == 0 then
+    r.s, r.q, r.d = 'ready', at, ''
+    redis.call('HSET', mk, k, tpack(r))
+    move_count('failed', 'ready')
+    if queue then enqueue(wid, wk, c .. '.' .. k) end
+    return
+  end
+  r.s, r.q, r.b, r.d = 'running', at, at, ''
+  redis.call('HSET', mk, k, tpack(r))
+  move_count('failed', 'running')
+  local dk = dkey(wk)
+  local done = {}
+  for t = 0, n - 1 do done[t] = tstate(redis.call('HGET', mk, k .. '.' .. t)) == 'succeeded' end
+  for t = 0, n - 1 do
+    local f = k .. '.' .. t
+    local sr = redis.call('HGET', mk, f)
+    local st = tstate(sr)
+    if st ~= 'succeeded' and st ~= 'running' then
+      local ups = split_csv(redis.call('HGET', dk, step_def(c, t) .. 'U'))
+      local ready = 0
+      for _, p in ipairs(ups) do if done[tonumber(p)] then ready = ready + 1 end end
+      redis.call('HDEL', mk, f .. 'f', f .. 'e', f .. 'w')
+      if ready == #ups then
+        local pr = tparse(sr)
+        pr.s, pr.q, pr.b, pr.d, pr.g = 'ready', at, '', '', ''
+        redis.call('HSET', mk, f, tpack(pr))
+        if queue then enqueue(wid, wk, c .. '.' .. f) end
+      else
+        if sr then
+          -- waiting again; its attempts are kept in a record marked waiting
+          local pr = tparse(sr)
+          pr.s, pr.q, pr.b, pr.d, pr.g = 'waiting', '', '', '', ''
+          redis.call('HSET', mk, f, tpack(pr))
+        end
+        if ready > 0 then redis.call('HSET', mk, f .. 'w', ready) end
+      end
+    end
+  end
+  local last = split_csv(redis.call('HGET', dk, c .. 'Z'))
+  if #last > 1 then
+    local got = 0
+    for _, t in ipairs(last) do if done[tonumber(t)] then got = got + 1 end end
+    redis.call('HSET', mk, k .. 'd', got)
+  end
+end
+
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
 -- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
 -- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
@@ -499,7 +710,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local h, fld, di = rec_at(wk, i)
   local d
   if h == wk then
-    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G')
   else
     d = item_defs[dk .. '|' .. di]
     if d == nil then
@@ -515,13 +726,38 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   a = a + 1
   redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
   if h ~= wk then
-    emit_item('claimed', wid, di, fld, agent_json)
-    return {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
-      redis.call('HGET', h, fld .. 'p') or 'null'}
+    local c, k = item_of(i)
+    emit_item('claimed', wid, c, fld, agent_json)
+    local item, s = step_key(fld)
+    if s == nil then
+      return {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
+        redis.call('HGET', h, fld .. 'p') or 'null'}
+    end
+    -- a step: the element of its item, and the outputs of its parents in the item
+    local outs = {}
+    local ups = split_csv(d[4])
+    if #ups > 0 then
+      for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. 'o' end
+      outs = redis.call('HMGET', h, unpack(ups))
+      for n = 1, #outs do outs[n] = outs[n] or '' end
+    end
+    return {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]', outs, f[5] or '',
+      redis.call('HGET', h, item .. 'p') or 'null'}
   end
   emit_json('claimed', wid, i, agent_json)
-  return {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
+  local row = {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
     parent_outputs(wk, d[4]), f[5] or ''}
+  if d[6] then
+    -- a gather of maps that tolerated failed items: their errors by index, per map name
+    local errs = {}
+    for _, p in ipairs(split_csv(d[6])) do
+      local e = redis.call('HGET', wk, p .. 'q')
+      local name = redis.call('HGET', dk, p .. 'N') or p
+      errs[#errs + 1] = cjson.encode(name) .. ':' .. (e or '{}')
+    end
+    row[10] = '{' .. table.concat(errs, ',') .. '}'
+  end
+  return row
 end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
@@ -552,7 +788,7 @@ local function drop_cancelled(wk, i, ct, t)
   t.s, t.d = 'cancelled', NOW - ct
   set_record(wk, i, tpack(t))
   if item_of(i) == nil then redis.call('HINCRBY', wk, 'left', -1) end
-  move_count('running', 'cancelled')
+  move_task(i, 'running', 'cancelled')
 end
 
 -- Move tasks whose retry backoff is over into their queues (held if paused).
@@ -573,11 +809,21 @@ end
 
 -- The in-flight items of map c (if i is a map that has started any) whose record is in
 -- state `st`, as task ids "c.k".
+-- For a map whose items run several steps: its steps in state `st`, as "c.k.s".
 local function items_in(wk, c, st)
   local out = {}
   local mk = k_items(wk, c)
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
   for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
-    if tstate(redis.call('HGET', mk, k)) == st then out[#out + 1] = c .. '.' .. k end
+    if n == 0 then
+      if tstate(redis.call('HGET', mk, k)) == st then out[#out + 1] = c .. '.' .. k end
+    else
+      for s = 0, n - 1 do
+        if tstate(redis.call('HGET', mk, k .. '.' .. s)) == st then
+          out[#out + 1] = c .. '.' .. k .. '.' .. s
+        end
+      end
+    end
   end
   return out
 end
@@ -592,9 +838,23 @@ local function forget_items(wid, wk, c)
   count('t:failed', 0 - tonumber(f[4] or '0'))
   count('t:cancelled', 0 - tonumber(f[5] or '0'))
   local mk = k_items(wk, c)
-  for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
+  local flying = redis.call('SMEMBERS', k_flying(wk, c))
+  for _, k in ipairs(flying) do count('t:' .. tstate(redis.call('HGET', mk, k)), -1) end
+  -- the tasks that may be queued or held by an agent: items in flight, or their steps
+  -- (and the steps of failed items, which may still run)
+  local tasks = {}
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+  if n == 0 then
+    for _, k in ipairs(flying) do tasks[#tasks + 1] = k end
+  else
+    for _, set in ipairs({flying, redis.call('SMEMBERS', k_failed(wk, c))}) do
+      for _, k in ipairs(set) do
+        for s = 0, n - 1 do tasks[#tasks + 1] = k .. '.' .. s end
+      end
+    end
+  end
+  for _, k in ipairs(tasks) do
     local t = tparse(redis.call('HGET', mk, k))
-    count('t:' .. t.s, -1)
     local i = c .. '.' .. k
     if t.s == 'running' and t.g ~= '' then
       redis.call('SREM', k_running(t.g), wid .. ':' .. i)
@@ -658,7 +918,11 @@ local function each_held(agent, visit)
     local wid, i = split_member(member)
     local wk = wkey(wid)
     local f = read_for_task(wk, i)
-    visit(member, wid, i, wk, f, tparse(f[3]))
+    if f[1] then
+      visit(member, wid, i, wk, f, tparse(f[3]))
+    else  -- its workflow is gone (cleaned up): nothing to record
+      redis.call('SREM', k_running(agent), member)
+    end
   end
 end
 

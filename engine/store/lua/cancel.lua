@@ -21,6 +21,28 @@ for i = 0, tonumber(m[2]) - 1 do
     local c = tostring(i)
     local mk = k_items(wk, c)
     local gone = 0
+    local steps = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+    if steps > 0 then
+      -- items of several steps: each in flight ends cancelled now (a step running goes
+      -- on, its outcome recorded, and starts nothing); their ready steps leave the queues
+      for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
+        for st = 0, steps - 1 do
+          local r = redis.call('HGET', mk, k .. '.' .. st)
+          if tstate(r) == 'ready' then
+            dequeue(wid, wk, c .. '.' .. k .. '.' .. st)
+            local sr = tparse(r)
+            sr.s = 'cancelled'
+            redis.call('HSET', mk, k .. '.' .. st, tpack(sr))
+          end
+        end
+        local r = tparse(redis.call('HGET', mk, k))
+        r.s = 'cancelled'
+        redis.call('HSET', mk, k, tpack(r))
+        redis.call('SREM', k_flying(wk, c), k)
+        move_count('running', 'cancelled')
+        gone = gone + 1
+      end
+    end
     for _, item in ipairs(items_in(wk, c, 'ready')) do
       dequeue(wid, wk, item)
       local _, k = item_of(item)

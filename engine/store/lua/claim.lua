@@ -46,7 +46,7 @@ for _, member in ipairs(members) do
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
   if f[1] == 'running' and tstate(f[3]) == 'ready' then
-    move_count('ready', 'running')
+    move_task(i, 'ready', 'running')
     rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f)
     started[#started + 1] = member
   end

@@ -65,8 +65,16 @@ for r = 0, nres - 1 do
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
     local done_at = NOW - ct
-    local h, fld, di = wk, i, i
-    if c ~= nil then h, fld, di = k_items(wk, c), k, c end
+    local h, fld, di = rec_at(wk, i)
+    local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
+    if c ~= nil then item, step = step_key(k) end
+    if step ~= nil then
+      -- a step's end may end its item: counted then as the item's end
+      step_end = function(ok)
+        move_count('running', ok and 'succeeded' or 'failed')
+        item_end(wid, wk, c, item, ok, live, wst == 'running')
+      end
+    end
     if how == 'ok' then
       local rec = trec('succeeded', a, q, b, done_at, g)
       if value ~= '' then
@@ -75,8 +83,11 @@ for r = 0, nres - 1 do
         redis.call('HSET', h, fld, rec)
       end
       if attempt ~= '1' then redis.call('HDEL', h, fld .. 'e') end  -- an earlier attempt's error
-      move_count('running', 'succeeded')
-      if c == nil then
+      move_task(i, 'running', 'succeeded')
+      if step ~= nil then
+        emit_item('succeeded', wid, c, k)
+        step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
+      elseif c == nil then
         wf_ok[wk] = wf_ok[wk] + 1
         emit('succeeded', wid, i)
         local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
@@ -95,7 +106,7 @@ for r = 0, nres - 1 do
         redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
           fld .. 'e', value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
-        move_count('running', 'ready')
+        move_task(i, 'running', 'ready')
         if c == nil then
           emit('retrying', wid, i, {failures, delay})
         else
@@ -103,8 +114,11 @@ for r = 0, nres - 1 do
         end
       else
         redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. 'e', value)
-        move_count('running', 'failed')
-        if c == nil then
+        move_task(i, 'running', 'failed')
+        if step ~= nil then
+          emit_item('failed', wid, c, k, cjson.encode(value))
+          step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)
+        elseif c == nil then
           redis.call('HINCRBY', wk, 'bad', 1)
           redis.call('HINCRBY', wk, 'left', -1)
           emit('failed', wid, i, value)

@@ -15,7 +15,12 @@ for i = 0, tonumber(m[2]) - 1 do
   elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
     local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
     for _, item in ipairs(items_in(wk, i, 'ready')) do
-      held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. item)
+      local t = typ
+      if not counted(item) then  -- a step: its own type
+        local _, _, di = rec_at(wk, item)
+        t = redis.call('HGET', dkey(wk), di .. 'T') or ''
+      end
+      held = held + redis.call('ZREM', k_queue(t), wid .. ':' .. item)
     end
   end
 end

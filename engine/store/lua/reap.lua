@@ -24,21 +24,29 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
         t.s, t.d = 'failed', NOW - ct
         redis.call('HSET', h, fld, tpack(t),
           fld .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
-        move_count('running', 'failed')
+        move_task(i, 'running', 'failed')
         emit_task('failed', wid, i, 'agent lost')
         local c, k = item_of(i)
+        local item, step = nil, nil
+        if c ~= nil then item, step = step_key(k) end
         if c == nil then
           redis.call('HINCRBY', wk, 'bad', 1)
           redis.call('HINCRBY', wk, 'left', -1)
           skip_descendants(wid, wk, i)
-        else
+        elseif step == nil then
           item_ended(wid, wk, c, k, false, true, f[1] == 'running')
+        else
+          step_ended(wid, wk, c, item, step, false, 'agent lost', f[1] == 'running',
+            NOW - ct, function(ok)
+              move_count('running', 'failed')
+              item_ended(wid, wk, c, item, false, true, f[1] == 'running')
+            end)
         end
         finish_if_done(wid, wk)
       else
         t.s, t.q = 'ready', NOW - ct
         set_record(wk, i, tpack(t))
-        move_count('running', 'ready')
+        move_task(i, 'running', 'ready')
         if f[1] == 'running' then enqueue(wid, wk, i) end
         emit_task('requeued', wid, i, agent)
         requeued = requeued + 1

@@ -105,7 +105,7 @@ for _, i in ipairs(order) do
   else
     redis.call('HDEL', wk, i .. 'w')
   end
-  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o')
+  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o', i .. 'q')
   t.d = ''
   local is_map = redis.call('HEXISTS', dkey(wk), i .. 'm') == 1
   local failed_items = is_map and waiting == 0 and redis.call('HEXISTS', wk, i .. 'n') == 1
@@ -122,13 +122,8 @@ for _, i in ipairs(order) do
     local mk = k_items(wk, i)
     local again = only[i] or redis.call('SMEMBERS', k_failed(wk, i))
     for _, k in ipairs(again) do
-      local r = tparse(redis.call('HGET', mk, k))
-      r.s, r.q, r.d = 'ready', NOW - ct, ''
-      redis.call('HSET', mk, k, tpack(r))
-      redis.call('HDEL', mk, k .. 'f', k .. 'e')
+      rerun_item(wid, wk, i, k, ct, live)
       redis.call('SADD', k_flying(wk, i), k)
-      move_count('failed', 'ready')
-      if live then enqueue(wid, wk, i .. '.' .. k) end
       redis.call('SREM', k_failed(wk, i), k)
     end
     redis.call('HINCRBY', wk, i .. 'z', 0 - #again)
@@ -156,17 +151,11 @@ end
 local items_again = 0
 for _, pair in ipairs(running_maps) do
   local c, k = pair[1], pair[2]
-  local mk = k_items(wk, c)
-  local r = tparse(redis.call('HGET', mk, k))
-  r.s, r.q, r.d = 'ready', NOW - ct, ''
-  redis.call('HSET', mk, k, tpack(r))
-  redis.call('HDEL', mk, k .. 'f', k .. 'e')
+  rerun_item(wid, wk, c, k, ct, st == 'running')
   redis.call('SREM', k_failed(wk, c), k)
   redis.call('SADD', k_flying(wk, c), k)
   redis.call('HINCRBY', wk, c .. 'z', -1)
   redis.call('HINCRBY', wk, c .. 'y', 1)
-  move_count('failed', 'ready')
-  if st == 'running' then enqueue(wid, wk, c .. '.' .. k) end
   items_again = items_again + 1
 end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses

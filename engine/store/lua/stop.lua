@@ -13,7 +13,7 @@ each_held(agent, function(member, wid, i, wk, f, t)
   if f[1] == 'running' or f[1] == 'paused' then
     t.s, t.q = 'ready', NOW - tonumber(f[2])
     set_record(wk, i, tpack(t))
-    move_count('running', 'ready')
+    move_task(i, 'running', 'ready')
     if f[1] == 'running' then enqueue(wid, wk, i) end
     emit_task('requeued', wid, i, agent)
   else
