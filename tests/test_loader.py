@@ -150,9 +150,7 @@ def test_native_map() -> None:
 
 
 def test_seed000_priority_keeps_its_meaning() -> None:
-    text = (
-        "- {Name: a, Priority: 5}\n- {Name: b, Priority: -2}\n- {Name: c, Priority: 100000}\n"
-    )
+    text = "- {Name: a, Priority: 5}\n- {Name: b, Priority: -2}\n- {Name: c, Priority: 100000}\n"
     [wf] = load_text(text, "p.yaml")
     # redis.workflow runs the lowest Priority first; redisflow the highest
     assert [t.priority for t in wf.tasks] == [-5, 2, -999]

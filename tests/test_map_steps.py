@@ -306,7 +306,9 @@ def test_bad_steps_are_refused_with_one_line(tmp_path, steps_yaml: str, message:
     assert "\n" not in str(err.value)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     n=st.integers(0, 12),
     nsteps=st.integers(1, 4),
@@ -366,8 +368,6 @@ def test_steps_follow_the_model(
         assert st_.state == "succeeded"
     for k in range(n):
         assert {s for kk, s in ran if kk == k} == set(range(nsteps))
-    want = [
-        [k, last[0]] if len(last) == 1 else {f"s{s}": [k, s] for s in last} for k in range(n)
-    ]
+    want = [[k, last[0]] if len(last) == 1 else {f"s{s}": [k, s] for s in last} for k in range(n)]
     assert st_.task("gather").output == want
     assert_stats_agree(engine)
