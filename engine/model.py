@@ -116,10 +116,14 @@ class ItemStatus:
     ready_at: float | None = None  # epoch seconds
     started_at: float | None = None
     finished_at: float | None = None
+    # a map with steps: each step's state in this item, by step name, in step order
+    steps: dict[str, TaskState] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["state"] = str(self.state)
+        if self.steps is not None:
+            d["steps"] = {name: str(s) for name, s in self.steps.items()}
         return d
 
 

@@ -3,12 +3,13 @@ tolerated failed items handed to the gather, on a real Redis."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 import pytest
-from engine_helpers import Hand, assert_stats_agree, run_agent, scan_keys
+from engine_helpers import Hand, assert_stats_agree, cli, run_agent, scan_keys
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -371,3 +372,21 @@ def test_steps_follow_the_model(
     want = [[k, last[0]] if len(last) == 1 else {f"s{s}": [k, s] for s in last} for k in range(n)]
     assert st_.task("gather").output == want
     assert_stats_agree(engine)
+
+
+def test_an_items_steps_are_shown_in_status_and_the_cli(engine: Engine, cli_env: dict) -> None:
+    wid = engine.push(per_item())
+    hand = Hand(engine)
+    [split] = hand.claim()
+    hand.succeed(split, {"sections": ["a", "b"]})
+    [fetch, _] = hand.claim("io", 2)
+    hand.succeed(fetch, {"text": "a"})
+    [item, *_] = engine.items(wid, "sections")
+    assert item.index == 0 and item.state == "running"
+    assert {n: str(s) for n, s in item.steps.items()} == {
+        "fetch": "succeeded", "count": "ready", "words": "ready", "merge": "waiting",
+    }  # fmt: skip
+    shown = cli("status", wid, "--task", "sections", "--json", env=cli_env)
+    assert json.loads(shown.stdout)["items"][0]["steps"]["count"] == "ready"
+    table = cli("status", wid, "--task", "sections", env=cli_env)
+    assert "fetch succeeded" in " ".join(table.stdout.split())

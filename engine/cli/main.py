@@ -16,7 +16,7 @@ from ..client import Engine
 from ..definition import DEFAULT_MAX_TASKS, check_name
 from ..errors import DefinitionError
 from ..loader import load_file
-from ..model import WorkflowState
+from ..model import TaskState, WorkflowState
 from ..store.codec import encode_input
 from .common import (
     EXIT_BAD_INPUT,
@@ -264,6 +264,13 @@ def _wide_table(*columns: str) -> Any:
     return table
 
 
+def _steps_line(steps: dict[str, TaskState] | None) -> str:
+    """An item's steps and their states, for a map whose items run several steps."""
+    if not steps:
+        return ""
+    return "\n[dim]steps[/] " + "  ".join(f"{esc(n)} {_styled(s.value)}" for n, s in steps.items())
+
+
 def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
     """``status WID --task MAP``: a page of a map's items."""
     task = engine.status(args.wid).task(args.task)
@@ -298,7 +305,7 @@ def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
             esc(r.agent) if r.agent else "-",
             _took(r.started_at, r.finished_at),
             esc(element[:60]) or "-",
-            _detail(r.output, r.error),
+            _detail(r.output, r.error) + _steps_line(r.steps),
         )
     out.print(table)
     pages = max(1, -(-total // args.limit))

@@ -33,6 +33,7 @@ from .codec import (
     BATCH_FIELD,
     D_MAP,
     D_NAME,
+    D_STEPS,
     D_USERS,
     F_COUNT,
     F_CREATED,
@@ -54,6 +55,8 @@ from .codec import (
     parse_record,
     parse_status,
     parse_summary,
+    step_field,
+    step_prefix,
 )
 from .keys import Keyspace, ShardKeys
 
@@ -248,8 +251,10 @@ class Reads:
         if not ks:
             return []
         key = shard.workflow(wid)
+        steps = self._step_names(wid, c)
         parts = (T_FAILURES, T_OUTPUT, T_ERROR, I_ELEMENT)
         fields = [f"{k}{p}" for k in ks for p in ("", *parts)]
+        fields += [step_field(k, s) for k in ks for s in range(len(steps))]
         started = int(cast("str | None", self.redis.hget(key, f"{c}{M_STARTED}")) or 0)
         first = max(0, min(ks) - started)
         pipe = self.redis.pipeline(transaction=True)
@@ -267,6 +272,7 @@ class Reads:
             return (created + int(float(v))) / 1000.0 if v else None
 
         out = []
+        step_records = values[5 * len(ks) :]
         for j, k in enumerate(ks):
             rec, f, o, e, p = values[5 * j : 5 * j + 5]
             st, a, q, b, d, g = parse_record(rec)
@@ -287,9 +293,26 @@ class Reads:
                     ready_at=at(q),
                     started_at=at(b),
                     finished_at=at(d),
+                    steps={
+                        name: TaskState(parse_record(r)[0])
+                        for name, r in zip(
+                            steps, step_records[j * len(steps) : (j + 1) * len(steps)], strict=True
+                        )
+                    }
+                    if steps
+                    else None,
                 )
             )
         return out
+
+    def _step_names(self, wid: str, c: int) -> builtins.list[str]:
+        """The names of map ``c``'s steps, in order ([] for a map of one step)."""
+        dkey = self._names(wid)[0]
+        n = int(cast("str | None", self.redis.hget(dkey, f"{c}{D_STEPS}")) or 0)
+        if not n:
+            return []
+        fields = [f"{step_prefix(c, s)}{D_NAME}" for s in range(n)]
+        return [str(v) for v in cast("list[str]", self.redis.hmget(dkey, fields))]
 
     def map_outputs(
         self, wid: str | int, name: str, offset: int = 0, limit: int = 1000

@@ -109,7 +109,15 @@ class TaskDetail(VerticalScroll):
         t.append(f"  item {item.index:,} of map {task.name}  ", style="dim")
         t.append_text(look_text(self.app, item_look(item)))
         t.append("\n")
-        self._fields(t, _runs(item, task.max_attempts, clock), item.error)
+        rows = _runs(item, task.max_attempts, clock)
+        if item.steps:  # its steps have the attempts and agents
+            rows = [(label, v) for label, v in rows if label not in ("attempts", "agent")]
+        self._fields(t, rows, item.error)
+        if item.steps:
+            t.append("\nsteps\n", style="bold")
+            for name, state in item.steps.items():
+                t.append(f"{name:>9} ", style="dim")
+                t.append(str(state) + "\n")
         kept = item.element is not None or item.state != "succeeded"
         t.append("\nelement\n", style="bold")
         t.append((_value(item.element) if kept else "— (not kept once it succeeded)") + "\n")

@@ -137,3 +137,39 @@ async def test_a_maps_items_page_and_filter(
         assert "225 succeeded" in str(
             screen.query_one(TaskDetail).query_one("#detail-body").render()
         )
+
+
+async def test_an_items_steps_show_in_its_detail(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    steps = Workflow("per")
+    fetch = steps.task("fetch")
+    steps.task("count", after=[fetch])
+    wf = Workflow("stepped")
+    split = wf.task("split")
+    wf.task("each", map=split, steps=steps)
+    wid = engine.push(wf)
+
+    def run(task: Task) -> Any:
+        if task.name == "split":
+            return ["a", "b"]
+        if task.name == "count" and task.item_index == 1:
+            raise ValueError("b is bad")
+        return task.item
+
+    Agent(engine, "agent-1", {"": run}).run(until_idle=True)
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_workflow(app, pilot, wid)
+        table = screen.query_one(TaskTable)
+        await wait_for(pilot, lambda: table.row_count == 2)
+        await pilot.press("right")
+        await wait_for(pilot, lambda: screen.sel_task == 1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: table.row_count == 2, what="its items")
+        await pilot.press("down")
+        await wait_for(pilot, lambda: screen.sel_item == 1)
+        shown = detail(screen)
+        assert "step count: ValueError: b is bad" in shown and "attempts" not in shown
+        assert "steps" in shown and "fetch succeeded" in " ".join(shown.split())
+        assert "count failed" in " ".join(shown.split())
