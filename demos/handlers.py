@@ -54,6 +54,11 @@ def book_word_counts(task: Task) -> Any:
         return {"title": book["title"], "sections": book["sections"]}
     if task.name == "section-counts":  # once per section: the sub-task's step
         return dict(count_words(message["section"]))
+    # demos/seed002-book-steps.yaml: a sub-task of two steps per section
+    if task.name == "segment-clean":
+        return {"tokens": re.findall(r"[a-z]+(?:'[a-z]+)?", message["section"].lower())}
+    if task.name == "segment-word-counts":
+        return dict(Counter(message["tokens"]))
     if task.name == "sum-splits":
         total: Counter[str] = Counter()
         for part in message["sections"]:

@@ -379,6 +379,34 @@ def test_seed002_book_word_counts_through_the_cli(engine: Engine, cli_env: dict[
     assert len(items) == len(book["sections"])
 
 
+def test_seed002_sub_task_of_two_steps_through_the_cli(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """A sub-task of two steps per section (clean, then count): the same sum as a direct
+    count, each section's two steps run in order, one output per section."""
+    path = DEMOS / "seed002-book-steps.yaml"
+    wid = cli("push", str(path), env=cli_env).stdout.strip()
+    types = ["book-split", "segment-clean", "segment-word-counts", "sum-splits", "store-title"]
+    agent = cli(
+        "--id", "books", "--handler", "demos.handlers:book_word_counts", "--until-idle",
+        *[arg for s in types for arg in ("--type", s)],
+        tool="redisflow-agent", env=cli_env,
+    )  # fmt: skip
+    assert agent.returncode == 0, agent.stderr
+    status = run_json("status", wid, env=cli_env)
+    assert status["state"] == "succeeded", status
+    out = {t["name"]: t["output"] for t in status["tasks"]}
+    from demos.handlers import BOOK_FILE, count_words, read_book
+
+    text = BOOK_FILE.read_text()
+    body = text[text.index("\nCHAPTER ") :]
+    words = count_words(re.sub(r"^CHAPTER .*$", "", body, flags=re.MULTILINE))
+    assert out["sum-splits"]["words"] == sum(words.values())
+    assert len(out["section-counts"]) == len(read_book()["sections"])
+    steps = [e for e in engine.events(2000) if e.kind == "step.succeeded"]
+    assert len(steps) == 2 * len(read_book()["sections"])
+
+
 def test_native_report_demo_through_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
     path = DEMOS / "report.yaml"
     if not path.exists():
