@@ -73,7 +73,10 @@ class EventBatch:
         return float(self.data["ts"]) / 1000.0
 
     def __len__(self) -> int:
-        return len(self.data["ev"])
+        return sum(
+            len(e[3][1]) if e[0].startswith("item.") and type(e[3][1]) is list else 1
+            for e in self.data["ev"]
+        )
 
     def brief(self) -> Iterator[tuple[str, str, int]]:
         """``(kind, workflow id, task index or -1)`` of each event, in order.

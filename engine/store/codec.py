@@ -387,7 +387,14 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
         if public.startswith("agent."):
             out.append(Event(public, "", ts, None, {"agent": extra}, entry_id))
         elif public.startswith(("item.", "step.")):
-            out.append(Event(public, str(wid), ts, extra[0], _item_extra(kind, extra), entry_id))
+            if type(extra[1]) is list:  # items of one map sharing one event
+                for k in extra[1]:
+                    data = _item_extra(kind, [extra[0], k, *extra[2:]])
+                    out.append(Event(public, str(wid), ts, extra[0], data, entry_id))
+            else:
+                out.append(
+                    Event(public, str(wid), ts, extra[0], _item_extra(kind, extra), entry_id)
+                )
         elif public.startswith("task."):
             out.append(Event(public, str(wid), ts, idx, _extra(kind, extra), entry_id))
         else:
@@ -403,7 +410,8 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
         if public.startswith("agent."):
             yield public, "", -1
         elif public.startswith(("item.", "step.")):
-            yield public, str(wid), extra[0]
+            for _ in extra[1] if type(extra[1]) is list else (None,):
+                yield public, str(wid), extra[0]
         elif public.startswith("task."):
             yield public, str(wid), idx
         else:

@@ -166,10 +166,27 @@ local function emit(kind, wid, idx, extra)
 end
 
 -- An item's event: ["item.<kind>", wid, -1, [c, k, extra JSON...]]; a step's (k is
--- "k.s"): ["step.<kind>", wid, -1, [c, k, s, extra JSON...]].
+-- "k.s"): ["step.<kind>", wid, -1, [c, k, s, extra JSON...]]. Items claimed or
+-- succeeded one after another in one call, of one map and with the same extra, share
+-- one event whose k is the list of their indexes (codec.decode_batch hands them out one
+-- by one again): a big map's history then costs a few bytes per item.
+local group = nil  -- the last event, while it is such a shared one
 local function emit_item(kind, wid, c, k, extra_json)
   local x = ''
   if extra_json ~= nil then x = ',' .. extra_json end
+  if kind == 'claimed' or kind == 'succeeded' then
+    local key = kind .. '|' .. wid .. '|' .. c .. '|' .. x
+    if group ~= nil and group.at == #events and group.key == key then
+      group.ks[#group.ks + 1] = k
+      return
+    end
+    if string.find(k, '.', 1, true) == nil then
+      group = {key = key, ks = {k}, at = #events + 1,
+        pre = '["item.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ',[', post = ']' .. x .. ']]'}
+      events[#events + 1] = group
+      return
+    end
+  end
   local d = string.find(k, '.', 1, true)
   if d ~= nil then
     events[#events + 1] = '["step.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ','
@@ -930,6 +947,9 @@ end
 local function flush()
   for field, delta in pairs(counters) do
     if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
+  end
+  for n, e in ipairs(events) do
+    if type(e) == 'table' then events[n] = e.pre .. table.concat(e.ks, ',') .. e.post end
   end
   if #events > 0 then
     local body = '{"ts":' .. NOW .. ',"ev":[' .. table.concat(events, ',') .. ']}'
