@@ -14,6 +14,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -35,6 +36,7 @@ from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input
 from .store.reads import FINISHED_STATES
 from .store.scripts import ScriptBatch
+from .timing import start_delay_ms
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
@@ -154,19 +156,34 @@ class Engine:
         """
         return compile_workflow(wf, self.max_payload)
 
-    def push(self, wf: Workflow | CompiledWorkflow, input: Any = None) -> str:
+    def push(
+        self,
+        wf: Workflow | CompiledWorkflow,
+        input: Any = None,
+        *,
+        start_in: float | None = None,
+        start_at: datetime | None = None,
+    ) -> str:
         """Validate ``wf`` and store it; its root tasks become ready. Returns its id.
 
         ``input`` (any JSON value) is this run's own: every task sees it as ``task.input``,
         while the definition is stored once for every run. Nothing is written when the
         definition or the input is invalid (:class:`DefinitionError`).
+
+        ``start_in`` (seconds) or ``start_at`` (an aware datetime) starts it later: until
+        then it is ``scheduled`` (visible, cancellable; ``release`` starts it at once).
         """
-        return self.push_many([wf], None if input is None else [input])[0]
+        return self.push_many(
+            [wf], None if input is None else [input], start_in=start_in, start_at=start_at
+        )[0]
 
     def push_many(
         self,
         workflows: Iterable[Workflow | CompiledWorkflow],
         inputs: Iterable[Any] | None = None,
+        *,
+        start_in: float | None = None,
+        start_at: datetime | None = None,
     ) -> builtins.list[str]:
         """Validate every workflow (and input) first, then store them all in few round trips.
 
@@ -176,8 +193,9 @@ class Engine:
 
         While Redis is unreachable (a restart, a failover) the push goes on trying for
         ``push_retry_s`` seconds; each call carries a token, so a call whose reply was
-        lost is not applied twice.
+        lost is not applied twice. ``start_in`` / ``start_at``: as :meth:`push`.
         """
+        later_ms = start_delay_ms(start_in, start_at)
         compiled: list[tuple[CompiledWorkflow, str]] = []
         seen: dict[int, CompiledWorkflow] = {}
         workflows = list(workflows)
@@ -207,7 +225,7 @@ class Engine:
                 end += 1
             shard = self.keys.shard(next(self._rr) % self.keys.shards)
             token = secrets.token_hex(8)
-            batch.add(self.store.push_call(shard, compiled[start:end], token, self.actor))
+            batch.add(self.store.push_call(shard, compiled[start:end], token, self.actor, later_ms))
             start = end
             if len(batch) >= PUSH_PIPELINE or start >= len(compiled):
                 for result in self._send_push(batch):

@@ -37,6 +37,7 @@ class WorkflowState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    SCHEDULED = "scheduled"  # pushed to start later (push --at / --in)
 
     @property
     def finished(self) -> bool:
@@ -158,6 +159,7 @@ class WorkflowStatus(WorkflowSummary):
     counts: dict[str, int] = field(default_factory=dict)
     tasks: list[TaskStatus] = field(default_factory=list)
     input: Any = None  # given at push, shared by every task
+    start_at: float | None = None  # a scheduled workflow's start time (epoch seconds)
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""

@@ -138,7 +138,7 @@ def test_wrong_state_operations_exit_2(engine: Engine, cli_env: dict[str, str]) 
     wf.task("a")
     wid = engine.push(wf)
     for args, pattern in (
-        (["release", wid], r"only a paused workflow can be released"),
+        (["release", wid], r"only a paused or scheduled workflow can be released"),
         (["retry", wid], r"only a failed workflow can be retried"),
         (["retry", wid, "--task", "a"], r"only a failed task can be retried"),
         (["retry", wid, "--task", "zz"], r"has no task named 'zz'"),

@@ -605,7 +605,7 @@ def test_retention_cleans_finished_workflows(redis_url: str) -> None:
 def test_wrong_state_operations_are_refused(engine: Engine) -> None:
     wid = engine.push(Workflow_one("w"))
     hand = Hand(engine)
-    with pytest.raises(StateError, match="only a paused workflow can be released"):
+    with pytest.raises(StateError, match="only a paused or scheduled workflow can be released"):
         engine.release(wid)
     with pytest.raises(StateError, match="only a failed workflow can be retried"):
         engine.retry(wid)

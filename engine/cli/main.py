@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .. import timing
 from ..client import Engine
 from ..definition import DEFAULT_MAX_TASKS, check_name
 from ..errors import DefinitionError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rich.console import OverflowMethod
 
 STATE_STYLE = {
+    "scheduled": "blue",
     "running": "cyan",
     "paused": "yellow",
     "succeeded": "green",
@@ -133,12 +135,29 @@ def positive_float(text: str) -> float:
 
 
 def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` in seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {_arg(text)} (e.g. 90s, 15m, 12h, 7d)")
-    scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-    return float(m.group(1)) * scale
+    """``90``, ``90s``, ``15m``, ``1h30m``, ``7d`` or ``2w`` in seconds."""
+    try:
+        return timing.parse_duration(text)
+    except DefinitionError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {_arg(text)} (e.g. 90s, 15m, 1h30m, 7d)"
+        ) from None
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time or a time of day (see :func:`engine.timing.parse_time`)."""
+    try:
+        return timing.parse_time(text)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--at {text!r} ")) from None
+
+
+def _span(s: float) -> str:
+    """A length of time, roughly: ``3d``, ``5h``, ``12m``, ``40s``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit}"
+    return f"{s:.0f}s"
 
 
 def _ago(ts: float | None, now: float) -> str:
@@ -192,7 +211,12 @@ def read_input(text: str | None, max_bytes: int) -> Any:
 def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     # compiled once, before connecting (see run)
     runs = [c for c in args.compiled for _ in range(args.copies)]
-    ids = engine.push_many(runs, None if args.input is None else [args.input] * len(runs))
+    ids = engine.push_many(
+        runs,
+        None if args.input is None else [args.input] * len(runs),
+        start_in=args.start_in,
+        start_at=args.start_at,
+    )
     if args.json and not args.wait:
         print_json({"ids": ids})
     elif not args.json:
@@ -331,6 +355,10 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if st.start_at is not None:
+        left = st.start_at - time.time()
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.start_at))
+        out.print(f"starts {when} (in {_span(max(0.0, left))})")
     if st.input is not None:
         shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
         out.print("input " + shown[:300].replace("[", r"\["))
@@ -523,6 +551,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--input",
         metavar="JSON|@FILE",
         help="the run's input, any JSON value (or @file.json): every task sees it as task.input",
+    )
+    later = p.add_mutually_exclusive_group()
+    later.add_argument(
+        "--at",
+        dest="start_at",
+        type=parse_time,
+        metavar="TIME",
+        help="start at TIME (2026-12-01T06:00[+01:00], or 06:00: the next one); scheduled "
+        "till then, cancellable, `release` starts it at once",
+    )
+    later.add_argument(
+        "--in",
+        dest="start_in",
+        type=parse_duration,
+        metavar="DURATION",
+        help="start this long from now (10m, 1h30m, 2d)",
     )
     p.add_argument(
         "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"

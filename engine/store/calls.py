@@ -93,12 +93,15 @@ class Calls:
         batch: Sequence[tuple[CompiledWorkflow, str]],
         token: str = "",
         who: str = "",
+        later_ms: int = 0,
     ) -> Call[list[str]]:
         """push.lua: store ``batch`` (each a definition and an input as
         :func:`~.codec.encode_input` gives it) in ``shard``; its reply is the new ids.
 
         A call sent again with the same ``token`` (its reply was lost) returns the first
-        call's ids and writes nothing; ``who`` is recorded in the pushed events.
+        call's ids and writes nothing; ``who`` is recorded in the pushed events. With
+        ``later_ms`` the workflows are scheduled to start that long after now (Redis's
+        clock).
         """
         numbers: dict[str, int] = {}
         defs: list[Any] = []
@@ -109,7 +112,8 @@ class Calls:
                 n = numbers[c.digest] = len(numbers) + 1
                 defs.extend(c.definition)
             rows += (n, c.name, given)
-        args = [*self._common(shard), token, who, self.keys.shards, shard.shard, len(numbers)]
+        args = [*self._common(shard), token, who, self.keys.shards, shard.shard, later_ms]
+        args.append(len(numbers))
         args += defs
         args += [len(batch), *rows]
         return Call("push", [shard.seq], args, _ids)

@@ -53,6 +53,7 @@ _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, all
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one
+F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
 SUMMARY_FIELDS = (F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED)
 # Per task i: the record is the field named by the bare index; then these suffixes.
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
@@ -545,6 +546,11 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
                 finished_at=at(d),
             )
         )
+    start = raw.get(F_START_AT)
     return WorkflowStatus(
-        **summary.__dict__, counts=counts, tasks=tasks, input=decode_json(raw.get(F_INPUT) or None)
+        **summary.__dict__,
+        counts=counts,
+        tasks=tasks,
+        input=decode_json(raw.get(F_INPUT) or None),
+        start_at=int(start) / 1000.0 if start else None,
     )

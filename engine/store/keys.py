@@ -18,6 +18,7 @@ key                           type    holds
 ``P:q:<type>``                zset    ready tasks of one type, ``<wid>:<idx>``, scored by
                                       priority then workflow age (lowest pops first)
 ``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms
+``P:scheduled``               zset    workflows pushed to start later, scored by start ms
 ``P:all``                     zset    every workflow id, scored by sequence number
 ``P:ws:<state>``              zset    workflow ids in one state; running/paused scored by
                                       creation ms, finished states by finish ms
@@ -117,6 +118,10 @@ class ShardKeys:
     @property
     def delayed(self) -> str:
         return f"{self.prefix}:delayed"
+
+    @property
+    def scheduled(self) -> str:
+        return f"{self.prefix}:scheduled"
 
     @property
     def expanding(self) -> str:

@@ -596,11 +596,13 @@ class Reads:
         return cast("list[str]", self.redis.zrangebyscore(key, "-inf", cutoff_ms, skip, 500))
 
     def next_due_s(self, shards: Iterable[ShardKeys]) -> float | None:
-        """Seconds until the earliest retry backoff ends in ``shards`` (None: none waits)."""
+        """Seconds until the earliest retry backoff ends, or scheduled workflow starts, in
+        ``shards`` (None: none waits)."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.time()
         for shard in shards:
             pipe.zrange(shard.delayed, 0, 0, withscores=True)
+            pipe.zrange(shard.scheduled, 0, 0, withscores=True)
         (sec, usec), *firsts = pipe.execute()
         now_ms = sec * 1000 + usec / 1000
         due = [first[0][1] for first in firsts if first]

@@ -45,6 +45,7 @@ GLYPH = {
     "skipped": "⊘",
     "cancelled": "⊘",
     "paused": "‖",
+    "scheduled": "◷",
 }
 # which state a group (or an edge to several tasks) shows: the first present wins
 PRECEDENCE = (

@@ -270,6 +270,10 @@ class WorkflowScreen(LiveScreen):
                     values[look] = f"{counts[look]:,} {look}"
             parts.append("· created $age ago")
             values["age"] = self.console.clock.age(st.created_at)
+            if st.start_at is not None:  # scheduled: starts then (r starts it now)
+                parts.append("· starts [b]$at[/b] (in $left)")
+                values["at"] = self.console.clock.stamp(st.start_at)
+                values["left"] = self.console.clock.since(self.console.clock.now(), st.start_at)
             if st.finished_at:
                 parts.append("· took $took")
                 values["took"] = self.console.clock.since(st.created_at, st.finished_at)

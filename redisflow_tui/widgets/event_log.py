@@ -28,6 +28,7 @@ KIND_LOOK = {
     "workflow.succeeded": "succeeded",
     "workflow.failed": "failed",
     "workflow.paused": "paused",
+    "workflow.started": "running",
     "workflow.released": "running",
     "workflow.cancelled": "cancelled",
     "workflow.retried": "retrying",

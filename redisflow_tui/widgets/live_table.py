@@ -33,6 +33,7 @@ Row = tuple[Cell, ...]
 LOOKS = (
     *TASK_LOOKS,
     "paused",
+    "scheduled",
     "online",
     "stale",
     "dead",

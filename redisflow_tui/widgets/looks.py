@@ -22,6 +22,7 @@ LOOK_VARS = {
     "skipped": "foreground-muted",
     "cancelled": "text-secondary",
     "paused": "text-primary",
+    "scheduled": "text-primary",
     "online": "success",
     "stale": "warning",
     "dead": "error",
@@ -29,6 +30,7 @@ LOOK_VARS = {
 }
 BOLD = frozenset({"running", "failed", "dead"})
 WORKFLOW_GLYPH = {
+    "scheduled": "◷",
     "running": "▶",
     "paused": "‖",
     "succeeded": "✔",

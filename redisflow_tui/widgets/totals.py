@@ -10,7 +10,7 @@ from ..data.dag import GLYPH
 from .looks import WORKFLOW_GLYPH, markup_var
 from .text_line import TextLine
 
-WORKFLOW_ORDER = ("running", "paused", "succeeded", "failed", "cancelled")
+WORKFLOW_ORDER = ("running", "paused", "scheduled", "succeeded", "failed", "cancelled")
 TASK_ORDER = ("running", "ready", "waiting", "succeeded", "failed", "skipped", "cancelled")
 
 

@@ -58,10 +58,10 @@ def test_formatting() -> None:
 def test_home_query_cycles_states() -> None:
     q = HomeQuery()
     seen = []
-    for _ in range(6):
+    for _ in range(7):
         q = q.next_state()
         seen.append(q.state)
-    assert seen == ["running", "paused", "succeeded", "failed", "cancelled", None]
+    assert seen == ["running", "paused", "succeeded", "failed", "cancelled", "scheduled", None]
     assert HomeQuery(state="failed", name="etl").describe() == 'failed workflows named "etl"'
 
 

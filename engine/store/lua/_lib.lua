@@ -44,6 +44,7 @@ local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 -- Key names of this shard (engine/store/keys.py, ShardKeys, is the other half).
 local K_SEQ = P .. ':seq'
 local K_DELAYED = P .. ':delayed'
+local K_SCHEDULED = P .. ':scheduled'
 local K_ALL = P .. ':all'
 local K_NAMES = P .. ':names'
 local K_STATS = P .. ':stats'
@@ -806,6 +807,32 @@ local function drop_cancelled(wk, i, ct, t)
   set_record(wk, i, tpack(t))
   if item_of(i) == nil then redis.call('HINCRBY', wk, 'left', -1) end
   move_task(i, 'running', 'cancelled')
+end
+
+-- Start workflow wid, scheduled to start later (or now: released early): its ready
+-- tasks (its roots) go to their queues. Returns how many.
+local function start_scheduled(wid, wk, who)
+  local m = redis.call('HMGET', wk, 'st', 'n', 'ct')
+  redis.call('ZREM', K_SCHEDULED, wid)
+  if m[1] ~= 'scheduled' then return 0 end
+  set_wstate(wid, wk, 'scheduled', 'running', tonumber(m[3]))
+  redis.call('HDEL', wk, 'at')
+  local started = 0
+  for i = 0, tonumber(m[2]) - 1 do
+    if tstate(redis.call('HGET', wk, i)) == 'ready' then
+      enqueue(wid, wk, tostring(i))
+      started = started + 1
+    end
+  end
+  if who then emit('started', wid, -1, {started, who}) else emit('started', wid, -1) end
+  return started
+end
+
+-- Start the scheduled workflows whose time has come (at most `limit`).
+local function start_due(limit)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', NOW, 'LIMIT', 0, limit)
+  for _, wid in ipairs(due) do start_scheduled(wid, wkey(wid), nil) end
+  return #due
 end
 
 -- Move tasks whose retry backoff is over into their queues (held if paused).

@@ -2,9 +2,10 @@
 -- cancelled; running tasks finish and their outcome is recorded, but nothing more starts.
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
 local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
-local m, refused = open_workflow(wid, wk, {'running', 'paused'},
-  'only a running or paused workflow can be cancelled', 'n')
+local m, refused = open_workflow(wid, wk, {'running', 'paused', 'scheduled'},
+  'only a running, paused or scheduled workflow can be cancelled', 'n')
 if refused then return refused end
+redis.call('ZREM', K_SCHEDULED, wid)
 local cancelled = 0
 for i = 0, tonumber(m[2]) - 1 do
   local t = tparse(redis.call('HGET', wk, i))

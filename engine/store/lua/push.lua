@@ -3,7 +3,9 @@
 -- ARGV[3]  the call's push token ("" for none): a call sent again with the same token
 --          (its first reply was lost) returns the first call's ids and writes nothing;
 -- ARGV[4]  who pushes; ARGV[5] shard count N; ARGV[6] this shard's index S;
--- ARGV[7]  how many definitions follow.
+-- ARGV[7]  ms from now to start them (0: now; more: they are `scheduled` till then, their
+--          ready tasks held out of the queues, the time in their field `at`);
+-- ARGV[8]  how many definitions follow.
 -- Then per definition (engine/definition.py, compile_workflow):
 --   digest, ntasks, nroots, then per root (idx, type, priority), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
@@ -21,8 +23,15 @@ end
 local who_json = cjson.encode(ARGV[4])
 local shards = tonumber(ARGV[5])
 local shard = tonumber(ARGV[6])
-local ndefs = tonumber(ARGV[7])
-local pos = 8
+local later = tonumber(ARGV[7])
+local ndefs = tonumber(ARGV[8])
+local pos = 9
+local st = 'running'
+local start_at = NOW
+if later > 0 then
+  st = 'scheduled'
+  start_at = NOW + later
+end
 
 local defs = {}
 for d = 1, ndefs do
@@ -46,8 +55,12 @@ for d = 1, ndefs do
   -- The new workflow hash, with slots 2 (name) and 6 (input) filled per workflow.
   -- `in` early and always there (empty: no input): a claim reads it for every task, and
   -- a field that is missing costs a scan of the whole hash
-  local fields = {'name', '', 'st', 'running', 'in', '', 'ct', NOW, 'd', digest, 'n', ntasks,
+  local fields = {'name', '', 'st', st, 'in', '', 'ct', NOW, 'd', digest, 'n', ntasks,
     'left', ntasks, 'ok', 0, 'bad', 0, 'skip', 0}
+  if st == 'scheduled' then
+    fields[#fields + 1] = 'at'
+    fields[#fields + 1] = start_at
+  end
   for k = pos + 1, pos + 2 * ninit do fields[#fields + 1] = ARGV[k] end
   pos = pos + 2 * ninit + 1
   local roots = {}
@@ -103,16 +116,26 @@ for k = 0, nwf - 1 do
 end
 if nwf > 0 then
   write_all('ZADD', K_ALL, all)
-  write_all('ZADD', k_state('running'), running)
+  write_all('ZADD', k_state(st), running)
+  if st == 'scheduled' then
+    local due = {}
+    for k = 2, #running, 2 do
+      due[#due + 1] = start_at
+      due[#due + 1] = running[k]
+    end
+    write_all('ZADD', K_SCHEDULED, due)
+  end
 end
 for _, name in ipairs(name_order) do
   local same = by_name[name]
   write_all('ZADD', k_name(name), same)
   redis.call('ZINCRBY', K_NAMES, math.floor(#same / 2), name)
 end
-for typ, q in pairs(by_type) do
-  write_all('ZADD', k_queue(typ), q)
-  wake[typ] = true
+if st == 'running' then
+  for typ, q in pairs(by_type) do
+    write_all('ZADD', k_queue(typ), q)
+    wake[typ] = true
+  end
 end
 for _, def in ipairs(defs) do
   if def.uses > 0 then
@@ -123,7 +146,7 @@ for _, def in ipairs(defs) do
     count('t:pushed', def.ntasks * def.uses)
   end
 end
-count('w:running', nwf)
+count('w:' .. st, nwf)
 count('w:pushed', nwf)
 if token ~= '' then
   -- long enough for any client's retries, short enough to cost nothing. SETEX, not SET:

@@ -1,9 +1,15 @@
--- release.lua: resume a paused workflow: its held ready tasks go back to their queues.
+-- release.lua: resume a paused workflow: its held ready tasks go back to their queues;
+-- or start a scheduled one now.
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
 local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
-local m, refused = open_workflow(wid, wk, {'paused'},
-  'only a paused workflow can be released', 'n', 'ct')
+local m, refused = open_workflow(wid, wk, {'paused', 'scheduled'},
+  'only a paused or scheduled workflow can be released', 'n', 'ct')
 if refused then return refused end
+if m[1] == 'scheduled' then
+  local started = start_scheduled(wid, wk, who)
+  flush()
+  return started
+end
 set_wstate(wid, wk, 'paused', 'running', tonumber(m[3]))
 local released = 0
 local function release(i)
