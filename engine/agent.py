@@ -51,6 +51,7 @@ DEFAULT_CONCURRENCY = 1
 ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 128
+WATCH_S = 0.25  # how often a task past its timeout is looked for, while any has one
 RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
 
 # Replies of a server that is loading, failing over, or short of memory or disk: the same
@@ -164,6 +165,9 @@ class Agent:
         self._unstarted: list[Task] = []  # claimed, never started, when stopping
         self._next_shard = 0
         self._max_output = engine.max_payload
+        # tasks with a timeout, running here: their `cancelled` is set at the deadline
+        self._watched: dict[int, tuple[float, Task]] = {}
+        self._watch_lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -377,20 +381,51 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
+        self._watch(task)
         try:
             out = self._handler(task)(task)
             if out is not None and inspect.isawaitable(out):  # async, not told by is_async
-                out = asyncio.run(awaited(out))
+                out = asyncio.run(awaited(out, task.timeout))
             return self._succeeded(task, out)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
             return self._failed(task, e)
+        finally:
+            self._unwatch(task)
 
     async def _execute_async(self, task: Task) -> None:
+        self._watch(task)
         try:
-            outcome = self._succeeded(task, await self._handler(task)(task))
+            out = await asyncio.wait_for(self._handler(task)(task), task.timeout)
+            outcome = self._succeeded(task, out)
+        except TimeoutError:
+            task.cancelled.set()
+            outcome = self._failed(task, TaskFailed(f"timed out after {task.timeout:g}s"))
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
             outcome = self._failed(task, e)
+        finally:
+            self._unwatch(task)
         self._results.put(outcome)
+
+    # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
+    # handler is told, through task.cancelled, so it can stop
+
+    def _watch(self, task: Task) -> None:
+        if task.timeout is not None:
+            with self._watch_lock:
+                self._watched[id(task)] = (time.monotonic() + task.timeout, task)
+
+    def _unwatch(self, task: Task) -> None:
+        if task.timeout is not None:
+            with self._watch_lock:
+                self._watched.pop(id(task), None)
+
+    def _cancel_late(self) -> None:
+        """Set ``cancelled`` on the tasks running here past their timeout."""
+        now = time.monotonic()
+        with self._watch_lock:
+            late = [k for k, (deadline, _) in self._watched.items() if deadline <= now]
+            for k in late:
+                self._watched.pop(k)[1].cancelled.set()
 
     def _succeeded(self, task: Task, out: Any) -> Outcome:
         text = "" if out is None else json.dumps(out, separators=(",", ":"))
@@ -550,13 +585,18 @@ class Agent:
     # -- lease --------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        next_maintain = 0.0
-        while not self._closed.wait(min(self.heartbeat_s, self.maintain_s)):
+        next_maintain = next_beat = 0.0
+        tick = min(self.heartbeat_s, self.maintain_s)
+        while not self._closed.wait(min(tick, WATCH_S) if self._watched else tick):
+            self._cancel_late()
             try:
-                for shard in self._shards:
-                    if not self._store.heartbeat(shard, self.id, int(self.lease_s * 1000)):
-                        self._lease_lost.set()
-                if time.monotonic() >= next_maintain:
+                now = time.monotonic()
+                if now >= next_beat:
+                    next_beat = now + self.heartbeat_s
+                    for shard in self._shards:
+                        if not self._store.heartbeat(shard, self.id, int(self.lease_s * 1000)):
+                            self._lease_lost.set()
+                if now >= next_maintain:
                     self.engine.maintain(max_lost=self.max_lost)
                     next_maintain = time.monotonic() + self.maintain_s
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry

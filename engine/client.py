@@ -317,8 +317,10 @@ class Engine:
         totals = [0, 0, 0, 0]
         retention_ms = int(self.retention_s * 1000)
         for shard in self.keys.all_shards():
-            out = self.store.reap(shard, retention_ms, max_lost, limit)
+            out, late = self.store.reap(shard, retention_ms, max_lost, limit)
             totals = [a + b for a, b in zip(totals, out, strict=True)]
+            if late:  # attempts past their task's timeout fail as their agents would
+                self.store.time_out(shard, late)
             # maps whose expansion the agent that began it did not finish
             self.store.expand_due(shard, older_than_ms=EXPAND_GRACE_MS)
         return totals

@@ -71,6 +71,8 @@ class TaskDef:
         max_attempts: how many times a failing handler is tried.
         where: where the task was defined (file and line), for error messages.
         map: run once per element of a parent's output (see :mod:`engine.mapping`).
+        timeout: seconds an attempt may run; past it the engine fails the attempt (and
+            retries it per ``max_attempts``) whatever its agent does.
     """
 
     name: str
@@ -81,6 +83,7 @@ class TaskDef:
     max_attempts: int = 1
     where: str | None = None
     map: MapSpec | None = None
+    timeout: float | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -126,6 +129,7 @@ class Workflow:
         on_empty: str | None = None,
         tolerate: int | str | None = None,
         steps: Workflow | Iterable[TaskDef] | None = None,
+        timeout: float | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -134,6 +138,7 @@ class Workflow:
         ``tolerate`` tune it (see :mod:`engine.mapping`). The mapped parent is added to
         ``after`` if missing. With ``steps`` (a :class:`Workflow` or its tasks) each item
         runs those steps as a small workflow of its own instead of this task's handler.
+        ``timeout`` (seconds) bounds each attempt, enforced by the engine.
         """
         if isinstance(after, TaskDef | str):
             after = [after]
@@ -161,7 +166,7 @@ class Workflow:
                 spec.steps = list(steps.tasks if isinstance(steps, Workflow) else steps)
         elif steps is not None:
             raise _fail(where, f"task {show_value(name)}: steps need map= (what each item is)")
-        t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec)
+        t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec, timeout)
         self.tasks.append(t)
         return t
 
@@ -313,6 +318,16 @@ def validate(
             raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
         if t.max_attempts > MAX_ATTEMPTS:
             raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
+        if t.timeout is not None and (
+            isinstance(t.timeout, bool)
+            or not isinstance(t.timeout, int | float)
+            or not 0 < t.timeout <= MAX_TIMEOUT
+        ):
+            raise _fail(
+                here,
+                f"task {t.name!r}: timeout must be a number of seconds above 0 and at most "
+                f"{MAX_TIMEOUT:.0f}, not {show_value(t.timeout)}",
+            )
         if not isinstance(t.after, list):
             raise _fail(here, f"task {t.name!r}: after must be a list of task names")
         for p in t.after:
@@ -348,6 +363,7 @@ def validate(
 
 
 MAX_STEPS = 100  # steps per item of a map
+MAX_TIMEOUT = 30 * 86400.0  # seconds: a task's timeout
 
 
 def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]:

@@ -38,6 +38,8 @@ class Task:
             (``name`` is the step's; ``parents`` its parents' outputs within the item).
         errors: for a gather of a map that tolerated failed items, the map's name mapped
             to those items' errors by index (their outputs are ``None``).
+        timeout: the attempt's timeout in seconds (``None``: none); past it the engine
+            fails the attempt, and :attr:`cancelled` is set: a long handler should look.
     """
 
     workflow_id: str
@@ -52,6 +54,18 @@ class Task:
     item_index: int | None = None
     step: int | None = None
     errors: dict[str, dict[int, str]] = field(default_factory=dict)
+    timeout: float | None = None
+    _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the attempt is past its timeout (the engine has failed it): a handler
+        that runs long can check it (``task.cancelled.is_set()``) or wait on it."""
+        if self._cancelled is None:
+            with _CANCEL_LOCK:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+        return self._cancelled
 
     @property
     def key(self) -> str:
@@ -82,10 +96,12 @@ class Task:
             "item_index": self.item_index,
             "step": self.step,
             "errors": self.errors,
+            "timeout": self.timeout,
             "idempotency_key": self.idempotency_key,
         }
 
 
+_CANCEL_LOCK = threading.Lock()
 Handler = Callable[[Task], Any]  # a plain function, or an ``async def`` one
 
 
@@ -104,9 +120,13 @@ def is_async(handler: Handler) -> bool:
     return inspect.iscoroutinefunction(call)
 
 
-async def awaited(value: Awaitable[Any]) -> Any:
-    """Await any awaitable (``asyncio.run`` takes coroutines only)."""
-    return await value
+async def awaited(value: Awaitable[Any], timeout: float | None = None) -> Any:
+    """Await any awaitable (``asyncio.run`` takes coroutines only), for at most
+    ``timeout`` seconds (then :class:`TaskFailed`)."""
+    try:
+        return await asyncio.wait_for(value, timeout)
+    except TimeoutError:
+        raise TaskFailed(f"timed out after {timeout:g}s") from None
 
 
 class EventLoop:
@@ -161,25 +181,27 @@ def exec_handler(command: str, timeout: float | None = None) -> Handler:
 
     The task (payload, parents' outputs, ids) goes to the command's stdin as JSON; its
     stdout is the output (parsed as JSON when it is JSON, else kept as text); a non-zero
-    exit fails the attempt with stderr as the error.
+    exit fails the attempt with stderr as the error. A command running past the task's
+    ``timeout`` (``timeout`` here when the task has none) is killed.
     """
     argv = shlex.split(command)
     if not argv:
         raise DefinitionError("--exec: empty command")
 
     def run(task: Task) -> Any:
+        limit = task.timeout if task.timeout is not None else timeout
         try:
             proc = subprocess.run(
                 argv,
                 input=json.dumps(task.to_dict()).encode(),
                 capture_output=True,
-                timeout=timeout,
+                timeout=limit,
                 check=False,
             )
         except FileNotFoundError:
             raise TaskFailed(f"command not found: {argv[0]}") from None
-        except subprocess.TimeoutExpired:
-            raise TaskFailed(f"command timed out after {timeout}s: {command}") from None
+        except subprocess.TimeoutExpired:  # the child is killed
+            raise TaskFailed(f"command timed out after {limit:g}s: {command}") from None
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip()
             raise TaskFailed(err or f"{argv[0]} exited with code {proc.returncode}")

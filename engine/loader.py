@@ -52,6 +52,7 @@ from .definition import (
 )
 from .errors import DefinitionError
 from .mapping import MapSpec
+from .timing import parse_duration
 
 
 class _Located(dict[str, Any]):
@@ -529,7 +530,9 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 
 
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
-NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts", "map", "steps"}
+NATIVE_TASK = {
+    "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
+}  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
@@ -599,6 +602,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
         if len(nodes) > MAX_STEPS:
             raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
         spec.steps = [_native_task(n, source) for n in nodes]
+    timeout = get("timeout")
+    if isinstance(timeout, str):  # "30s", "5m"
+        timeout = parse_duration(timeout, f"{here}: task {show_value(get('name'))}: timeout")
     return TaskDef(
         get("name") or "",
         get("payload"),
@@ -608,6 +614,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         get("max_attempts", 1),
         here,
         spec,
+        timeout,
     )
 
 

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_float,
         default=None,
         metavar="SECONDS",
-        help="with --exec: fail an attempt whose command runs longer than this",
+        help="with --exec: the timeout of tasks that set none (a task's own timeout wins)",
     )
     p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
     p.add_argument("--verbose", "-v", action="store_true")

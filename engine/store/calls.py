@@ -39,10 +39,6 @@ def _rows(reply: Any) -> list[Task]:
     return [decode_claim_row(r) for r in reply]
 
 
-def _ints(reply: Any) -> list[int]:
-    return [int(x) for x in reply]
-
-
 @dataclass
 class Reported:
     """complete.lua's reply: per outcome 1 (recorded) or 0 (rejected by the fencing
@@ -55,6 +51,32 @@ class Reported:
 def _reported(reply: Any) -> Reported:
     codes, maps = reply
     return Reported([int(x) for x in codes], [tuple(m.split(":", 1)) for m in maps])
+
+
+@dataclass
+class TimedOut:
+    """An attempt past its task's timeout, as reap.lua finds it."""
+
+    wid: str
+    idx: str
+    attempt: int
+    agent: str
+    timeout_ms: int
+
+
+def _reaped(reply: Any) -> tuple[list[int], list[TimedOut]]:
+    *counts, late = reply
+    return [int(x) for x in counts], [
+        TimedOut(str(w), str(i), int(a), str(g), int(t)) for w, i, a, g, t in late
+    ]
+
+
+def _seconds(ms: int) -> str:
+    """``30s``, ``1.5s``, ``5m``: a timeout as users write it."""
+    s = ms / 1000
+    if s >= 60 and s % 60 == 0:
+        return f"{s / 60:.0f}m"
+    return f"{s:g}s"
 
 
 def _int(reply: Any) -> int:
@@ -184,10 +206,29 @@ class Calls:
             args += (f"{t.workflow_id}:{t.index}", t.attempt)
         self.scripts.run(Call("stop", [shard.agents_live], args, _int))
 
-    def reap(self, shard: ShardKeys, retention_ms: int, max_lost: int, limit: int) -> list[int]:
-        """reap.lua: {agents reaped, tasks requeued, retries promoted, workflows cleaned}."""
+    def reap(
+        self, shard: ShardKeys, retention_ms: int, max_lost: int, limit: int
+    ) -> tuple[list[int], list[TimedOut]]:
+        """reap.lua: {agents reaped, tasks requeued, retries promoted, workflows cleaned},
+        and the attempts past their timeout, which :meth:`time_out` then fails."""
         args = [*self._common(shard), retention_ms, max_lost, limit]
-        return self.scripts.run(Call("reap", [shard.agents_live], args, _ints))
+        return self.scripts.run(Call("reap", [shard.agents_live], args, _reaped))
+
+    def time_out(self, shard: ShardKeys, late: Sequence[TimedOut]) -> int:
+        """Fail attempts past their timeout as their agents would report them (complete.lua
+        as each agent: retried per max_attempts, or failed); how many were recorded (one
+        its agent reported meanwhile is not)."""
+        by_agent: dict[str, list[tuple[str, str, int, str, str]]] = {}
+        for t in late:
+            error = f"timed out after {_seconds(t.timeout_ms)} (the task's timeout)"
+            by_agent.setdefault(t.agent, []).append((t.wid, t.idx, t.attempt, "err", error))
+        recorded = 0
+        for agent, outcomes in by_agent.items():
+            reported = self.scripts.run(self.complete_call(shard, agent, outcomes))
+            recorded += sum(reported.codes)
+            for wid, c in reported.expand:
+                self.expand(wid, c)
+        return recorded
 
     # -- maps -----------------------------------------------------------------------------
 

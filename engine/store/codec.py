@@ -65,6 +65,7 @@ D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
 # parents csv, parents' names JSON, how many parents (when more than one).
 D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
 D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR = "C", "U", "V", "W"
+D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # A map whose items run several steps: how many, the first steps (csv), the last steps
@@ -196,6 +197,8 @@ def compile_workflow(
             static += [f"{i}{D_ATTEMPTS}", t.max_attempts]
         if children[i]:
             static += [f"{i}{D_CHILDREN}", ",".join(map(str, children[i]))]
+        if t.timeout is not None:
+            static += [f"{i}{D_TIMEOUT}", round(t.timeout * 1000)]
         if t.map is not None:
             m = t.map
             static += [f"{i}{D_MAP}", f"{index[m.over]}|{m.key or ''}"]
@@ -261,6 +264,8 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
             out += [f"{pre}{D_ATTEMPTS}", s.max_attempts]
         if kids[j]:
             out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids[j]))]
+        if s.timeout is not None:
+            out += [f"{pre}{D_TIMEOUT}", round(s.timeout * 1000)]
         if s.after:
             out += [f"{pre}{D_PARENTS}", ",".join(str(at[p]) for p in s.after)]
             out += [f"{pre}{D_PARENT_NAMES}", _encode(s.after)]
@@ -282,10 +287,11 @@ def definition_digest(static: Sequence[Any]) -> str:
 def decode_claim_row(row: Sequence[Any]) -> Task:
     """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
     payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
-    and for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON last;
-    for a gather of maps that tolerated failed items, their errors JSON last. (A hot path:
-    one per task.)"""
-    wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *item = row
+    then for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON
+    ("" for a plain task), then, when there are any, extras as a JSON object: the
+    attempt's ``timeout`` ms, a gather's ``errors`` of tolerated items. (A hot path: one
+    per task.)"""
+    wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *rest = row
     parents = (
         {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
         if outputs
@@ -296,21 +302,24 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
         task = Task(
             str(wid), idx, name, typ, _decode_value(payload), int(attempt), parents, given_value
         )
-        if item:  # a gather of maps that tolerated failed items: their errors
-            task.errors = {
-                m: {int(k): e for k, e in errs.items()} for m, errs in decode_json(item[0]).items()
-            }
-        return task
-    c, _, k = str(idx).partition(".")
-    task = Task(
-        str(wid), int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
-    )
-    if k:
+    else:
+        c, _, k = str(idx).partition(".")
+        task = Task(
+            str(wid), int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
+        )
         k, _, s = k.partition(".")
         task.item_index = int(k)
-        task.item = decode_json(item[0])
+        task.item = decode_json(rest[0])
         if s:
             task.step = int(s)
+    if len(rest) > 1:  # extras: the attempt's timeout, a gather's errors of tolerated items
+        extras = decode_json(rest[1])
+        if "timeout" in extras:
+            task.timeout = extras["timeout"] / 1000
+        if "errors" in extras:
+            task.errors = {
+                m: {int(k): e for k, e in errs.items()} for m, errs in extras["errors"].items()
+            }
     return task
 
 

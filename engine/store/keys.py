@@ -19,6 +19,8 @@ key                           type    holds
                                       priority then workflow age (lowest pops first)
 ``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms
 ``P:scheduled``               zset    workflows pushed to start later, scored by start ms
+``P:timeouts``                zset    ``<wid>:<idx>:<attempt>`` of running attempts of
+                                      tasks with a timeout, scored by their deadline ms
 ``P:all``                     zset    every workflow id, scored by sequence number
 ``P:ws:<state>``              zset    workflow ids in one state; running/paused scored by
                                       creation ms, finished states by finish ms
@@ -122,6 +124,10 @@ class ShardKeys:
     @property
     def scheduled(self) -> str:
         return f"{self.prefix}:scheduled"
+
+    @property
+    def timeouts(self) -> str:
+        return f"{self.prefix}:timeouts"
 
     @property
     def expanding(self) -> str:

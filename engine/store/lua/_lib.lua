@@ -33,6 +33,7 @@
 --                                            parents' names as a JSON array
 --   <i>W                                     how many parents, when more than one, and
 --                                            "<n>m" for a map (absent: 1, not a map)
+--   <i>Y                                     timeout of an attempt, ms (absent: none)
 -- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
 -- bk 1000, bm 600000. A task waits until every parent has succeeded.
 
@@ -45,6 +46,7 @@ local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 local K_SEQ = P .. ':seq'
 local K_DELAYED = P .. ':delayed'
 local K_SCHEDULED = P .. ':scheduled'
+local K_TIMEOUTS = P .. ':timeouts'
 local K_ALL = P .. ':all'
 local K_NAMES = P .. ':names'
 local K_STATS = P .. ':stats'
@@ -728,11 +730,13 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local h, fld, di = rec_at(wk, i)
   local d
   if h == wk then
-    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G')
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G',
+      di .. 'Y')
   else
     d = item_defs[dk .. '|' .. di]
     if d == nil then
-      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G',
+        di .. 'Y')
       item_defs[dk .. '|' .. di] = d
     end
   end
@@ -743,13 +747,22 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   a = a + 1
   redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
+  -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
+  -- a gather's errors of tolerated items
+  local extras = {}
+  if d[7] then
+    redis.call('ZADD', K_TIMEOUTS, NOW + tonumber(d[7]), wid .. ':' .. i .. ':' .. a)
+    extras[1] = '"timeout":' .. d[7]
+  end
   if h ~= wk then
     local c, k = item_of(i)
     emit_item('claimed', wid, c, fld, agent_json)
     local item, s = step_key(fld)
     if s == nil then
-      return {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
+      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
         redis.call('HGET', h, fld .. 'p') or 'null'}
+      if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+      return row
     end
     -- a step: the element of its item, and the outputs of its parents in the item
     local outs = {}
@@ -759,8 +772,10 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       outs = redis.call('HMGET', h, unpack(ups))
       for n = 1, #outs do outs[n] = outs[n] or '' end
     end
-    return {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]', outs, f[5] or '',
+    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]', outs, f[5] or '',
       redis.call('HGET', h, item .. 'p') or 'null'}
+    if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+    return row
   end
   emit_json('claimed', wid, i, agent_json)
   local row = {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
@@ -773,7 +788,11 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       local name = redis.call('HGET', dk, p .. 'N') or p
       errs[#errs + 1] = cjson.encode(name) .. ':' .. (e or '{}')
     end
-    row[10] = '{' .. table.concat(errs, ',') .. '}'
+    extras[#extras + 1] = '"errors":{' .. table.concat(errs, ',') .. '}'
+  end
+  if #extras > 0 then
+    row[10] = ''
+    row[11] = '{' .. table.concat(extras, ',') .. '}'
   end
   return row
 end
@@ -826,6 +845,29 @@ local function start_scheduled(wid, wk, who)
   end
   if who then emit('started', wid, -1, {started, who}) else emit('started', wid, -1) end
   return started
+end
+
+-- Attempts past their task's timeout (at most `limit`): {wid, i, attempt, agent,
+-- timeout ms} each, for the caller to fail as their agent would (complete.lua as that
+-- agent: the same retries, skips and counters; the agent's own late result is then
+-- rejected by the fencing token). Entries of attempts that ended are dropped here.
+local function timed_out(limit)
+  local out = {}
+  local due = redis.call('ZRANGEBYSCORE', K_TIMEOUTS, '-inf', NOW, 'LIMIT', 0, limit)
+  for _, member in ipairs(due) do
+    local wid, rest = split_member(member)
+    local i, a = string.match(rest, '^(.*):([^:]*)$')
+    local wk = wkey(wid)
+    local f = read_for_task(wk, i)
+    local s, ra, _, _, _, g = tparts(f[3])
+    if f[1] and s == 'running' and ra == a then
+      local _, _, di = rec_at(wk, i)
+      out[#out + 1] = {wid, i, a, g, redis.call('HGET', dkey(wk, f[4]), di .. 'Y') or '0'}
+    else
+      redis.call('ZREM', K_TIMEOUTS, member)
+    end
+  end
+  return out
 end
 
 -- Start the scheduled workflows whose time has come (at most `limit`).

@@ -132,6 +132,13 @@ for r = 0, nres - 1 do
   end
 end
 write_all('SREM', k_running(agent), done)
+-- every reported attempt is over: its timeout (if it had one) with it
+local over = {}
+for r = 0, nres - 1 do
+  local at = 5 + 5 * r
+  over[#over + 1] = ARGV[at] .. ':' .. ARGV[at + 1] .. ':' .. ARGV[at + 2]
+end
+write_all('ZREM', K_TIMEOUTS, over)
 for _, e in ipairs(end_order) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do

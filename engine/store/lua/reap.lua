@@ -3,11 +3,13 @@
 --     too many lost leases), the agent is marked dead;
 --  2. retries whose backoff is over go to their queues;
 --  3. finished workflows older than the retention period are cleaned up;
---  4. agents not seen for a day are forgotten.
+--  4. agents not seen for a day are forgotten;
+--  5. attempts past their task's timeout are returned, for the caller to fail (timed_out).
 -- KEYS[1]  P:agents:live
 -- ARGV[3] retention ms (0 = keep forever); ARGV[4] max lost leases per task;
 -- ARGV[5] at most this many workflows cleaned per call.
--- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned}.
+-- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned, {timed out
+-- attempts: {wid, idx, attempt, agent, timeout ms}...}}.
 local retention = tonumber(ARGV[3])
 local max_lost = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
@@ -76,5 +78,6 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 
     redis.call('HDEL', K_AGENTS_STATE, agent)
   end
 end
+local late = timed_out(limit)
 flush()
-return {reaped, requeued, promoted, cleaned}
+return {reaped, requeued, promoted, cleaned, late}
