@@ -106,10 +106,12 @@ class Workflow:
         retry_backoff: float = 1.0,
         retry_backoff_max: float = DEFAULT_BACKOFF_MAX,
         where: str | None = None,
+        deadline: float | None = None,
     ):
         self.name = name
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
+        self.deadline = deadline  # seconds from its start: past it the workflow fails
         self.where = where
         self.tasks: list[TaskDef] = []
 
@@ -286,6 +288,17 @@ def validate(
                 f"workflow {name!r}: {what} must be a number of seconds from 0 to "
                 f"{MAX_BACKOFF:.0f}, not {show_value(value)}",
             )
+    deadline = getattr(wf, "deadline", None)
+    if deadline is not None and (
+        isinstance(deadline, bool)
+        or not isinstance(deadline, int | float)
+        or not 0 < deadline <= MAX_TIMEOUT
+    ):
+        raise _fail(
+            where,
+            f"workflow {name!r}: deadline must be a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT:.0f}, not {show_value(deadline)}",
+        )
     seen: dict[str, TaskDef] = {}
     types: set[str] = set()
     payloads: list[str] = []

@@ -529,7 +529,7 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
     )
 
 
-NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
+NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max", "deadline"}
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
 }  # fmt: skip
@@ -558,6 +558,12 @@ def _map(value: Any, where: str) -> MapSpec | None:
     return spec
 
 
+def _seconds(value: Any, what: str) -> Any:
+    """A number of seconds as written: a number, or a duration like ``"30s"``, ``"5m"``
+    (validation checks the number)."""
+    return parse_duration(value, what) if isinstance(value, str) else value
+
+
 def singular(key: str) -> str:
     """Seed 002's name for one element of a list key: ``sections`` -> ``section``."""
     if key.endswith("ies") and len(key) > 3:
@@ -576,6 +582,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         retry_backoff=doc.get("retry_backoff", 1.0),
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
+        deadline=_seconds(doc.get("deadline"), f"{where}: deadline"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]
@@ -602,9 +609,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         if len(nodes) > MAX_STEPS:
             raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
         spec.steps = [_native_task(n, source) for n in nodes]
-    timeout = get("timeout")
-    if isinstance(timeout, str):  # "30s", "5m"
-        timeout = parse_duration(timeout, f"{here}: task {show_value(get('name'))}: timeout")
+    timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
     return TaskDef(
         get("name") or "",
         get("payload"),

@@ -160,6 +160,7 @@ class WorkflowStatus(WorkflowSummary):
     tasks: list[TaskStatus] = field(default_factory=list)
     input: Any = None  # given at push, shared by every task
     start_at: float | None = None  # a scheduled workflow's start time (epoch seconds)
+    reason: str | None = None  # why it ended so, beyond its state: "deadline"
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from engine_helpers import Hand, assert_stats_agree, cli, run_agent
 
-from engine import DefinitionError, Engine, Task, Workflow
+from engine import DefinitionError, Engine, StateError, Task, Workflow
 from engine.loader import load_text
 from engine.store.codec import compile_workflow
 
@@ -154,3 +154,46 @@ def test_bad_timeouts_are_refused(value: Any, says: str) -> None:
             wf = Workflow("w")
             wf.task("a", timeout=value)
             compile_workflow(wf)
+
+
+def test_a_deadline_ends_a_workflow_failed_and_nothing_more_starts(engine: Engine) -> None:
+    wf = Workflow("bounded", deadline=0.4)
+    a = wf.task("long")
+    wf.task("next", after=[a])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    [long] = hand.claim()
+    engine.maintain()
+    assert engine.state(wid) == "running"
+    time.sleep(0.45)
+    engine.maintain()
+    st = engine.status(wid)
+    assert (st.state, st.reason) == ("failed", "deadline")
+    assert st.task("next").state == "cancelled"
+    assert hand.succeed(long, "done") == 1  # a running task's outcome is still recorded
+    assert engine.status(wid).task("next").state == "cancelled"  # and starts nothing
+    assert [e.data for e in engine.events(50) if e.kind == "workflow.failed"] == [
+        {"error": "deadline"}
+    ]
+    with pytest.raises(StateError, match="failed past its deadline"):
+        engine.retry(wid)
+    assert_stats_agree(engine)
+
+
+def test_a_deadline_counts_from_a_scheduled_start_and_reads_from_yaml(engine: Engine) -> None:
+    [wf] = load_text("name: w\ndeadline: 300ms\ntasks:\n  - name: a\n", "w.yaml")
+    assert wf.deadline == 0.3
+    wid = engine.push(wf, start_in=0.5)
+    time.sleep(0.4)
+    engine.maintain()
+    assert engine.state(wid) == "scheduled"  # its deadline has not begun
+    time.sleep(0.15)
+    engine.maintain()  # starts it; its deadline runs from now
+    assert engine.state(wid) == "running"
+    time.sleep(0.35)
+    engine.maintain()
+    assert engine.status(wid).reason == "deadline"
+    bad = Workflow("w", deadline=-1)
+    bad.task("a")
+    with pytest.raises(DefinitionError, match="deadline must be"):
+        engine.push(bad)

@@ -349,8 +349,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     now = engine.server_time()
     out.print(
-        f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}  "
-        f"{st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
+        f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}"
+        + (f" ({esc(st.reason)})" if st.reason else "")
+        + f"  {st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
         f"created {_ago(st.created_at, now)}"
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )

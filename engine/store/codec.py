@@ -54,6 +54,8 @@ F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one
 F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
+F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
+F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
 SUMMARY_FIELDS = (F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED)
 # Per task i: the record is the field named by the bare index; then these suffixes.
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
@@ -231,6 +233,8 @@ def compile_workflow(
             roots += [i, t.type, t.priority]
         if t.type not in types:
             types.append(t.type)
+    if wf.deadline is not None:  # ms after its start; push.lua arms it
+        init += [F_DEADLINE, round(wf.deadline * 1000)]
     digest = definition_digest(static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
@@ -562,4 +566,5 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
         tasks=tasks,
         input=decode_json(raw.get(F_INPUT) or None),
         start_at=int(start) / 1000.0 if start else None,
+        reason=raw.get(F_REASON),
     )

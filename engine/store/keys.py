@@ -21,6 +21,7 @@ key                           type    holds
 ``P:scheduled``               zset    workflows pushed to start later, scored by start ms
 ``P:timeouts``                zset    ``<wid>:<idx>:<attempt>`` of running attempts of
                                       tasks with a timeout, scored by their deadline ms
+``P:deadlines``               zset    workflows with a deadline, scored by it (ms)
 ``P:all``                     zset    every workflow id, scored by sequence number
 ``P:ws:<state>``              zset    workflow ids in one state; running/paused scored by
                                       creation ms, finished states by finish ms
@@ -128,6 +129,10 @@ class ShardKeys:
     @property
     def timeouts(self) -> str:
         return f"{self.prefix}:timeouts"
+
+    @property
+    def deadlines(self) -> str:
+        return f"{self.prefix}:deadlines"
 
     @property
     def expanding(self) -> str:

@@ -253,7 +253,8 @@ class WorkflowScreen(LiveScreen):
             counts = view.counts()
             state = str(st.state)
             parts = [
-                f"[b]Workflow $wid[/b] · [b]$name[/b] · [b {markup_var(state)}]$glyph $state[/]",
+                f"[b]Workflow $wid[/b] · [b]$name[/b] · [b {markup_var(state)}]$glyph $state[/]"
+                + (" ($reason)" if st.reason else ""),
                 "· [b]$ok[/b]/$n succeeded",
             ]
             values: dict[str, object] = {
@@ -261,6 +262,7 @@ class WorkflowScreen(LiveScreen):
                 "name": st.name,
                 "glyph": WORKFLOW_GLYPH.get(state, ""),
                 "state": state,
+                "reason": st.reason or "",
                 "ok": f"{st.succeeded:,}",
                 "n": f"{st.total:,}",
             }

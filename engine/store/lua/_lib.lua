@@ -47,6 +47,7 @@ local K_SEQ = P .. ':seq'
 local K_DELAYED = P .. ':delayed'
 local K_SCHEDULED = P .. ':scheduled'
 local K_TIMEOUTS = P .. ':timeouts'
+local K_DEADLINES = P .. ':deadlines'
 local K_ALL = P .. ':all'
 local K_NAMES = P .. ':names'
 local K_STATS = P .. ':stats'
@@ -836,6 +837,8 @@ local function start_scheduled(wid, wk, who)
   if m[1] ~= 'scheduled' then return 0 end
   set_wstate(wid, wk, 'scheduled', 'running', tonumber(m[3]))
   redis.call('HDEL', wk, 'at')
+  local dl = redis.call('HGET', wk, 'dl')
+  if dl then redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid) end
   local started = 0
   for i = 0, tonumber(m[2]) - 1 do
     if tstate(redis.call('HGET', wk, i)) == 'ready' then
@@ -995,6 +998,105 @@ local function open_workflow(wid, wk, allowed, needs, ...)
     if m[1] == st then return m end
   end
   return nil, redis.error_reply('RFSTATE workflow ' .. wid .. ' is ' .. m[1] .. '; ' .. needs)
+end
+
+-- End workflow wid (state `st`, `n` tasks) as `final` ("cancelled" by an operator, or
+-- "failed" past its deadline: `why` says so): its tasks not started are cancelled (a
+-- map's items not started with them); running tasks finish and their outcome is recorded,
+-- but nothing more starts. Returns how many tasks were cancelled.
+local function end_workflow(wid, wk, st, n, final, who, why)
+  redis.call('ZREM', K_SCHEDULED, wid)
+  redis.call('ZREM', K_DEADLINES, wid)
+  local m = {st, n}
+  local cancelled = 0
+  for i = 0, tonumber(m[2]) - 1 do
+    local t = tparse(redis.call('HGET', wk, i))
+    local s = t.s
+    if s == 'waiting' or s == 'ready' then
+      if s == 'ready' then dequeue(wid, wk, i) end
+      t.s = 'cancelled'
+      redis.call('HSET', wk, i, tpack(t))
+      redis.call('HDEL', wk, i .. 'w')
+      move_count(s, 'cancelled')
+      cancelled = cancelled + 1
+    elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
+      -- a map: its items not started are cancelled with it; running ones finish
+      local c = tostring(i)
+      local mk = k_items(wk, c)
+      local gone = 0
+      local steps = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+      if steps > 0 then
+        -- items of several steps: each in flight ends cancelled now (a step running goes
+        -- on, its outcome recorded, and starts nothing); their ready steps leave the queues
+        for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
+          for sn = 0, steps - 1 do
+            local r = redis.call('HGET', mk, k .. '.' .. sn)
+            if tstate(r) == 'ready' then
+              dequeue(wid, wk, c .. '.' .. k .. '.' .. sn)
+              local sr = tparse(r)
+              sr.s = 'cancelled'
+              redis.call('HSET', mk, k .. '.' .. sn, tpack(sr))
+            end
+          end
+          local r = tparse(redis.call('HGET', mk, k))
+          r.s = 'cancelled'
+          redis.call('HSET', mk, k, tpack(r))
+          redis.call('SREM', k_flying(wk, c), k)
+          move_count('running', 'cancelled')
+          gone = gone + 1
+        end
+      end
+      for _, item in ipairs(items_in(wk, c, 'ready')) do
+        dequeue(wid, wk, item)
+        local _, k = item_of(item)
+        local r = tparse(redis.call('HGET', mk, k))
+        r.s = 'cancelled'
+        redis.call('HSET', mk, k, tpack(r))
+        redis.call('SREM', k_flying(wk, c), k)
+        move_count('ready', 'cancelled')
+        gone = gone + 1
+      end
+      local f = redis.call('HMGET', wk, c .. 'h', c .. 'x')
+      local pending = tonumber(f[1] or '0') - tonumber(f[2] or '0')
+      count('t:waiting', 0 - pending)
+      count('t:cancelled', pending)
+      redis.call('UNLINK', k_pending(wk, c))
+      redis.call('HSET', wk, c .. 'x', f[1] or '0')
+      redis.call('HINCRBY', wk, c .. 'c', gone + pending)
+      redis.call('HINCRBY', wk, c .. 'y', 0 - gone)
+      redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
+      t.s = 'cancelled'
+      redis.call('HSET', wk, i, tpack(t))
+      move_count('running', 'cancelled')
+      cancelled = cancelled + 1
+    end
+  end
+  -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
+  redis.call('HINCRBY', wk, 'left', 0 - cancelled)
+  set_wstate(wid, wk, st, final, NOW)
+  redis.call('HSET', wk, 'ft', NOW)
+  if why then
+    redis.call('HSET', wk, 'why', why)
+    emit(final, wid, -1, why)
+  else
+    emit(final, wid, -1, {cancelled, who})
+  end
+  return cancelled
+end
+
+-- Workflows past their deadline (at most `limit`) end failed, with the reason "deadline".
+local function end_late(limit)
+  local due = redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', NOW, 'LIMIT', 0, limit)
+  for _, wid in ipairs(due) do
+    local wk = wkey(wid)
+    local m = redis.call('HMGET', wk, 'st', 'n')
+    if m[1] == 'running' or m[1] == 'paused' then
+      end_workflow(wid, wk, m[1], m[2], 'failed', nil, 'deadline')
+    else
+      redis.call('ZREM', K_DEADLINES, wid)
+    end
+  end
+  return #due
 end
 
 -- Walk the tasks recorded as the agent's own (its running set): visit(member, wid, i,

@@ -61,14 +61,19 @@ for d = 1, ndefs do
     fields[#fields + 1] = 'at'
     fields[#fields + 1] = start_at
   end
-  for k = pos + 1, pos + 2 * ninit do fields[#fields + 1] = ARGV[k] end
+  local deadline = nil  -- ms after its start (init field dl)
+  for k = pos + 1, pos + 2 * ninit do
+    fields[#fields + 1] = ARGV[k]
+    if ARGV[k] == 'dl' and (k - pos) % 2 == 1 then deadline = tonumber(ARGV[k + 1]) end
+  end
   pos = pos + 2 * ninit + 1
   local roots = {}
   for r = 0, nroots - 1 do
     local at = roots_at + 3 * r
     roots[#roots + 1] = {ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])}
   end
-  defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0}
+  defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
+    deadline = deadline}
 end
 
 local nwf = tonumber(ARGV[pos])
@@ -80,6 +85,7 @@ local ids = {}
 local all, running = {}, {}
 local by_name, name_order, name_json = {}, {}, {}
 local by_type = {}
+local deadlines = {}
 for k = 0, nwf - 1 do
   local def = defs[tonumber(ARGV[pos + 3 * k])]
   local name = ARGV[pos + 3 * k + 1]
@@ -111,6 +117,10 @@ for k = 0, nwf - 1 do
     q[#q + 1] = queue_score(root[3], wid)
     q[#q + 1] = wid .. ':' .. root[1]
   end
+  if def.deadline and st == 'running' then  -- a scheduled one's counts from its start
+    deadlines[#deadlines + 1] = NOW + def.deadline
+    deadlines[#deadlines + 1] = wid
+  end
   emit_json('pushed', wid, -1, name_json[name])
   ids[#ids + 1] = wid
 end
@@ -131,6 +141,7 @@ for _, name in ipairs(name_order) do
   write_all('ZADD', k_name(name), same)
   redis.call('ZINCRBY', K_NAMES, math.floor(#same / 2), name)
 end
+write_all('ZADD', K_DEADLINES, deadlines)
 if st == 'running' then
   for typ, q in pairs(by_type) do
     write_all('ZADD', k_queue(typ), q)

@@ -62,6 +62,7 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
   reaped = reaped + 1
 end
 local promoted = promote_due(1000) + start_due(1000)
+end_late(limit)
 if retention > 0 then
   for _, st in ipairs({'succeeded', 'failed', 'cancelled'}) do
     local old = redis.call('ZRANGEBYSCORE', k_state(st), '-inf', NOW - retention, 'LIMIT', 0, limit)

@@ -16,6 +16,9 @@ else
     'its tasks cannot be retried', 'n', 'ct')
 end
 if refused then return refused end
+if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'deadline' then
+  return redis.error_reply('RFSTATE workflow ' .. wid .. ' failed past its deadline; push it again')
+end
 local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
 local reset = {}
 local order = {}
