@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -37,6 +37,9 @@ from .store.codec import CompiledWorkflow, compile_workflow, encode_input
 from .store.reads import FINISHED_STATES
 from .store.scripts import ScriptBatch
 from .timing import start_delay_ms
+
+if TYPE_CHECKING:
+    from .history import Timeline
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
@@ -422,6 +425,12 @@ class Engine:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""
         return self.store.events(count)
+
+    def timeline(self, wid: str | int) -> Timeline:
+        """Workflow ``wid``'s task attempts over time (see :mod:`engine.history`)."""
+        from .history import timeline
+
+        return timeline(self, wid)
 
     def name_tasks(self, events: Iterable[Event]) -> None:
         """Fill in the ``task_name`` of task events, from their workflows' definitions."""

@@ -510,6 +510,23 @@ class Reads:
         self.name_tasks(out)
         return out
 
+    def workflow_events(self, wid: str, since: float) -> builtins.list[Event]:
+        """Workflow ``wid``'s events still in its shard's capped stream, oldest first:
+        read back from the newest entry until one older than ``since`` (epoch seconds)."""
+        shard = self.keys.shard_of(wid)
+        out: list[Event] = []
+        end: str = "+"
+        since_ms = int(since * 1000) - 1000
+        while True:
+            entries = cast(_Entries, self.redis.xrevrange(shard.events, end, "-", count=500))
+            for _, fields in entries:
+                out.extend(e for e in reversed(decode_batch(fields[BATCH_FIELD])) if e.wid == wid)
+            if len(entries) < 500 or int(str(entries[-1][0]).split("-")[0]) < since_ms:
+                break
+            end = f"({entries[-1][0]}"
+        out.reverse()
+        return out
+
     def name_tasks(self, events: Iterable[Event]) -> None:
         """Fill in the ``task_name`` of task events, from their workflows' definitions.
 

@@ -62,6 +62,7 @@ class WorkflowScreen(LiveScreen):
         Binding(
             "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
         ),
+        Binding("l", "timeline", "Timeline", tooltip="Every attempt on a time axis (Gantt)"),
         Binding(
             "d",
             "next_view",
@@ -418,6 +419,11 @@ class WorkflowScreen(LiveScreen):
             return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+
+    def action_timeline(self) -> None:
+        from .timeline import TimelineScreen
+
+        self.app.push_screen(TimelineScreen(self.wid))
 
     def action_pause(self) -> None:
         self.post_message(RunAction(actions.pause, self.wid))

@@ -1,0 +1,69 @@
+"""A workflow's timeline: every task attempt as a bar on one time axis, live."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from engine import Engine
+from engine.history import Timeline
+
+from ..data.feed import Changes
+from ..widgets.looks import look_style
+from ..widgets.timeline import render_timeline
+from .base import LiveScreen
+
+
+class TimelineScreen(LiveScreen):
+    """Workflow ``wid``'s attempts over time (Airflow's Gantt view), redrawn live."""
+
+    MODE = "workflows"
+    PERIOD_S = 1.0  # running bars grow with the clock
+    BINDINGS = [Binding("escape", "back", "Back", tooltip="Back to the workflow")]
+
+    def __init__(self, wid: str) -> None:
+        super().__init__()
+        self.wid = str(wid)
+        self.timeline: Timeline | None = None
+
+    def compose(self) -> ComposeResult:
+        yield from self.frame()
+        yield Static(id="timeline-title")
+        with VerticalScroll(id="timeline-body"):
+            yield Static(id="timeline-chart")
+        yield Footer()
+
+    def read(self, engine: Engine, changes: Changes) -> Any:
+        return engine.timeline(self.wid)
+
+    def apply(self, result: Any, changes: Changes) -> None:
+        self.timeline = result
+        self.draw()
+
+    def on_resize(self) -> None:
+        self.draw()
+
+    def draw(self) -> None:
+        tl = self.timeline
+        if tl is None:
+            return
+        st = tl.status
+        title = Text.assemble(
+            (f"Timeline of workflow {self.wid}", "bold"), f" · {st.name} · ",
+            (st.state.value, look_style(self.app, st.state.value)),
+            f" · {sum(len(a) for a in tl.attempts.values())} attempts of {st.total} tasks",
+        )  # fmt: skip
+        self.query_one("#timeline-title", Static).update(title)
+        width = self.query_one("#timeline-body").size.width or self.size.width
+        lines = render_timeline(tl, width, time.time(), lambda look: look_style(self.app, look))
+        self.query_one("#timeline-chart", Static).update(Text("\n").join(lines))
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
