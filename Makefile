@@ -30,6 +30,7 @@ bench: $(BIN)/redisflow
 
 screenshots: $(BIN)/redisflow
 	$(BIN)/python scripts/screenshots.py
+	$(BIN)/python scripts/screenshot_timeline.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
