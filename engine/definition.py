@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import DefinitionError
 from .mapping import MapSpec, OutputRef, map_of
+from .rules import DEFAULT_RULE, FINALLY, RULES
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -21,6 +22,7 @@ MAX_DEPTH = 100  # nesting levels of a payload (and of a workflow file)
 MAX_NAME = 1000  # characters of a workflow, task or type name
 MAX_ATTEMPTS = 1_000_000
 MAX_BACKOFF = 366 * 86400.0  # seconds
+MAX_PARENTS = 100_000  # a task's parents (its rule's counters pack three counts in one field)
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # Payloads are JSON for handlers in any language: no NaN or Infinity.
 _encode_payload = json.JSONEncoder(
@@ -71,6 +73,12 @@ class TaskDef:
         max_attempts: how many times a failing handler is tried.
         where: where the task was defined (file and line), for error messages.
         map: run once per element of a parent's output (see :mod:`engine.mapping`).
+        trigger: when it runs, by how its parents ended (:data:`engine.rules.RULES`;
+            ``None``: ``all_success``).
+        on_failure: the tasks it handles: it runs after them when one of them failed
+            (``after`` these, ``trigger="one_failed"``).
+        finally_: it runs once its parents are done, whatever happened, and never
+            changes the workflow's result; without ``after``, after every leaf task.
     """
 
     name: str
@@ -81,6 +89,9 @@ class TaskDef:
     max_attempts: int = 1
     where: str | None = None
     map: MapSpec | None = None
+    trigger: str | None = None
+    on_failure: list[str] | None = None
+    finally_: bool = False
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -125,6 +136,9 @@ class Workflow:
         max_items: int | None = None,
         on_empty: str | None = None,
         tolerate: int | str | None = None,
+        trigger: str | None = None,
+        on_failure: Iterable[TaskDef | str] | None = None,
+        finally_: bool = False,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -132,6 +146,13 @@ class Workflow:
         runs once per element; ``concurrency``, ``max_items``, ``on_empty`` and
         ``tolerate`` tune it (see :mod:`engine.mapping`). The mapped parent is added to
         ``after`` if missing.
+
+        ``trigger`` says when it runs by how its parents ended (``all_success`` by
+        default; see :mod:`engine.rules`). ``on_failure=[a, b]`` makes it the failure
+        branch of ``a`` and ``b``: it runs after them when one of them failed, and is
+        skipped when none did. ``finally_=True`` runs it once its parents are done
+        whatever happened (after every leaf task when it has no ``after``); it never
+        changes the workflow's result.
         """
         if isinstance(after, TaskDef | str):
             after = [after]
@@ -155,7 +176,22 @@ class Workflow:
                     setattr(spec, option, value)
             if spec.over not in parents:
                 parents.append(spec.over)
-        t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec)
+        handles = None
+        if on_failure is not None:
+            if isinstance(on_failure, TaskDef | str):
+                on_failure = [on_failure]
+            try:
+                handles = [p.name if isinstance(p, TaskDef) else p for p in on_failure]
+            except TypeError:
+                raise _fail(
+                    where,
+                    f"task {show_value(name)}: on_failure must be a list of tasks, "
+                    f"not {show_value(on_failure)}",
+                ) from None
+        t = TaskDef(
+            name, payload, type, priority, parents, max_attempts, where, spec,
+            trigger, handles, finally_,
+        )  # fmt: skip
         self.tasks.append(t)
         return t
 
@@ -315,22 +351,41 @@ def validate(
                     here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}"
                 )
         payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
+        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
+            _check_rule(t, here, seen)
+    parents, rules = resolve(wf)
+    last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
     children: dict[str, list[str]] = {n: [] for n in seen}
     # When every parent is defined before its child (the usual way to write a DAG) the
     # definition order is a topological order and no cycle can exist.
     earlier: set[str] = set()
     ordered = True
-    for t in wf.tasks:
+    for t, ups in zip(wf.tasks, parents, strict=True):
         here = t.where if isinstance(t.where, str) else where
-        for p in t.after:
+        if t.name in last:
+            continue  # after the leaves, which are known tasks: no cycle runs through it
+        for p in ups:
             if p == t.name:
                 raise _fail(here, f"task {t.name!r} depends on itself")
             if p not in seen:
-                raise _fail(here, f"task {t.name!r} depends on unknown task {show_value(p)}")
+                how = "on_failure names" if t.on_failure is not None else "depends on"
+                raise _fail(here, f"task {t.name!r} {how} unknown task {show_value(p)}")
+            if p in last:
+                raise _fail(
+                    here,
+                    f"task {t.name!r} runs after {p!r}, a finally task without 'after': "
+                    "that one runs last (give it 'after' to run it earlier)",
+                )
             children[p].append(t.name)
             ordered = ordered and p in earlier
-        if len(set(t.after)) != len(t.after):
+        if len(set(ups)) != len(ups):
             raise _fail(here, f"task {t.name!r} lists a parent twice")
+        if len(ups) > MAX_PARENTS:
+            raise _fail(here, f"task {t.name!r} has {len(ups)} parents; at most {MAX_PARENTS}")
+        if not ups and t.trigger not in (None, DEFAULT_RULE):
+            raise _fail(
+                here, f"task {t.name!r}: trigger {t.trigger} needs parents (after: [...])"
+            )
         earlier.add(t.name)
     cycle = None if ordered else find_cycle(children)
     if cycle:
@@ -339,6 +394,92 @@ def validate(
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
     return payloads
+
+
+def _check_rule(t: TaskDef, here: str | None, seen: dict[str, TaskDef]) -> None:
+    """Refuse a task's ``trigger``, ``on_failure`` and ``finally`` unless they make sense
+    together (``seen``: the tasks checked so far, by name)."""
+    who = f"task {t.name!r}"
+    if t.trigger is not None and (not isinstance(t.trigger, str) or t.trigger not in RULES):
+        raise _fail(
+            here, f"{who}: unknown trigger {show_value(t.trigger)} (one of: {', '.join(RULES)})"
+        )
+    if not isinstance(t.finally_, bool):
+        raise _fail(here, f"{who}: finally must be true or false, not {show_value(t.finally_)}")
+    if t.map is not None:
+        raise _fail(
+            here,
+            f"{who}: a map runs over its parent's output, so it takes the default trigger "
+            "(no trigger, on_failure or finally)",
+        )
+    if t.finally_ and t.trigger not in (None, "all_done"):
+        raise _fail(here, f"{who}: finally runs once its parents are done (all_done), "
+                    f"not {t.trigger}: give one of them")  # fmt: skip
+    if t.on_failure is None:
+        return
+    handles = t.on_failure
+    if not isinstance(handles, list) or not all(isinstance(p, str) for p in handles):
+        raise _fail(here, f"{who}: on_failure must be a list of task names")
+    if not handles:
+        raise _fail(here, f"{who}: on_failure names no task")
+    if t.trigger is not None:
+        raise _fail(
+            here,
+            f"{who}: on_failure runs it when one of them failed (trigger one_failed): "
+            f"give on_failure or trigger {t.trigger}, not both",
+        )
+    if t.finally_:
+        raise _fail(here, f"{who}: give on_failure or finally, not both")
+    if t.name in handles:
+        raise _fail(here, f"{who}: on_failure names itself")
+    extra = [p for p in t.after if p not in handles]
+    if extra:
+        raise _fail(
+            here,
+            f"{who}: after names {extra[0]!r}, which is not in on_failure: a failure "
+            "handler runs after the tasks it handles only (list them in on_failure)",
+        )
+
+
+def resolve(wf: Workflow) -> tuple[list[list[str]], list[str]]:
+    """Every task's parents and rule as stored, sugar expanded: ``on_failure: [a, b]`` is
+    ``after: [a, b]`` with ``one_failed``; ``finally`` is the rule ``finally`` (all_done,
+    outside the result). For a validated workflow (:func:`validate`).
+
+    A ``finally`` task without ``after`` runs once every other task has ended. Its parents
+    are the tasks that could end last: the leaves, and every task all of whose children
+    have other parents too (such a child can be decided without it, e.g. upstream_failed
+    by another parent). Any other task has a child that waits for it alone, and so on down
+    to one of those: none can still be running once they have all ended.
+    """
+    tasks = wf.tasks
+    if not any(t.trigger is not None or t.on_failure is not None or t.finally_ for t in tasks):
+        return [t.after for t in tasks], [DEFAULT_RULE] * len(tasks)
+    parents: list[list[str]] = []
+    rules: list[str] = []
+    last: list[int] = []
+    for i, t in enumerate(tasks):
+        if t.on_failure is not None:
+            parents.append(list(t.on_failure))
+            rules.append("one_failed")
+        elif t.finally_:
+            parents.append(t.after)
+            rules.append(FINALLY)
+            if not t.after:
+                last.append(i)
+        else:
+            parents.append(t.after)
+            rules.append(t.trigger or DEFAULT_RULE)
+    if last:
+        lasts = {tasks[i].name for i in last}
+        alone: set[str] = set()  # tasks some child waits for alone
+        for ups in parents:
+            if len(ups) == 1:
+                alone.add(ups[0])
+        ends = [t.name for t in tasks if t.name not in lasts and t.name not in alone]
+        for i in last:
+            parents[i] = ends
+    return parents, rules
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

@@ -13,6 +13,11 @@ Native (YAML or JSON)::
         max_attempts: 3           # optional, default 1
       - name: build
         after: [fetch]
+        trigger: all_success      # optional: when it runs, by how its parents ended
+      - name: alert
+        on_failure: [fetch, build]  # optional: runs when one of them failed
+      - name: tidy
+        finally: true             # optional: runs once the rest has ended, whatever happened
 
 Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task whose type
 is its ``queue`` (default: the step name). A step with ``task:`` carries that sub-task's
@@ -528,7 +533,10 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 
 
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max"}
-NATIVE_TASK = {"name", "type", "payload", "priority", "after", "max_attempts", "map"}
+NATIVE_TASK = {
+    "name", "type", "payload", "priority", "after", "max_attempts", "map",
+    "trigger", "on_failure", "finally",
+}  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
@@ -584,6 +592,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         spec = _map(get("map"), here)
         if spec is not None and spec.over not in after:
             after.append(spec.over)
+        handles = get("on_failure")
         add(
             TaskDef(
                 get("name") or "",
@@ -594,6 +603,9 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
                 get("max_attempts", 1),
                 here,
                 spec,
+                get("trigger"),
+                None if handles is None else _names(handles, "on_failure", here),
+                get("finally", False),
             )
         )
     return [wf]

@@ -11,12 +11,13 @@ from typing import Any
 class TaskState(StrEnum):
     """Where a task is in its life. Stored in Redis as these exact strings."""
 
-    WAITING = "waiting"  # some parent has not succeeded yet
+    WAITING = "waiting"  # its trigger rule is not decided yet (some parent has not ended)
     READY = "ready"  # in its type's queue (or held while its workflow is paused)
     RUNNING = "running"  # claimed by an agent holding a lease
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # failed its last allowed attempt
-    SKIPPED = "skipped"  # an ancestor failed: it will not run
+    SKIPPED = "skipped"  # a branch not taken (its rule was not met): it will not run
+    UPSTREAM_FAILED = "upstream_failed"  # its rule cannot be met because a parent failed
     CANCELLED = "cancelled"  # its workflow was cancelled before it ran
 
     @property
@@ -25,7 +26,13 @@ class TaskState(StrEnum):
 
 
 TERMINAL_TASK_STATES = frozenset(
-    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELLED}
+    {
+        TaskState.SUCCEEDED,
+        TaskState.FAILED,
+        TaskState.SKIPPED,
+        TaskState.UPSTREAM_FAILED,
+        TaskState.CANCELLED,
+    }
 )
 
 
@@ -91,6 +98,9 @@ class TaskStatus:
     # a map's items by state (waiting, ready, running, succeeded, failed, cancelled) and,
     # once its parent's output is expanded, "total"; None for a task that is not a map
     items: dict[str, int] | None = None
+    # when it runs (engine.rules): a trigger rule, or "finally" (all_done, and its own
+    # failure does not fail the workflow)
+    trigger: str = "all_success"
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -136,6 +146,7 @@ class WorkflowSummary:
     skipped: int
     created_at: float
     finished_at: float | None
+    upstream_failed: int = 0
 
     @property
     def done(self) -> int:

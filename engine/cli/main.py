@@ -40,6 +40,7 @@ STATE_STYLE = {
     "waiting": "dim",
     "ready": "blue",
     "skipped": "dim",
+    "upstream_failed": "dark_orange",
 }
 
 
@@ -156,7 +157,8 @@ def _type_label(task_type: str) -> str:
 
 
 def _styled(state: str) -> str:
-    return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else esc(state)
 
 
 # -- commands ---------------------------------------------------------------------------
