@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DefinitionError
 from .mapping import MapSpec, OutputRef, map_of
-from .rules import DEFAULT_RULE, FINALLY, RULES
+from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -383,9 +383,7 @@ def validate(
         if len(ups) > MAX_PARENTS:
             raise _fail(here, f"task {t.name!r} has {len(ups)} parents; at most {MAX_PARENTS}")
         if not ups and t.trigger not in (None, DEFAULT_RULE):
-            raise _fail(
-                here, f"task {t.name!r}: trigger {t.trigger} needs parents (after: [...])"
-            )
+            raise _fail(here, f"task {t.name!r}: trigger {t.trigger} needs parents (after: [...])")
         earlier.add(t.name)
     cycle = None if ordered else find_cycle(children)
     if cycle:
@@ -480,6 +478,31 @@ def resolve(wf: Workflow) -> tuple[list[list[str]], list[str]]:
         for i in last:
             parents[i] = ends
     return parents, rules
+
+
+def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
+    """What would happen if the tasks named in ``assume`` ended as it says
+    (``succeeded``, ``failed`` or ``skipped``) and every other task that runs succeeded:
+    which tasks run, which are skipped or upstream_failed, and the workflow's result.
+    Nothing runs and nothing is written. Raises :class:`DefinitionError` for an invalid
+    workflow, or an ``assume`` naming an unknown task or outcome."""
+    validate(wf)
+    parents, rules = resolve(wf)
+    names = [t.name for t in wf.tasks]
+    index = {n: i for i, n in enumerate(names)}
+    given = dict(assume or {})
+    for name, outcome in given.items():
+        if name not in index:
+            raise DefinitionError(one_line(f"assume: workflow {wf.name!r} has no task {name!r}"))
+        if outcome not in OUTCOMES:
+            raise DefinitionError(
+                one_line(
+                    f"assume: {name}={show_value(outcome)}: an outcome is one of "
+                    f"{', '.join(OUTCOMES)}"
+                )
+            )
+    ups = [[index[p] for p in ps] for ps in parents]
+    return plan_graph(wf.name, names, ups, rules, given)
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

@@ -8,17 +8,19 @@ A parent ends in one of three classes: *succeeded*; *failed* (``failed`` or
 ``upstream_failed``); *skipped*. For a task with ``n`` parents of which ``s`` succeeded,
 ``f`` failed and ``k`` were skipped so far (``d = s + f + k`` have ended):
 
-==============================  ====================  ======================  =====================
-rule                            runs when             upstream_failed when    skipped when
-==============================  ====================  ======================  =====================
-all_success (the default)       s == n                f > 0                   d == n, f == 0, k > 0
-all_done                        d == n                –                       –
-all_failed                      f == n                –                       s + k > 0
-one_success                     s ≥ 1                 d == n, s == 0, f > 0   d == n, s == 0, f == 0
-one_failed                      f ≥ 1                 –                       d == n, f == 0
-none_failed                     d == n, f == 0        f > 0                   –
-none_failed_min_one_success     d == n, f == 0, s ≥ 1  f > 0                   d == n, f == 0, s == 0
-==============================  ====================  ======================  =====================
+============================  ===================  ====================  ===================
+rule                          runs when            upstream_failed when  skipped when
+============================  ===================  ====================  ===================
+all_success (the default)     s == n               f > 0                 d == n, f == 0
+all_done                      d == n               –                     –
+all_failed                    f == n               –                     s + k > 0
+one_success                   s ≥ 1                d == n, s == 0,       d == n, s == 0,
+                                                   f > 0                 f == 0
+one_failed                    f ≥ 1                –                     d == n, f == 0
+none_failed                   d == n, f == 0       f > 0                 –
+none_failed_min_one_success   d == n, f == 0,      f > 0                 d == n, f == 0,
+                              s ≥ 1                                      s == 0
+============================  ===================  ====================  ===================
 
 A decision is taken as soon as no parent still to end can change it (``one_success``
 runs at its first succeeded parent; ``all_failed`` is skipped at its first parent that

@@ -10,13 +10,17 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .. import viz
 from ..client import Engine
-from ..definition import DEFAULT_MAX_TASKS, check_name
+from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
+from ..definition import plan as plan_workflow
 from ..errors import DefinitionError
 from ..loader import load_file
 from ..model import WorkflowState
+from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from .common import (
     EXIT_BAD_INPUT,
@@ -350,6 +354,115 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def parse_assume(values: Sequence[str] | None) -> dict[str, str]:
+    """``--assume extract=failed,load=succeeded`` (repeatable) as ``{task: outcome}``."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        for item in value.split(","):
+            name, eq, outcome = item.strip().rpartition("=")
+            if not eq or not name:
+                raise DefinitionError(
+                    f"--assume {_arg(item)}: give TASK=OUTCOME (outcome: {', '.join(OUTCOMES)})"
+                )
+            out[name.strip()] = outcome.strip()
+    return out
+
+
+def _plans(args: argparse.Namespace) -> list[Plan]:
+    """A plan of every workflow in ``args.file``, each with the assumptions naming its
+    tasks; an assumption that names no task of any of them is bad input."""
+    workflows = load_file(args.file, args.max_tasks)
+    assume = parse_assume(args.assume)
+    known = {t.name for wf in workflows for t in wf.tasks}
+    for name in assume:
+        if name not in known:
+            raise DefinitionError(f"--assume: {args.file} has no task {name!r}")
+    plans = []
+    for wf in workflows:
+        own = {t.name for t in wf.tasks}
+        plans.append(plan_workflow(wf, {n: o for n, o in assume.items() if n in own}))
+    return plans
+
+
+def _planned(t: PlannedTask) -> str:
+    if not t.runs:
+        return _styled(t.state)
+    how = " (assumed)" if t.assumed else ""
+    return f"runs → {_styled(t.state)}{how}"
+
+
+def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
+    """``redisflow plan FILE --assume T=failed``: what would run, before anything runs."""
+    plans = _plans(args)
+    if args.json:
+        print_json([p.to_dict() for p in plans] if len(plans) > 1 else plans[0].to_dict())
+        return EXIT_OK
+    for p in plans:
+        table = _table("task", "trigger", "after", "plan", "why", overflow="fold")
+        for col in table.columns[:-1]:
+            col.no_wrap = True
+        for t in p.tasks:
+            table.add_row(
+                esc(t.name),
+                esc(t.rule),
+                esc(",".join(t.parents)) or "-",
+                _planned(t),
+                f"[dim]{esc(t.why)}[/]",
+            )
+        out.print(f"[bold]plan of {esc(p.workflow)}[/]")
+        out.print(table)
+        line = f"workflow {esc(p.workflow)}: {_styled(p.state)}"
+        if p.unhandled:
+            line += f" (unhandled failure of {esc(', '.join(p.unhandled))})"
+        out.print(line)
+        if p.ignored:
+            out.print(f"[dim]not run, so not assumed: {esc(', '.join(p.ignored))}[/]")
+    return EXIT_OK
+
+
+def _viz_graph(
+    args: argparse.Namespace,
+) -> tuple[str, list[viz.Node], list[list[int]]]:
+    """The graph ``redisflow viz`` draws: a file's workflow (coloured by a plan when
+    given --assume) or a stored workflow with its tasks' states."""
+    target = args.target
+    if not Path(target).exists() and target.isascii() and target.isdigit():
+        engine = connect(args)
+        try:
+            st = engine.status(workflow_id(target))
+        finally:
+            engine.close()
+        index = {t.name: t.index for t in st.tasks}
+        nodes = [viz.Node(t.name, t.trigger, t.state.value) for t in st.tasks]
+        return f"{st.name} #{st.id}", nodes, [[index[p] for p in t.parents] for t in st.tasks]
+    workflows = load_file(target, args.max_tasks)
+    if len(workflows) > 1 and args.workflow is None:
+        names = ", ".join(wf.name for wf in workflows)
+        raise DefinitionError(
+            f"{target} holds {len(workflows)} workflows ({names}): give --workflow"
+        )
+    chosen = [wf for wf in workflows if args.workflow in (None, wf.name)]
+    if not chosen:
+        raise DefinitionError(f"{target} has no workflow named {args.workflow!r}")
+    wf = chosen[0]
+    validate(wf, args.max_payload, args.max_tasks)
+    parents, rules = resolve(wf)
+    index = {t.name: i for i, t in enumerate(wf.tasks)}
+    states: list[str | None] = [None] * len(wf.tasks)
+    if args.assume is not None:
+        planned = plan_workflow(wf, parse_assume(args.assume))
+        states = [t.state for t in planned.tasks]
+    nodes = [viz.Node(t.name, r, s) for t, r, s in zip(wf.tasks, rules, states, strict=True)]
+    return wf.name, nodes, [[index[p] for p in ps] for ps in parents]
+
+
+def cmd_viz(_: Engine | None, args: argparse.Namespace) -> int:
+    """``redisflow viz FILE|WID --format mermaid|dot``."""
+    title, nodes, parents = _viz_graph(args)
+    sys.stdout.write(viz.render(args.format, title, nodes, parents))
+    return EXIT_OK
+
+
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     offset = (args.page - 1) * args.limit
     rows = engine.list(args.state, args.name, offset=offset, limit=args.limit)
@@ -571,6 +684,44 @@ def build_parser() -> argparse.ArgumentParser:
                 "--task", action="append", type=name_arg, help="retry only this failed task"
             )
         p.set_defaults(run=_control(name))
+
+    p = sub.add_parser(
+        "plan",
+        parents=[js],
+        help="what would run if some tasks failed: before anything runs",
+        description="Print, for a workflow file, which tasks would run, be skipped or "
+        "upstream_failed, and the workflow's result, if the tasks named in --assume ended "
+        "so and every other task that runs succeeded. Nothing is pushed.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--assume",
+        action="append",
+        metavar="TASK=OUTCOME,...",
+        help=f"how tasks end: {', '.join(OUTCOMES)} (repeatable; default: succeeded)",
+    )
+    p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
+    p.set_defaults(run=cmd_plan, no_engine=True)
+
+    p = sub.add_parser(
+        "viz",
+        parents=both,
+        help="a workflow's DAG as Mermaid or Graphviz DOT",
+        description="Print the DAG of a workflow file, or of a stored workflow (WID) with "
+        "its tasks' states as colours. Failure branches are dashed red, tasks that run "
+        "whatever happened dotted grey.",
+    )
+    p.add_argument("target", metavar="FILE|WID")
+    p.add_argument("--format", choices=viz.FORMATS, default="mermaid")
+    p.add_argument("--workflow", metavar="NAME", help="which workflow of a file of several")
+    p.add_argument(
+        "--assume",
+        action="append",
+        metavar="TASK=OUTCOME,...",
+        help="a file: colour it by the plan for these outcomes (see plan)",
+    )
+    p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
+    p.set_defaults(run=cmd_viz, no_engine=True)
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
     p.add_argument("wid", nargs="?", type=workflow_id)

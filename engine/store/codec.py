@@ -33,7 +33,6 @@ from ..definition import (
 from ..errors import DefinitionError
 from ..handlers import Task
 from ..mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
-from ..rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
 from ..model import (
     Event,
     TaskState,
@@ -43,6 +42,7 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
+from ..rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # what users give (inputs) must be JSON any reader takes: no NaN or Infinity
