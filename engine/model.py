@@ -173,6 +173,28 @@ class WorkflowStatus(WorkflowSummary):
                 return t
         raise KeyError(name)
 
+    def why(self, task: TaskStatus) -> str:
+        """Why ``task`` is in its state, by its rule and its parents' states, e.g.
+        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``."""
+        from .rules import explain
+
+        by_name = {t.name: t for t in self.tasks}
+        ups = [str(by_name[p].state) for p in task.parents if p in by_name]
+        return explain(task.trigger, ups, str(task.state))
+
+    def failures(self) -> tuple[list[str], list[str]]:
+        """``(unhandled, handled)``: the failed tasks that fail the workflow, and those a
+        failure branch downstream handled (a finally task's failure is in neither)."""
+        from .rules import FINALLY, workflow_result
+
+        index = {t.name: t.index for t in self.tasks}
+        parents = [[index[p] for p in t.parents if p in index] for t in self.tasks]
+        rules = [t.trigger for t in self.tasks]
+        _, unhandled = workflow_result([str(t.state) for t in self.tasks], parents, rules)
+        failed = [t.index for t in self.tasks if t.state == "failed" and t.trigger != FINALLY]
+        names = [t.name for t in self.tasks]
+        return [names[i] for i in unhandled], [names[i] for i in failed if i not in unhandled]
+
     def to_dict(self) -> dict[str, Any]:
         d = WorkflowSummary.to_dict(self)
         d["tasks"] = [t.to_dict() for t in self.tasks]

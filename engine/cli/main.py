@@ -323,24 +323,35 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         print_json(st.to_dict())
         return EXIT_OK
     now = engine.server_time()
+    upstream = f", {st.upstream_failed} upstream_failed" if st.upstream_failed else ""
     out.print(
         f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}  "
-        f"{st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
-        f"created {_ago(st.created_at, now)}"
+        f"{st.succeeded}/{st.total} succeeded, {st.failed} failed{upstream}, "
+        f"{st.skipped} skipped  created {_ago(st.created_at, now)}"
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if st.failed:
+        unhandled, handled = st.failures()
+        if handled:
+            out.print(f"failures handled by a failure branch: {esc(', '.join(handled))}")
+        if unhandled and st.state.finished:
+            out.print(f"failures that fail it: {esc(', '.join(unhandled))}")
     if st.input is not None:
         shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
         out.print("input " + shown[:300].replace("[", r"\["))
-    table = _wide_table(
-        "task", "type", "state", "attempts", "agent", "took", "after", "output / error"
-    )
+    ruled = any(t.trigger != "all_success" for t in st.tasks)
+    columns = ["task", "type", "state", "attempts", "agent", "took", "after", "output / error"]
+    if ruled:
+        columns.insert(6, "trigger")
+    table = _wide_table(*columns)
     for t in st.tasks:
         detail = _detail(t.output, t.error)
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
-        table.add_row(
+        elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
+            detail = f"[dim]{esc(st.why(t))}[/]"
+        row = [
             esc(t.name),
             esc(t.type) or "-",
             _styled(t.state.value),
@@ -349,7 +360,10 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             _took(t.started_at, t.finished_at),
             esc(",".join(t.parents)) or "-",
             detail,
-        )
+        ]
+        if ruled:
+            row.insert(6, esc(t.trigger))
+        table.add_row(*row)
     out.print(table)
     return EXIT_OK
 
@@ -412,8 +426,15 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
         out.print(f"[bold]plan of {esc(p.workflow)}[/]")
         out.print(table)
         line = f"workflow {esc(p.workflow)}: {_styled(p.state)}"
+        handled = [
+            t.name
+            for t in p.tasks
+            if t.state == "failed" and t.rule != "finally" and t.name not in p.unhandled
+        ]
         if p.unhandled:
-            line += f" (unhandled failure of {esc(', '.join(p.unhandled))})"
+            line += f" (failures that fail it: {esc(', '.join(p.unhandled))})"
+        elif handled:
+            line += f" (failures handled by a failure branch: {esc(', '.join(handled))})"
         out.print(line)
         if p.ignored:
             out.print(f"[dim]not run, so not assumed: {esc(', '.join(p.ignored))}[/]")
