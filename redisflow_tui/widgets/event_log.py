@@ -24,6 +24,8 @@ KIND_LOOK = {
     "task.retrying": "retrying",
     "task.requeued": "ready",
     "task.rejected": "retrying",
+    "task.upstream_failed": "upstream_failed",
+    "task.skipped": "skipped",
     "workflow.pushed": "ready",
     "workflow.succeeded": "succeeded",
     "workflow.failed": "failed",
@@ -57,7 +59,17 @@ class EventLogView(LineView, can_focus=True):
     """ + look_css(
         "EventLogView",
         "events",
-        ("running", "succeeded", "failed", "retrying", "ready", "paused", "cancelled", "skipped"),
+        (
+            "running",
+            "succeeded",
+            "failed",
+            "retrying",
+            "ready",
+            "paused",
+            "cancelled",
+            "skipped",
+            "upstream_failed",
+        ),  # fmt: skip
     )
     BINDINGS = [
         Binding("up", "cursor(-1)", "Up", show=False),
