@@ -137,7 +137,7 @@ def explain(rule: str, parent_states: Sequence[str], state: str | None = None) -
     n = len(parent_states)
     shown = public_rule(rule) + (" (finally)" if rule == FINALLY else "")
     if n == 0:
-        return f"{shown}: no parents, ready at once"
+        return "no parents: runs at once"
     s, f, k = counts(parent_states)
     parts = [f"{s}/{n} succeeded"]
     if f:
