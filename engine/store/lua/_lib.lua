@@ -412,10 +412,11 @@ end
 -- handled, i.e. no task downstream of it whose rule exists for failures (one_failed,
 -- all_failed: the definition's `hf`) succeeded; a finally task's failure (`fy`) does
 -- not count. O(tasks + edges), only for a workflow with failures that has such tasks.
-local function failed_result(wk, n)
+local function failed_result(wk)
   local dk = dkey(wk)
   local h = redis.call('HMGET', dk, 'hf', 'fy')
   if not h[1] and not h[2] then return 'failed' end
+  local n = tonumber(redis.call('HGET', wk, 'n'))
   local fields = {}
   for i = 0, n - 1 do fields[#fields + 1] = tostring(i) end
   local recs = hmget_all(wk, fields)
@@ -451,12 +452,12 @@ end
 
 -- Close a workflow whose last unfinished task just ended.
 local function finish_if_done(wid, wk)
-  local m = redis.call('HMGET', wk, 'st', 'left', 'bad', 'n')
+  local m = redis.call('HMGET', wk, 'st', 'left', 'bad')
   if (m[1] == 'running' or m[1] == 'paused') and tonumber(m[2]) <= 0 then
     -- skipped and upstream_failed tasks never fail a workflow: failures alone do,
     -- unless handled (failed_result)
     local final = 'succeeded'
-    if tonumber(m[3] or '0') > 0 then final = failed_result(wk, tonumber(m[4])) end
+    if tonumber(m[3] or '0') > 0 then final = failed_result(wk) end
     set_wstate(wid, wk, m[1], final, NOW)
     redis.call('HSET', wk, 'ft', NOW)
     emit(final, wid, -1)
