@@ -691,3 +691,52 @@ def test_the_planner_is_the_model(case: Case) -> None:
         parents, rules, lambda i: "failed" if wf.tasks[i].name in case.forced else "succeeded"
     )
     assert workflow_result(got, parents, rules)[0] == result
+
+
+def test_the_python_api_refuses_the_same_way() -> None:
+    wf = Workflow("w")
+    wf.task("a")
+    with pytest.raises(DefinitionError, match="task 'h': on_failure must be a list of tasks"):
+        wf.task("h", on_failure=5)  # type: ignore[arg-type]
+    wf.task("f", after=["a"], finally_="yes")  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="task 'f': finally must be true or false"):
+        validate(wf)
+
+
+def test_viz_draws_failure_branches_and_states(engine: Engine, cli_env: dict[str, str]) -> None:
+    wid = engine.push(branch())
+    run_agent(engine, {"": stepper({"deploy"})})
+    mermaid = cli("viz", wid, env=cli_env)
+    assert mermaid.returncode == 0, mermaid.stderr
+    text = mermaid.stdout
+    assert text.startswith('---\ntitle: "release #') and "flowchart LR" in text
+    assert 't2["⇣ announce"]' in text and 't4(["✔ report"])' in text  # finally: a stadium
+    assert "t1 --> t2" in text and "t1 -. on failure .-> t3" in text
+    assert "t2 -. done .-> t4" in text
+    assert "linkStyle 2 stroke:#c62828" in text  # the third edge drawn: the failure branch
+    assert "class t2 upstream_failed" in text and "class t1 failed" in text
+    dot = cli("viz", wid, "--format", "dot", env=cli_env).stdout
+    assert 't1 -> t3 [style=dashed, color="#c62828"' in dot and "t0 -> t1;" in dot
+    # a file, coloured by a plan
+    planned = cli("viz", str(BRANCH), "--assume", "deploy=failed", env=cli_env).stdout
+    assert "class t2 upstream_failed" in planned
+    plain = cli("viz", str(BRANCH), env=cli_env).stdout
+    assert "classDef" not in plain and 't3["rollback"]' in plain
+
+
+def test_status_and_plan_say_why(engine: Engine, cli_env: dict[str, str]) -> None:
+    wid = engine.push(branch())
+    run_agent(engine, {"": stepper({"deploy"})})
+    wide = {**cli_env, "COLUMNS": "200"}
+    out = cli("status", wid, env=wide)
+    assert out.returncode == 0, out.stderr
+    assert "1 failed, 1 upstream_failed, 0 skipped" in out.stdout
+    assert "failures handled by a failure branch: deploy" in out.stdout
+    assert "all_success: 0/1 succeeded, 1 failed → upstream_failed" in out.stdout
+    assert "one_failed" in out.stdout and "finally" in out.stdout
+    planned = cli("plan", str(BRANCH), "--assume", "deploy=failed,rollback=failed", env=wide)
+    assert planned.returncode == 0, planned.stderr
+    assert "workflow release: failed (failures that fail it: deploy, rollback)" in planned.stdout
+    as_json = json.loads(cli("plan", str(BRANCH), "--json", env=wide).stdout)
+    assert as_json["state"] == "succeeded"
+    assert {t["name"]: t["state"] for t in as_json["tasks"]}["rollback"] == "skipped"
