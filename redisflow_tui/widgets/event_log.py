@@ -118,7 +118,7 @@ class EventLogView(LineView, can_focus=True):
         dim = base if on_cursor else base + self._style("time")
         segs = [
             Segment(f" {self.clock.stamp(e.ts)}  ", dim),
-            Segment(f"{e.kind:<19}", base if on_cursor else base + self._style(look)),
+            Segment(f"{e.kind:<21}", base if on_cursor else base + self._style(look)),
             Segment(f"{who:<10}{task:<{TASK_WIDTH}}", base),
             Segment(detail(e), dim),
         ]
