@@ -352,7 +352,7 @@ def validate(
                 )
         payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
         if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
-            _check_rule(t, here, seen)
+            _check_rule(t, here)
     parents, rules = resolve(wf)
     last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
     children: dict[str, list[str]] = {n: [] for n in seen}
@@ -363,7 +363,7 @@ def validate(
     for t, ups in zip(wf.tasks, parents, strict=True):
         here = t.where if isinstance(t.where, str) else where
         if t.name in last:
-            continue  # after the leaves, which are known tasks: no cycle runs through it
+            continue  # after known tasks that nothing else runs after: no cycle through it
         for p in ups:
             if p == t.name:
                 raise _fail(here, f"task {t.name!r} depends on itself")
@@ -394,9 +394,9 @@ def validate(
     return payloads
 
 
-def _check_rule(t: TaskDef, here: str | None, seen: dict[str, TaskDef]) -> None:
+def _check_rule(t: TaskDef, here: str | None) -> None:
     """Refuse a task's ``trigger``, ``on_failure`` and ``finally`` unless they make sense
-    together (``seen``: the tasks checked so far, by name)."""
+    together (the names they give are checked with every parent's, once all are known)."""
     who = f"task {t.name!r}"
     if t.trigger is not None and (not isinstance(t.trigger, str) or t.trigger not in RULES):
         raise _fail(
