@@ -105,6 +105,7 @@ class BenchResult:
     succeeded: int = 0
     failed: int = 0
     skipped: int = 0
+    upstream_failed: int = 0
     processed: int = 0
     rejected: int = 0
     redis_version: str = ""
@@ -232,6 +233,7 @@ COUNTER_FIELDS = (
     "t:succeeded",
     "t:failed",
     "t:skipped",
+    "t:upstream_failed",
     "t:cancelled",
     "t:running",
     "t:ready",
@@ -538,6 +540,7 @@ def run_bench(
         succeeded=counted["tasks"].get("succeeded", 0),
         failed=counted["tasks"].get("failed", 0),
         skipped=counted["tasks"].get("skipped", 0),
+        upstream_failed=counted["tasks"].get("upstream_failed", 0),
         processed=processed,
         rejected=rejected,
         redis_version=str(info.get("redis_version", "")),
@@ -557,7 +560,13 @@ def _round(v: float | None) -> float | None:
 
 
 def _finished_tasks(d: dict[str, int]) -> int:
-    return d["t:succeeded"] + d["t:failed"] + d["t:skipped"] + d["t:cancelled"]
+    return (
+        d["t:succeeded"]
+        + d["t:failed"]
+        + d["t:skipped"]
+        + d["t:upstream_failed"]
+        + d["t:cancelled"]
+    )
 
 
 def _report_run(monitor: Monitor, base: dict[str, int], total: int, progress: ProgressFn) -> None:
@@ -590,7 +599,7 @@ def _check(
         expect(f"counter t:{state}", d[f"t:{state}"], 0)
         expect(f"tasks {state}", ts.get(state, 0), 0)
     expect("counter w:running", d["w:running"], 0)
-    for state in ("succeeded", "failed", "skipped"):
+    for state in ("succeeded", "failed", "skipped", "upstream_failed"):
         expect(f"counter t:{state} vs recount", d[f"t:{state}"], ts.get(state, 0))
     for state in ("succeeded", "failed"):
         expect(f"counter w:{state} vs recount", d[f"w:{state}"], ws.get(state, 0))

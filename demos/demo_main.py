@@ -184,7 +184,10 @@ def summary_table(res: BenchResult) -> Table:
         row("Redis CPU per task", f"{res.redis_us_per_task:.1f} us")
     row("agents' CPU per task", f"{res.agent_us_per_task:.1f} us")
     row("ready-to-start p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
-    row("succeeded / failed / skipped", f"{res.succeeded} / {res.failed} / {res.skipped}")
+    row(
+        "succeeded / failed / upstream_failed / skipped",
+        f"{res.succeeded} / {res.failed} / {res.upstream_failed} / {res.skipped}",
+    )
     row("ok", "[green]yes[/]" if res.ok else "[red]NO[/]")
     return t
 

@@ -42,6 +42,15 @@ def echo(task: Task) -> Any:
     return {"payload": task.payload, "parents": task.parents}
 
 
+def stepper(task: Task) -> Any:
+    """The steps of demos/branch.yaml: each fails when the workflow's input lists its name
+    under ``fail`` (``--input '{"fail": ["deploy"]}'``), else says what it did."""
+    failing = (task.input or {}).get("fail", []) if isinstance(task.input, dict) else []
+    if task.name in failing:
+        raise RuntimeError(f"{task.name} failed (asked to by the input)")
+    return f"{task.name} done"
+
+
 def book_word_counts(task: Task) -> Any:
     """The steps of seed 002's book-word-counts workflow
     (demos/seed002-book-word-counts.yaml), written against seed 002's message model

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from .definition import DEFAULT_MAX_PAYLOAD, Workflow
+from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from .events import EventListener
@@ -32,6 +33,7 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
+from .rules import Plan
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input
 from .store.reads import FINISHED_STATES
@@ -250,6 +252,17 @@ class Engine:
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
+
+    def plan(self, wf: Workflow, assume: dict[str, str] | None = None) -> Plan:
+        """What would happen if the tasks named in ``assume`` ended so (``"failed"``,
+        ``"succeeded"`` or ``"skipped"``) and the others succeeded: each task's end,
+        whether it runs, why, and the workflow's result. Pure: nothing is written.
+
+        Example:
+            >>> engine.plan(wf, assume={"extract": "failed"}).state
+            'failed'
+        """
+        return plan_workflow(wf, assume)
 
     # -- steering -----------------------------------------------------------------------
 

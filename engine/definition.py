@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DefinitionError
 from .mapping import MapSpec, OutputRef, map_of
+from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -21,6 +22,7 @@ MAX_DEPTH = 100  # nesting levels of a payload (and of a workflow file)
 MAX_NAME = 1000  # characters of a workflow, task or type name
 MAX_ATTEMPTS = 1_000_000
 MAX_BACKOFF = 366 * 86400.0  # seconds
+MAX_PARENTS = 100_000  # a task's parents (its rule's counters pack three counts in one field)
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # Payloads are JSON for handlers in any language: no NaN or Infinity.
 _encode_payload = json.JSONEncoder(
@@ -71,6 +73,12 @@ class TaskDef:
         max_attempts: how many times a failing handler is tried.
         where: where the task was defined (file and line), for error messages.
         map: run once per element of a parent's output (see :mod:`engine.mapping`).
+        trigger: when it runs, by how its parents ended (:data:`engine.rules.RULES`;
+            ``None``: ``all_success``).
+        on_failure: the tasks it handles: it runs after them when one of them failed
+            (``after`` these, ``trigger="one_failed"``).
+        finally_: it runs once its parents are done, whatever happened, and never
+            changes the workflow's result; without ``after``, after every leaf task.
         timeout: seconds an attempt may run; past it the engine fails the attempt (and
             retries it per ``max_attempts``) whatever its agent does.
     """
@@ -83,6 +91,9 @@ class TaskDef:
     max_attempts: int = 1
     where: str | None = None
     map: MapSpec | None = None
+    trigger: str | None = None
+    on_failure: list[str] | None = None
+    finally_: bool = False
     timeout: float | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
@@ -132,6 +143,9 @@ class Workflow:
         tolerate: int | str | None = None,
         steps: Workflow | Iterable[TaskDef] | None = None,
         timeout: float | None = None,
+        trigger: str | None = None,
+        on_failure: Iterable[TaskDef | str] | None = None,
+        finally_: bool = False,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -141,6 +155,13 @@ class Workflow:
         ``after`` if missing. With ``steps`` (a :class:`Workflow` or its tasks) each item
         runs those steps as a small workflow of its own instead of this task's handler.
         ``timeout`` (seconds) bounds each attempt, enforced by the engine.
+
+        ``trigger`` says when it runs by how its parents ended (``all_success`` by
+        default; see :mod:`engine.rules`). ``on_failure=[a, b]`` makes it the failure
+        branch of ``a`` and ``b``: it runs after them when one of them failed, and is
+        skipped when none did. ``finally_=True`` runs it once its parents are done
+        whatever happened (after every leaf task when it has no ``after``); it never
+        changes the workflow's result.
         """
         if isinstance(after, TaskDef | str):
             after = [after]
@@ -168,7 +189,22 @@ class Workflow:
                 spec.steps = list(steps.tasks if isinstance(steps, Workflow) else steps)
         elif steps is not None:
             raise _fail(where, f"task {show_value(name)}: steps need map= (what each item is)")
-        t = TaskDef(name, payload, type, priority, parents, max_attempts, where, spec, timeout)
+        handles = None
+        if on_failure is not None:
+            if isinstance(on_failure, TaskDef | str):
+                on_failure = [on_failure]
+            try:
+                handles = [p.name if isinstance(p, TaskDef) else p for p in on_failure]
+            except TypeError:
+                raise _fail(
+                    where,
+                    f"task {show_value(name)}: on_failure must be a list of tasks, "
+                    f"not {show_value(on_failure)}",
+                ) from None
+        t = TaskDef(
+            name, payload, type, priority, parents, max_attempts, where, spec,
+            trigger, handles, finally_, timeout,
+        )  # fmt: skip
         self.tasks.append(t)
         return t
 
@@ -349,22 +385,39 @@ def validate(
                     here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}"
                 )
         payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
+        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
+            _check_rule(t, here)
+    parents, rules = resolve(wf)
+    last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
     children: dict[str, list[str]] = {n: [] for n in seen}
     # When every parent is defined before its child (the usual way to write a DAG) the
     # definition order is a topological order and no cycle can exist.
     earlier: set[str] = set()
     ordered = True
-    for t in wf.tasks:
+    for t, ups in zip(wf.tasks, parents, strict=True):
         here = t.where if isinstance(t.where, str) else where
-        for p in t.after:
+        if t.name in last:
+            continue  # after known tasks that nothing else runs after: no cycle through it
+        for p in ups:
             if p == t.name:
                 raise _fail(here, f"task {t.name!r} depends on itself")
             if p not in seen:
-                raise _fail(here, f"task {t.name!r} depends on unknown task {show_value(p)}")
+                how = "on_failure names" if t.on_failure is not None else "depends on"
+                raise _fail(here, f"task {t.name!r} {how} unknown task {show_value(p)}")
+            if p in last:
+                raise _fail(
+                    here,
+                    f"task {t.name!r} runs after {p!r}, a finally task without 'after': "
+                    "that one runs last (give it 'after' to run it earlier)",
+                )
             children[p].append(t.name)
             ordered = ordered and p in earlier
-        if len(set(t.after)) != len(t.after):
+        if len(set(ups)) != len(ups):
             raise _fail(here, f"task {t.name!r} lists a parent twice")
+        if len(ups) > MAX_PARENTS:
+            raise _fail(here, f"task {t.name!r} has {len(ups)} parents; at most {MAX_PARENTS}")
+        if not ups and t.trigger not in (None, DEFAULT_RULE):
+            raise _fail(here, f"task {t.name!r}: trigger {t.trigger} needs parents (after: [...])")
         earlier.add(t.name)
     cycle = None if ordered else find_cycle(children)
     if cycle:
@@ -388,6 +441,14 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     if not isinstance(steps, list) or not steps:
         raise _fail(where, f"task {t.name!r}: steps must be a non-empty list of tasks")
     for s in steps:
+        if isinstance(s, TaskDef) and (
+            s.trigger not in (None, "all_success") or s.on_failure or s.finally_
+        ):
+            raise _fail(
+                s.where or where,
+                f"step {s.name!r}: trigger rules, on_failure and finally are not supported in "
+                f"a map's steps {at}",
+            )
         if isinstance(s, TaskDef) and s.map is not None:
             raise _fail(
                 s.where or where,
@@ -400,6 +461,117 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
         return validate(sub, max_payload, MAX_STEPS)
     except DefinitionError as e:
         raise DefinitionError(f"{e} {at}") from None
+
+
+def _check_rule(t: TaskDef, here: str | None) -> None:
+    """Refuse a task's ``trigger``, ``on_failure`` and ``finally`` unless they make sense
+    together (the names they give are checked with every parent's, once all are known)."""
+    who = f"task {t.name!r}"
+    if t.trigger is not None and (not isinstance(t.trigger, str) or t.trigger not in RULES):
+        raise _fail(
+            here, f"{who}: unknown trigger {show_value(t.trigger)} (one of: {', '.join(RULES)})"
+        )
+    if not isinstance(t.finally_, bool):
+        raise _fail(here, f"{who}: finally must be true or false, not {show_value(t.finally_)}")
+    if t.map is not None:
+        raise _fail(
+            here,
+            f"{who}: a map runs over its parent's output, so it takes the default trigger "
+            "(no trigger, on_failure or finally)",
+        )
+    if t.finally_ and t.trigger not in (None, "all_done"):
+        raise _fail(here, f"{who}: finally runs once its parents are done (all_done), "
+                    f"not {t.trigger}: give one of them")  # fmt: skip
+    if t.on_failure is None:
+        return
+    handles = t.on_failure
+    if not isinstance(handles, list) or not all(isinstance(p, str) for p in handles):
+        raise _fail(here, f"{who}: on_failure must be a list of task names")
+    if not handles:
+        raise _fail(here, f"{who}: on_failure names no task")
+    if t.trigger is not None:
+        raise _fail(
+            here,
+            f"{who}: on_failure runs it when one of them failed (trigger one_failed): "
+            f"give on_failure or trigger {t.trigger}, not both",
+        )
+    if t.finally_:
+        raise _fail(here, f"{who}: give on_failure or finally, not both")
+    if t.name in handles:
+        raise _fail(here, f"{who}: on_failure names itself")
+    extra = [p for p in t.after if p not in handles]
+    if extra:
+        raise _fail(
+            here,
+            f"{who}: after names {extra[0]!r}, which is not in on_failure: a failure "
+            "handler runs after the tasks it handles only (list them in on_failure)",
+        )
+
+
+def resolve(wf: Workflow) -> tuple[list[list[str]], list[str]]:
+    """Every task's parents and rule as stored, sugar expanded: ``on_failure: [a, b]`` is
+    ``after: [a, b]`` with ``one_failed``; ``finally`` is the rule ``finally`` (all_done,
+    outside the result). For a validated workflow (:func:`validate`).
+
+    A ``finally`` task without ``after`` runs once every other task has ended. Its parents
+    are the tasks that could end last: the leaves, and every task all of whose children
+    have other parents too (such a child can be decided without it, e.g. upstream_failed
+    by another parent). Any other task has a child that waits for it alone, and so on down
+    to one of those: none can still be running once they have all ended.
+    """
+    tasks = wf.tasks
+    if not any(t.trigger is not None or t.on_failure is not None or t.finally_ for t in tasks):
+        return [t.after for t in tasks], [DEFAULT_RULE] * len(tasks)
+    parents: list[list[str]] = []
+    rules: list[str] = []
+    last: list[int] = []
+    for i, t in enumerate(tasks):
+        if t.on_failure is not None:
+            parents.append(list(t.on_failure))
+            rules.append("one_failed")
+        elif t.finally_:
+            parents.append(t.after)
+            rules.append(FINALLY)
+            if not t.after:
+                last.append(i)
+        else:
+            parents.append(t.after)
+            rules.append(t.trigger or DEFAULT_RULE)
+    if last:
+        lasts = {tasks[i].name for i in last}
+        alone: set[str] = set()  # tasks some child waits for alone
+        for ups in parents:
+            if len(ups) == 1:
+                alone.add(ups[0])
+        ends = [t.name for t in tasks if t.name not in lasts and t.name not in alone]
+        for i in last:
+            parents[i] = ends
+    return parents, rules
+
+
+def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
+    """What would happen if the tasks named in ``assume`` ended as it says
+    (``succeeded``, ``failed`` or ``skipped``) and every other task that runs succeeded:
+    which tasks run, which are skipped or upstream_failed, and the workflow's result.
+    Nothing runs and nothing is written. Raises :class:`DefinitionError` for an invalid
+    workflow, or an ``assume`` naming an unknown task or outcome."""
+    validate(wf)
+    parents, rules = resolve(wf)
+    names = [t.name for t in wf.tasks]
+    index = {n: i for i, n in enumerate(names)}
+    given = dict(assume or {})
+    for name, outcome in given.items():
+        if name not in index:
+            raise DefinitionError(one_line(f"assume: workflow {wf.name!r} has no task {name!r}"))
+        if outcome not in OUTCOMES:
+            raise DefinitionError(
+                one_line(
+                    f"assume: {name}={show_value(outcome)}: an outcome is one of "
+                    f"{', '.join(OUTCOMES)}"
+                )
+            )
+    ups = [[index[p] for p in ps] for ps in parents]
+    return plan_graph(wf.name, names, ups, rules, given)
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

@@ -13,6 +13,11 @@ Native (YAML or JSON)::
         max_attempts: 3           # optional, default 1
       - name: build
         after: [fetch]
+        trigger: all_success      # optional: when it runs, by how its parents ended
+      - name: alert
+        on_failure: [fetch, build]  # optional: runs when one of them failed
+      - name: tidy
+        finally: true             # optional: runs once the rest has ended, whatever happened
 
 Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task whose type
 is its ``queue`` (default: the step name). A step with ``task:`` carries that sub-task's
@@ -532,6 +537,7 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max", "deadline"}
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
+    "trigger", "on_failure", "finally",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -610,6 +616,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
             raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
         spec.steps = [_native_task(n, source) for n in nodes]
     timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
+    handles = get("on_failure")
     return TaskDef(
         get("name") or "",
         get("payload"),
@@ -619,6 +626,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
         get("max_attempts", 1),
         here,
         spec,
+        get("trigger"),
+        None if handles is None else _names(handles, "on_failure", here),
+        get("finally", False),
         timeout,
     )
 

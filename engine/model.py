@@ -11,12 +11,13 @@ from typing import Any
 class TaskState(StrEnum):
     """Where a task is in its life. Stored in Redis as these exact strings."""
 
-    WAITING = "waiting"  # some parent has not succeeded yet
+    WAITING = "waiting"  # its trigger rule is not decided yet (some parent has not ended)
     READY = "ready"  # in its type's queue (or held while its workflow is paused)
     RUNNING = "running"  # claimed by an agent holding a lease
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # failed its last allowed attempt
-    SKIPPED = "skipped"  # an ancestor failed: it will not run
+    SKIPPED = "skipped"  # a branch not taken (its rule was not met): it will not run
+    UPSTREAM_FAILED = "upstream_failed"  # its rule cannot be met because a parent failed
     CANCELLED = "cancelled"  # its workflow was cancelled before it ran
 
     @property
@@ -25,7 +26,13 @@ class TaskState(StrEnum):
 
 
 TERMINAL_TASK_STATES = frozenset(
-    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELLED}
+    {
+        TaskState.SUCCEEDED,
+        TaskState.FAILED,
+        TaskState.SKIPPED,
+        TaskState.UPSTREAM_FAILED,
+        TaskState.CANCELLED,
+    }
 )
 
 
@@ -92,6 +99,9 @@ class TaskStatus:
     # a map's items by state (waiting, ready, running, succeeded, failed, cancelled) and,
     # once its parent's output is expanded, "total"; None for a task that is not a map
     items: dict[str, int] | None = None
+    # when it runs (engine.rules): a trigger rule, or "finally" (all_done, and its own
+    # failure does not fail the workflow)
+    trigger: str = "all_success"
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -141,6 +151,7 @@ class WorkflowSummary:
     skipped: int
     created_at: float
     finished_at: float | None
+    upstream_failed: int = 0
 
     @property
     def done(self) -> int:
@@ -168,6 +179,28 @@ class WorkflowStatus(WorkflowSummary):
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def why(self, task: TaskStatus) -> str:
+        """Why ``task`` is in its state, by its rule and its parents' states, e.g.
+        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``."""
+        from .rules import explain
+
+        by_name = {t.name: t for t in self.tasks}
+        ups = [str(by_name[p].state) for p in task.parents if p in by_name]
+        return explain(task.trigger, ups, str(task.state))
+
+    def failures(self) -> tuple[list[str], list[str]]:
+        """``(unhandled, handled)``: the failed tasks that fail the workflow, and those a
+        failure branch downstream handled (a finally task's failure is in neither)."""
+        from .rules import FINALLY, workflow_result
+
+        index = {t.name: t.index for t in self.tasks}
+        parents = [[index[p] for p in t.parents if p in index] for t in self.tasks]
+        rules = [t.trigger for t in self.tasks]
+        _, unhandled = workflow_result([str(t.state) for t in self.tasks], parents, rules)
+        failed = [t.index for t in self.tasks if t.state == "failed" and t.trigger != FINALLY]
+        names = [t.name for t in self.tasks]
+        return [names[i] for i in unhandled], [names[i] for i in failed if i not in unhandled]
 
     def to_dict(self) -> dict[str, Any]:
         d = WorkflowSummary.to_dict(self)

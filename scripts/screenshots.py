@@ -6,6 +6,7 @@ swapped for "DejaVu Sans Mono", which cairosvg finds offline; install it with
 ``apt-get install fonts-dejavu-core`` if missing)::
 
     python scripts/screenshots.py [--out screenshots] [--keep-svg]
+    python scripts/screenshots.py --only rules   # workflow-rules.png alone, in seconds
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import cairosvg  # noqa: E402
 
 from demos.console_demo import Demo  # noqa: E402
-from engine import EmbeddedRedis, Engine, WorkflowStatus  # noqa: E402
+from engine import Agent, EmbeddedRedis, Engine, Task, WorkflowStatus, load_file  # noqa: E402
 from redisflow_tui.__main__ import make_engine  # noqa: E402
 from redisflow_tui.app import RedisflowApp  # noqa: E402
 from redisflow_tui.screens.workflow import WorkflowScreen  # noqa: E402
@@ -172,15 +173,57 @@ async def shoot(out: Path, keep_svg: bool, warmup: float) -> list[Path]:
     return saved
 
 
+async def shoot_rules(out: Path, keep_svg: bool) -> Path:
+    """A failure branch: demos/branch.yaml run with its deploy step failing, the
+    upstream_failed task selected (its "why" line in the detail)."""
+    server = EmbeddedRedis().start()
+    engine = make_engine(server.url, "rf")
+
+    def handler(task: Task) -> str:
+        if task.name == "deploy":
+            raise RuntimeError("deploy: the new version did not start (health check 503)")
+        return f"{task.name} done"
+
+    try:
+        [wf] = load_file(ROOT / "demos" / "branch.yaml")
+        wid = engine.push(wf)
+        Agent(engine, "agent-a", {"": handler}, idle_check_s=0.2).run(until_idle=True)
+        app = RedisflowApp(engine, label=f"{server.url}")
+        async with app.run_test(size=SIZE) as pilot:
+            app.goto(wid)
+            while not isinstance(app.screen, WorkflowScreen) or not app.screen.query(DagView):
+                await pilot.pause(0.1)
+            screen = app.screen
+            while screen.query_one(DagView).layout_ is None or screen.view.status is None:
+                await pilot.pause(0.1)
+            table = screen.query_one(TaskTable)
+            table.focus()
+            table.select_task(2)  # announce: upstream_failed
+            await pilot.pause(0.6)
+            svg = app.export_screenshot(title="redisflow")
+        if keep_svg:
+            (out / "workflow-rules.svg").write_text(svg)
+        png = out / "workflow-rules.png"
+        svg_to_png(svg, png)
+        print(f"saved {png}")
+        return png
+    finally:
+        engine.redis.close()
+        server.stop()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
     p.add_argument("--keep-svg", action="store_true", help="keep the SVGs next to the PNGs")
     p.add_argument("--warmup", type=float, default=25.0, help="seconds of demo before shooting")
+    p.add_argument("--only", choices=["rules"], help="take this screenshot alone")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    asyncio.run(shoot(out, args.keep_svg, args.warmup))
+    if args.only != "rules":
+        asyncio.run(shoot(out, args.keep_svg, args.warmup))
+    asyncio.run(shoot_rules(out, args.keep_svg))
 
 
 if __name__ == "__main__":

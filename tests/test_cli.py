@@ -299,7 +299,7 @@ def test_push_wait_exit_codes(engine: Engine, cli_env: dict[str, str], tmp_path:
         [fid] = out["ids"]
         assert out["states"] == {fid: "failed"}
         st = engine.status(fid)
-        assert st.task("a").error == "asked to fail" and st.task("b").state == "skipped"
+        assert st.task("a").error == "asked to fail" and st.task("b").state == "upstream_failed"
     finally:
         stop_process(agent, 15)
     assert agent.returncode == 0

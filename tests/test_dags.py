@@ -131,14 +131,14 @@ def test_random_dags_run_in_order_once(dag_engine: Engine, graphs: list[Dag], co
 
 @settings(max_examples=25, deadline=None)
 @given(graph=dags(), data=st.data())
-def test_a_failing_task_skips_exactly_its_descendants(dag_engine: Engine, graph: Dag, data):
+def test_a_failing_task_stops_exactly_its_descendants(dag_engine: Engine, graph: Dag, data):
     engine = dag_engine
     engine.redis.flushall()
     bad = data.draw(st.sampled_from(graph.order), label="failing task")
     wid = engine.push(graph.workflow())
     rec = Recorder({wid: graph}, fail={(wid, f"t{bad}")})
     run_agent(engine, {t: rec for t in TYPES})
-    skipped = graph.descendants(bad)
+    stopped = graph.descendants(bad)
     status = engine.status(wid)
     assert rec.violations == []
     assert status.state == "failed"
@@ -147,10 +147,10 @@ def test_a_failing_task_skips_exactly_its_descendants(dag_engine: Engine, graph:
         if i == bad:
             assert (t.state, t.attempts, t.failures) == ("failed", 1, 1)
             assert t.error == f"t{bad} fails on purpose"
-        elif i in skipped:
-            assert t.state == "skipped" and t.attempts == 0
+        elif i in stopped:
+            assert t.state == "upstream_failed" and t.attempts == 0
         else:  # independent branches keep running to the end
             assert t.state == "succeeded" and rec.runs[(wid, t.name)] == 1
-    assert (status.failed, status.skipped) == (1, len(skipped))
-    assert status.succeeded == len(graph.order) - 1 - len(skipped)
+    assert (status.failed, status.upstream_failed, status.skipped) == (1, len(stopped), 0)
+    assert status.succeeded == len(graph.order) - 1 - len(stopped)
     assert_stats_agree(engine)

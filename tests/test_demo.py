@@ -72,7 +72,9 @@ def test_demo_failures_are_counted(redis_url: str) -> None:
     out = json.loads(proc.stdout)
     assert out["ok"] is True, out["problems"]
     assert out["failed"] > 0
-    assert out["succeeded"] + out["failed"] + out["skipped"] == out["tasks"]
+    assert out["upstream_failed"] > 0  # the descendants of failures
+    ended = out["succeeded"] + out["failed"] + out["upstream_failed"] + out["skipped"]
+    assert ended == out["tasks"]
 
 
 def test_demo_refuses_a_namespace_in_use(redis_url: str) -> None:

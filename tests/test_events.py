@@ -57,7 +57,8 @@ def test_events_carry_task_names_while_their_workflow_exists(engine: Engine) -> 
     bad_id, good_id = engine.push_many([bad, good])
     run_agent(engine, {"": handler}, "evagent")
     named = {(e.wid, e.task, e.task_name) for e in engine.events() if e.task is not None}
-    assert (bad_id, 0, "x") in named  # x2 was skipped: no event of its own
+    assert (bad_id, 0, "x") in named
+    assert (bad_id, 1, "x2") in named  # task.upstream_failed
     assert (good_id, 0, "y") in named
     # live events (no names yet) are named in one go, from the cache
     fresh = [Event("task.claimed", bad_id, 0.0, 1), Event("task.claimed", good_id, 0.0, 0)]

@@ -107,7 +107,7 @@ def test_a_failed_step_fails_its_item_and_retry_runs_only_what_failed(engine: En
     run_agent(engine, {"": run, "io": run})
     st_ = engine.status(wid)
     assert (st_.state, st_.task("sections").state, st_.task("total").state) == (
-        "failed", "failed", "skipped",
+        "failed", "failed", "upstream_failed",
     )  # fmt: skip
     [item] = engine.items(wid, "sections", state="failed")
     assert item.index == 2 and item.error == "step count: cannot count 2"

@@ -91,7 +91,7 @@ def test_a_map_over_a_whole_output_and_over_a_map(engine: Engine) -> None:
     [
         ("succeed", "succeeded", "succeeded", "succeeded"),
         ("skip", "skipped", "skipped", "succeeded"),
-        ("fail", "failed", "skipped", "failed"),
+        ("fail", "failed", "upstream_failed", "failed"),
     ],
 )
 def test_an_empty_list(
@@ -125,7 +125,7 @@ def test_an_output_that_cannot_be_mapped_fails_the_map_once(
     count = st.task("count")
     assert st.state == "failed" and count.state == "failed"
     assert says in (count.error or "") and "cannot map over split.items" in (count.error or "")
-    assert st.task("total").state == "skipped"
+    assert st.task("total").state == "upstream_failed"
 
 
 def test_max_items(engine: Engine) -> None:
@@ -144,7 +144,7 @@ def test_failed_items_fail_the_map_unless_tolerated_and_retry_reruns_only_them(
     run_agent(engine, {"": handler({"items": list(range(10))}, fail={3, 7}, seen=seen)})
     st = engine.status(strict)
     assert (st.state, st.task("count").state, st.task("total").state) == (
-        "failed", "failed", "skipped",
+        "failed", "failed", "upstream_failed",
     )  # fmt: skip
     assert st.task("count").error == "2 of 10 items failed"
     ok = engine.status(lenient)
@@ -412,11 +412,11 @@ def test_maps_follow_the_model(
     if n == 0:
         want = {"succeed": ("succeeded", "succeeded", "succeeded"),
                 "skip": ("skipped", "skipped", "succeeded"),
-                "fail": ("failed", "skipped", "failed")}[on_empty]  # fmt: skip
+                "fail": ("failed", "upstream_failed", "failed")}[on_empty]  # fmt: skip
     elif len(bad) <= tolerate:
         want = ("succeeded", "succeeded", "succeeded")
     else:
-        want = ("failed", "skipped", "failed")
+        want = ("failed", "upstream_failed", "failed")
     assert (st_.task("count").state, st_.task("total").state, st_.state) == want
     assert set(seen) == set(range(n))  # every item ran (no gather before all ended)
     if want[1] == "succeeded" and n:

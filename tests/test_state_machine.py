@@ -25,6 +25,8 @@ from hypothesis.stateful import (
 
 from engine import EmbeddedRedis, Engine, NotFoundError, StateError, Task, Workflow
 from engine.model import decode_json
+from engine.rules import RULES, counts, decide, workflow_result
+from engine.store.codec import RULE_BASE
 from engine.store.codec import parse_record as task_record
 
 AGENTS = ("A", "B")
@@ -37,6 +39,7 @@ def small_dags(draw: st.DrawFn) -> Workflow:
     wf = Workflow("wf", retry_backoff=0.0)
     for i in range(n):
         parents = sorted(draw(st.sets(st.integers(0, i - 1), max_size=2))) if i else []
+        rule = draw(st.sampled_from([None, None, None, *RULES[1:], "finally"])) if parents else None
         wf.task(
             f"t{i}",
             payload=i,
@@ -44,6 +47,8 @@ def small_dags(draw: st.DrawFn) -> Workflow:
             priority=draw(st.integers(0, 2)),
             after=[f"t{p}" for p in parents],
             max_attempts=draw(st.integers(1, 2)),
+            trigger=None if rule == "finally" else rule,
+            finally_=rule == "finally",
         )
     return wf
 
@@ -212,15 +217,18 @@ class EngineMachine(RuleBasedStateMachine):
             assert int(raw["ok"]) == tally["succeeded"]
             assert int(raw["bad"]) == tally["failed"]
             assert int(raw["skip"]) == tally["skipped"]
+            assert int(raw.get("uf", 0)) == tally["upstream_failed"]
             unfinished = tally["waiting"] + tally["ready"] + tally["running"]
             assert int(raw["left"]) == unfinished, (wid, raw)
             assert r.zscore(shard.by_state(wst), wid) is not None
             if wst in ("running", "paused"):
                 assert unfinished > 0
-            elif wst == "succeeded":
-                assert tally["succeeded"] == n
-            elif wst == "failed":
-                assert unfinished == 0 and tally["succeeded"] < n
+            elif wst in ("succeeded", "failed"):
+                assert unfinished == 0
+                ups = [[int(p) for p in raw.get(f"{i}U", "").split(",") if p] for i in range(n)]
+                rules = [raw.get(f"{i}G", "all_success") for i in range(n)]
+                states = [raw.get(f"{i}s", "waiting") for i in range(n)]
+                assert workflow_result(states, ups, rules)[0] == wst, (wid, raw)
             else:
                 assert tally["waiting"] == tally["ready"] == 0
             for i in range(n):
@@ -237,21 +245,29 @@ class EngineMachine(RuleBasedStateMachine):
                 parents = [
                     raw.get(f"{p}s", "waiting") for p in raw.get(f"{i}U", "").split(",") if p
                 ]
-                doomed = {"failed", "skipped", "cancelled"}
+                rule = raw.get(f"{i}G", "all_success")
+                ps, pf, pk = counts(parents)
+                verdict = decide(rule, len(parents), ps, pf, pk) if parents else "run"
                 if s == "waiting":
-                    pending = sum(1 for p in parents if p != "succeeded")
-                    assert pending > 0, (member, raw)
-                    # several parents: their successes so far are counted
-                    counted = int(raw.get(f"{i}w", 0))
-                    assert counted == (len(parents) - pending if len(parents) > 1 else 0), (
+                    assert verdict is None, (member, verdict, raw)
+                    # the parents' ends so far are counted (the default rule: one parent
+                    # needs no count, and a failure would have decided it)
+                    want = ps + RULE_BASE * pk
+                    if f"{i}G" in raw:
+                        want += RULE_BASE**2 * pf
+                    elif len(parents) == 1:
+                        want = 0
+                    assert int(raw.get(f"{i}w", 0)) == want, (member, raw)
+                elif s in ("skipped", "upstream_failed"):
+                    assert verdict == s, (member, verdict, raw)  # else it could run
+                elif s != "cancelled":
+                    # it ran or may run now: its rule let it, unless a parent it did not
+                    # wait for was retried since
+                    assert verdict == "run" or "ready" in parents or "waiting" in parents, (
                         member,
+                        verdict,
                         raw,
                     )
-                    assert not doomed & set(parents), (member, raw)  # would be skipped
-                elif s == "skipped":
-                    assert doomed & set(parents), (member, raw)  # else it could run
-                elif s != "cancelled":  # it ran or may run now: every parent succeeded
-                    assert set(parents) <= {"succeeded"}, (member, raw)
                 # every failure and every lost lease ended an attempt that was started
                 tried, failed, lost = (int(raw.get(f"{i}{f}", 0)) for f in "afl")
                 assert tried >= failed + lost, (member, raw)

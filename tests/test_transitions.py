@@ -132,7 +132,7 @@ def test_outputs_reach_children_and_the_workflow_succeeds(engine: Engine) -> Non
     assert_stats_agree(engine)
 
 
-def test_failure_skips_descendants_and_fails_the_workflow_once_nothing_runs(
+def test_failure_marks_descendants_upstream_failed_and_fails_the_workflow_once_nothing_runs(
     engine: Engine,
 ) -> None:
     wf = Workflow("branches")
@@ -147,8 +147,8 @@ def test_failure_skips_descendants_and_fails_the_workflow_once_nothing_runs(
     hand.fail(a, "disk full")
     assert states(engine, wid) == {
         "a": "failed",
-        "b": "skipped",
-        "b2": "skipped",
+        "b": "upstream_failed",
+        "b2": "upstream_failed",
         "c": "running",
         "c2": "waiting",
     }
@@ -159,7 +159,7 @@ def test_failure_skips_descendants_and_fails_the_workflow_once_nothing_runs(
     hand.succeed(c2)
     st = engine.status(wid)
     assert st.state == "failed"
-    assert (st.succeeded, st.failed, st.skipped) == (2, 1, 2)
+    assert (st.succeeded, st.failed, st.skipped, st.upstream_failed) == (2, 1, 0, 2)
     assert st.task("a").error == "disk full"
     finished = [e for e in engine.events() if e.kind.startswith("workflow.") and e.wid == wid]
     assert [e.kind for e in finished].count("workflow.failed") == 1
@@ -186,7 +186,7 @@ def test_retries_back_off_exponentially_up_to_max_attempts(engine: Engine) -> No
     assert st.state == "failed"
     f = st.task("f")
     assert (f.state, f.attempts, f.failures, f.error) == ("failed", 3, 3, "boom 3")
-    assert st.task("g").state == "skipped"
+    assert st.task("g").state == "upstream_failed"
     delays = [e.data["delay_ms"] for e in reversed(engine.events()) if e.kind == "task.retrying"]
     assert delays == [50, 100]
     assert_stats_agree(engine)
@@ -362,7 +362,7 @@ def test_retry_a_failed_workflow_with_inputs_unchanged(engine: Engine) -> None:
     hand.fail(b, "b broke")
     hand.succeed(c, "c-out")
     assert engine.state(wid) == "failed"
-    assert engine.retry(wid) == 2  # b failed, d skipped
+    assert engine.retry(wid) == 2  # b failed, d upstream_failed
     st = engine.status(wid)
     assert st.state == "running" and st.finished_at is None
     assert states(engine, wid) == {"a": "succeeded", "b": "ready", "c": "succeeded", "d": "waiting"}
@@ -378,7 +378,7 @@ def test_retry_a_failed_workflow_with_inputs_unchanged(engine: Engine) -> None:
 
 
 def test_retry_one_task_while_the_workflow_still_runs(engine: Engine) -> None:
-    """A skipped task whose other parent is still running joins the retry."""
+    """An upstream_failed task whose other parent is still running joins the retry."""
     wf = Workflow("partial")
     a = wf.task("a")
     c = wf.task("c")
@@ -388,7 +388,9 @@ def test_retry_one_task_while_the_workflow_still_runs(engine: Engine) -> None:
     hand = Hand(engine)
     ta, tc = sorted(hand.claim(), key=lambda t: t.name)
     hand.fail(ta)
-    assert states(engine, wid) == {"a": "failed", "c": "running", "d": "skipped", "e": "skipped"}
+    assert states(engine, wid) == {
+        "a": "failed", "c": "running", "d": "upstream_failed", "e": "upstream_failed",
+    }  # fmt: skip
     assert engine.retry(wid, tasks=["a"]) == 3
     assert states(engine, wid) == {"a": "ready", "c": "running", "d": "waiting", "e": "waiting"}
     hand.succeed(hand.claim_one())
@@ -414,7 +416,9 @@ def test_retry_one_task_of_a_failed_workflow(engine: Engine) -> None:
         hand.fail(t)
     assert engine.state(wid) == "failed"
     assert engine.retry(wid, tasks=["x"]) == 2
-    assert states(engine, wid) == {"x": "ready", "x2": "waiting", "y": "failed", "y2": "skipped"}
+    assert states(engine, wid) == {
+        "x": "ready", "x2": "waiting", "y": "failed", "y2": "upstream_failed",
+    }  # fmt: skip
     assert engine.state(wid) == "running"
     hand.succeed(hand.claim_one())
     hand.succeed(hand.claim_one())
@@ -692,7 +696,7 @@ def test_lost_leases_are_capped(engine: Engine) -> None:
     assert st.state == "failed"
     assert st.task("a").state == "failed" and "lost" in st.task("a").error
     assert st.task("a").failures == 0  # lost leases are not handler failures
-    assert {st.task(n).state for n in "bcd"} == {"skipped"}
+    assert {st.task(n).state for n in "bcd"} == {"upstream_failed"}
     assert_stats_agree(engine)
 
 

@@ -10,14 +10,17 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import timing
+from .. import timing, viz
 from ..client import Engine
-from ..definition import DEFAULT_MAX_TASKS, check_name
+from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
+from ..definition import plan as plan_workflow
 from ..errors import DefinitionError
 from ..loader import load_file
 from ..model import TaskState, WorkflowState
+from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from .common import (
     EXIT_BAD_INPUT,
@@ -42,6 +45,7 @@ STATE_STYLE = {
     "waiting": "dim",
     "ready": "blue",
     "skipped": "dim",
+    "upstream_failed": "dark_orange",
 }
 
 
@@ -175,7 +179,8 @@ def _type_label(task_type: str) -> str:
 
 
 def _styled(state: str) -> str:
-    return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else esc(state)
 
 
 # -- commands ---------------------------------------------------------------------------
@@ -348,11 +353,12 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         print_json(st.to_dict())
         return EXIT_OK
     now = engine.server_time()
+    upstream = f", {st.upstream_failed} upstream_failed" if st.upstream_failed else ""
     out.print(
         f"[bold]workflow {st.id}[/] {esc(st.name)}  {_styled(st.state.value)}"
         + (f" ({esc(st.reason)})" if st.reason else "")
-        + f"  {st.succeeded}/{st.total} succeeded, {st.failed} failed, {st.skipped} skipped  "
-        f"created {_ago(st.created_at, now)}"
+        + f"  {st.succeeded}/{st.total} succeeded, {st.failed} failed{upstream}, "
+        f"{st.skipped} skipped  created {_ago(st.created_at, now)}"
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
@@ -360,17 +366,27 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         left = st.start_at - time.time()
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.start_at))
         out.print(f"starts {when} (in {_span(max(0.0, left))})")
+    if st.failed:
+        unhandled, handled = st.failures()
+        if handled:
+            out.print(f"failures handled by a failure branch: {esc(', '.join(handled))}")
+        if unhandled and st.state.finished:
+            out.print(f"failures that fail it: {esc(', '.join(unhandled))}")
     if st.input is not None:
         shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
         out.print("input " + shown[:300].replace("[", r"\["))
-    table = _wide_table(
-        "task", "type", "state", "attempts", "agent", "took", "after", "output / error"
-    )
+    ruled = any(t.trigger != "all_success" for t in st.tasks)
+    columns = ["task", "type", "state", "attempts", "agent", "took", "after", "output / error"]
+    if ruled:
+        columns.insert(6, "trigger")
+    table = _wide_table(*columns)
     for t in st.tasks:
         detail = _detail(t.output, t.error)
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
-        table.add_row(
+        elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
+            detail = f"[dim]{esc(st.why(t))}[/]"
+        row = [
             esc(t.name),
             esc(t.type) or "-",
             _styled(t.state.value),
@@ -379,8 +395,127 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             _took(t.started_at, t.finished_at),
             esc(",".join(t.parents)) or "-",
             detail,
-        )
+        ]
+        if ruled:
+            row.insert(6, esc(t.trigger))
+        table.add_row(*row)
     out.print(table)
+    return EXIT_OK
+
+
+def parse_assume(values: Sequence[str] | None) -> dict[str, str]:
+    """``--assume extract=failed,load=succeeded`` (repeatable) as ``{task: outcome}``."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        for item in value.split(","):
+            name, eq, outcome = item.strip().rpartition("=")
+            if not eq or not name:
+                raise DefinitionError(
+                    f"--assume {_arg(item)}: give TASK=OUTCOME (outcome: {', '.join(OUTCOMES)})"
+                )
+            out[name.strip()] = outcome.strip()
+    return out
+
+
+def _plans(args: argparse.Namespace) -> list[Plan]:
+    """A plan of every workflow in ``args.file``, each with the assumptions naming its
+    tasks; an assumption that names no task of any of them is bad input."""
+    workflows = load_file(args.file, args.max_tasks)
+    assume = parse_assume(args.assume)
+    known = {t.name for wf in workflows for t in wf.tasks}
+    for name in assume:
+        if name not in known:
+            raise DefinitionError(f"--assume: {args.file} has no task {name!r}")
+    plans = []
+    for wf in workflows:
+        own = {t.name for t in wf.tasks}
+        plans.append(plan_workflow(wf, {n: o for n, o in assume.items() if n in own}))
+    return plans
+
+
+def _planned(t: PlannedTask) -> str:
+    if not t.runs:
+        return _styled(t.state)
+    how = " (assumed)" if t.assumed else ""
+    return f"runs → {_styled(t.state)}{how}"
+
+
+def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
+    """``redisflow plan FILE --assume T=failed``: what would run, before anything runs."""
+    plans = _plans(args)
+    if args.json:
+        print_json([p.to_dict() for p in plans] if len(plans) > 1 else plans[0].to_dict())
+        return EXIT_OK
+    for p in plans:
+        table = _table("task", "trigger", "after", "plan", "why", overflow="fold")
+        for col in table.columns[:-1]:
+            col.no_wrap = True
+        for t in p.tasks:
+            table.add_row(
+                esc(t.name),
+                esc(t.rule),
+                esc(",".join(t.parents)) or "-",
+                _planned(t),
+                f"[dim]{esc(t.why)}[/]",
+            )
+        out.print(f"[bold]plan of {esc(p.workflow)}[/]")
+        out.print(table)
+        line = f"workflow {esc(p.workflow)}: {_styled(p.state)}"
+        handled = [
+            t.name
+            for t in p.tasks
+            if t.state == "failed" and t.rule != "finally" and t.name not in p.unhandled
+        ]
+        if p.unhandled:
+            line += f" (failures that fail it: {esc(', '.join(p.unhandled))})"
+        elif handled:
+            line += f" (failures handled by a failure branch: {esc(', '.join(handled))})"
+        out.print(line)
+        if p.ignored:
+            out.print(f"[dim]not run, so not assumed: {esc(', '.join(p.ignored))}[/]")
+    return EXIT_OK
+
+
+def _viz_graph(
+    args: argparse.Namespace,
+) -> tuple[str, list[viz.Node], list[list[int]]]:
+    """The graph ``redisflow viz`` draws: a file's workflow (coloured by a plan when
+    given --assume) or a stored workflow with its tasks' states."""
+    target = args.target
+    if not Path(target).exists() and target.isascii() and target.isdigit():
+        engine = connect(args)
+        try:
+            st = engine.status(workflow_id(target))
+        finally:
+            engine.close()
+        index = {t.name: t.index for t in st.tasks}
+        nodes = [viz.Node(t.name, t.trigger, t.state.value) for t in st.tasks]
+        return f"{st.name} #{st.id}", nodes, [[index[p] for p in t.parents] for t in st.tasks]
+    workflows = load_file(target, args.max_tasks)
+    if len(workflows) > 1 and args.workflow is None:
+        names = ", ".join(wf.name for wf in workflows)
+        raise DefinitionError(
+            f"{target} holds {len(workflows)} workflows ({names}): give --workflow"
+        )
+    chosen = [wf for wf in workflows if args.workflow in (None, wf.name)]
+    if not chosen:
+        raise DefinitionError(f"{target} has no workflow named {args.workflow!r}")
+    wf = chosen[0]
+    validate(wf, args.max_payload, args.max_tasks)
+    parents, rules = resolve(wf)
+    index = {t.name: i for i, t in enumerate(wf.tasks)}
+    states: list[str | None] = [None] * len(wf.tasks)
+    if args.assume is not None:
+        planned = plan_workflow(wf, parse_assume(args.assume))
+        states = [t.state for t in planned.tasks]
+    nodes = [viz.Node(t.name, r, s) for t, r, s in zip(wf.tasks, rules, states, strict=True)]
+    return wf.name, nodes, [[index[p] for p in ps] for ps in parents]
+
+
+def cmd_viz(_: Engine | None, args: argparse.Namespace) -> int:
+    """``redisflow viz FILE|WID --format mermaid|dot``."""
+    title, nodes, parents = _viz_graph(args)
+    sys.stdout.write(viz.render(args.format, title, nodes, parents))
     return EXIT_OK
 
 
@@ -621,6 +756,44 @@ def build_parser() -> argparse.ArgumentParser:
                 "--task", action="append", type=name_arg, help="retry only this failed task"
             )
         p.set_defaults(run=_control(name))
+
+    p = sub.add_parser(
+        "plan",
+        parents=[js],
+        help="what would run if some tasks failed: before anything runs",
+        description="Print, for a workflow file, which tasks would run, be skipped or "
+        "upstream_failed, and the workflow's result, if the tasks named in --assume ended "
+        "so and every other task that runs succeeded. Nothing is pushed.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--assume",
+        action="append",
+        metavar="TASK=OUTCOME,...",
+        help=f"how tasks end: {', '.join(OUTCOMES)} (repeatable; default: succeeded)",
+    )
+    p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
+    p.set_defaults(run=cmd_plan, no_engine=True)
+
+    p = sub.add_parser(
+        "viz",
+        parents=both,
+        help="a workflow's DAG as Mermaid or Graphviz DOT",
+        description="Print the DAG of a workflow file, or of a stored workflow (WID) with "
+        "its tasks' states as colours. Failure branches are dashed red, tasks that run "
+        "whatever happened dotted grey.",
+    )
+    p.add_argument("target", metavar="FILE|WID")
+    p.add_argument("--format", choices=viz.FORMATS, default="mermaid")
+    p.add_argument("--workflow", metavar="NAME", help="which workflow of a file of several")
+    p.add_argument(
+        "--assume",
+        action="append",
+        metavar="TASK=OUTCOME,...",
+        help="a file: colour it by the plan for these outcomes (see plan)",
+    )
+    p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
+    p.set_defaults(run=cmd_viz, no_engine=True)
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
     p.add_argument("wid", nargs="?", type=workflow_id)

@@ -27,6 +27,7 @@ from ..definition import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_MAX_TASKS,
     Workflow,
+    resolve,
     validate,
     validate_steps,
 )
@@ -42,6 +43,7 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
+from ..rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # what users give (inputs) must be JSON any reader takes: no NaN or Infinity
@@ -49,24 +51,37 @@ _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, all
 
 # -- workflow hash (P:w:<wid>) ------------------------------------------------------------
 # Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
-# failed, skipped, created ms, finished ms.
+# failed, skipped, created ms, finished ms; upstream_failed (written from the first one).
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
+F_UPSTREAM = "uf"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one
 F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
 F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
 F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
-SUMMARY_FIELDS = (F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED)
+SUMMARY_FIELDS = (
+    F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
+)  # fmt: skip
 # Per task i: the record is the field named by the bare index; then these suffixes.
+# `<i>w` counts its parents' ends: s + RULE_BASE * k + RULE_BASE**2 * f (succeeded,
+# skipped, failed or upstream_failed so far); absent 0. A task with the default rule
+# and one parent has none; with the default rule, f is never counted (its first failed
+# parent decides it).
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
+RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PARENTS)
 
 # -- definition hash (P:d:<digest>) -------------------------------------------------------
-# Whole-definition fields: users, retry backoff base ms, longest retry delay ms.
+# Whole-definition fields: users, retry backoff base ms, longest retry delay ms; the
+# tasks that handle failures (rules one_failed, all_failed) and the finally tasks, as
+# index csvs (absent: none; read only when a workflow with failures ends).
 D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
+D_HANDLERS, D_FINALLY = "hf", "fy"
 # Per task i, suffixes: name, type, payload JSON, priority, max attempts, children csv,
-# parents csv, parents' names JSON, how many parents (when more than one).
+# parents csv, parents' names JSON, how many parents (when more than one; "<n>m" for a
+# map, "<n>r" for a task with a rule other than all_success), that rule (absent:
+# all_success, and then W has no "r": the default rule reads no field more).
 D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
-D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR = "C", "U", "V", "W"
+D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR, D_RULE = "C", "U", "V", "W", "G"
 D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
@@ -76,7 +91,7 @@ D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 D_STEPS, D_FIRST_STEPS, D_LAST_STEPS = "S", "Q", "Z"
 # A gather of maps that tolerate failed items: those maps' indexes (csv), whose errors
 # its claim returns.
-D_GATHERS = "G"
+D_GATHERS = "K"
 # A map's runtime fields in the workflow hash: elements stored, items in all (once
 # expanded), started, in flight, succeeded, failed, cancelled.
 M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
@@ -101,7 +116,7 @@ def step_field(k: int | str, s: int | str) -> str:
 
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
-    D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS,
+    D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS, D_RULE,
     T_FAILURES, T_OUTPUT, T_ERROR,
 )  # fmt: skip
 
@@ -173,16 +188,23 @@ def compile_workflow(
             check_map(t.map, t.name, t.after, f"{where}: " if where else "")
             if t.map.steps is not None:
                 step_payloads[t.name] = validate_steps(t, where, max_payload)
+    ups, rules = resolve(wf)
     index = {t.name: i for i, t in enumerate(wf.tasks)}
     children: list[list[int]] = [[] for _ in wf.tasks]
-    for i, t in enumerate(wf.tasks):
-        for p in t.after:
+    for i, after in enumerate(ups):
+        for p in after:
             children[index[p]].append(i)
     static: list[Any] = []
     if wf.retry_backoff != 1.0:
         static += [D_BACKOFF, int(wf.retry_backoff * 1000)]
     if wf.retry_backoff_max != DEFAULT_BACKOFF_MAX:
         static += [D_BACKOFF_MAX, int(wf.retry_backoff_max * 1000)]
+    handlers = [str(i) for i, r in enumerate(rules) if r in HANDLER_RULES]
+    if handlers:
+        static += [D_HANDLERS, ",".join(handlers)]
+    finals = [str(i) for i, r in enumerate(rules) if r == FINALLY]
+    if finals:
+        static += [D_FINALLY, ",".join(finals)]
     init: list[Any] = []
     roots: list[Any] = []
     types: list[str] = []
@@ -214,20 +236,24 @@ def compile_workflow(
                 static += [f"{i}{D_MAX_ITEMS}", m.max_items]
             if m.steps is not None:
                 static += _compile_steps(i, m.steps, step_payloads[t.name], types)
+        after = ups[i]
         gathered = [
             str(index[p])
-            for p in t.after
+            for p in after
             if (pm := wf.tasks[index[p]].map) is not None and pm.tolerate
         ]
         if gathered:
             static += [f"{i}{D_GATHERS}", ",".join(gathered)]
-        if t.after:
-            static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in t.after)]
-            static += [f"{i}{D_PARENT_NAMES}", _encode(t.after)]
-            if t.map is not None:  # a map says so where release_children already reads
-                static += [f"{i}{D_WAIT_FOR}", f"{len(t.after)}m"]
-            elif len(t.after) > 1:
-                static += [f"{i}{D_WAIT_FOR}", len(t.after)]
+        if after:
+            static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in after)]
+            static += [f"{i}{D_PARENT_NAMES}", _encode(after)]
+            # a map or a rule says so where release_children already reads
+            if t.map is not None:
+                static += [f"{i}{D_WAIT_FOR}", f"{len(after)}m"]
+            elif rules[i] != DEFAULT_RULE:
+                static += [f"{i}{D_WAIT_FOR}", f"{len(after)}r", f"{i}{D_RULE}", rules[i]]
+            elif len(after) > 1:
+                static += [f"{i}{D_WAIT_FOR}", len(after)]
         else:
             init += [str(i), ready]
             roots += [i, t.type, t.priority]
@@ -377,7 +403,12 @@ def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
 # A batch: {"ts": ms, "ev": [[kind, wid, task index or -1, extra], ...]}, one per script
 # call, in the stream (field "e") and on the event channel.
 
-TASK_KINDS = frozenset({"claimed", "succeeded", "failed", "retrying", "rejected", "requeued"})
+TASK_KINDS = frozenset(
+    {
+        "claimed", "succeeded", "failed", "retrying", "rejected", "requeued",
+        "upstream_failed", "skipped",
+    }
+)  # fmt: skip
 BATCH_FIELD = "e"
 
 
@@ -459,6 +490,8 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
         return {"agent": extra}
     if kind == "failed":
         return {"error": extra}
+    if kind in ("upstream_failed", "skipped"):  # decided when that parent ended
+        return {"parent": extra}
     if kind == "retrying":
         return {"failures": extra[0], "delay_ms": extra[1]}
     if kind == "rejected":
@@ -492,7 +525,7 @@ def _ms(value: Any) -> float | None:
 
 def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
     """A summary from the :data:`SUMMARY_FIELDS` of a workflow hash, in that order."""
-    name, st, n, ok, bad, skip, ct, ft = row
+    name, st, n, ok, bad, skip, ct, ft, uf = row
     return WorkflowSummary(
         id=str(wid),
         name=name,
@@ -503,6 +536,7 @@ def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
         skipped=int(skip or 0),
         created_at=int(ct) / 1000.0,
         finished_at=_ms(ft),
+        upstream_failed=int(uf or 0),
     )
 
 
@@ -534,7 +568,7 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     counts = {s.value: 0 for s in TaskState}
     states = {s.value: s for s in TaskState}
     rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
-    for i, (rec, _, typ, payload, pri, most, kids, ups, f, o, e) in enumerate(rows):
+    for i, (rec, _, typ, payload, pri, most, kids, ups, rule, f, o, e) in enumerate(rows):
         st, a, q, b, d, g = parse_record(rec)
         state = states[st]
         counts[state.value] += 1
@@ -557,6 +591,7 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
                 ready_at=at(q),
                 started_at=at(b),
                 finished_at=at(d),
+                trigger=rule or DEFAULT_RULE,
             )
         )
     start = raw.get(F_START_AT)

@@ -61,7 +61,7 @@ def release(engine: Engine, wid: str) -> str:
 def retry_task(engine: Engine, wid: str, task: str) -> str:
     n = engine.retry(wid, tasks=[task])
     extra = n - 1
-    more = f" and {_plural(extra, 'skipped task')} after it" if extra > 0 else ""
+    more = f" and {_plural(extra, 'task')} after it decided again" if extra > 0 else ""
     return f"Retrying task {task} of workflow {wid}{more}"
 
 
@@ -85,10 +85,16 @@ def plan_cancel(engine: Engine, wid: str) -> Action:
 def plan_retry(engine: Engine, wid: str) -> Action:
     st = engine.status(wid)
     failed = st.counts.get("failed", 0)
-    skipped = st.counts.get("skipped", 0)
+    after = st.counts.get("upstream_failed", 0) + st.counts.get("skipped", 0)
     body = (
-        f"Workflow {wid} “{st.name}” is {st.state}. {_plural(failed, 'failed task')} and "
-        f"{_plural(skipped, 'skipped task')} will run again with their inputs unchanged."
+        f"Workflow {wid} “{st.name}” is {st.state}. {_plural(failed, 'failed task')} will "
+        "run again with their inputs unchanged"
+        + (
+            f", and the {_plural(after, 'upstream_failed or skipped task')} after them "
+            "decided again."
+            if after
+            else "."
+        )
     )
 
     def run(e: Engine) -> str:

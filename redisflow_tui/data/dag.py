@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from engine import TaskState, TaskStatus
+from engine.rules import HANDLER_RULES
 
 FULL_LIMIT = 250  # tasks drawn one by one up to this size
 GROUP_LIMIT = 250  # groups drawn as a graph up to this many
@@ -42,6 +43,7 @@ GLYPH = {
     "running": "▶",
     "succeeded": "✔",
     "failed": "✖",
+    "upstream_failed": "⇣",
     "skipped": "⊘",
     "cancelled": "⊘",
     "paused": "‖",
@@ -54,6 +56,7 @@ PRECEDENCE = (
     "retrying",
     "ready",
     "waiting",
+    "upstream_failed",
     "cancelled",
     "skipped",
     "succeeded",
@@ -128,6 +131,8 @@ class DagGraph:
         edges: ``(from node, to node)``.
         node_of: per task index, the node showing it (tasks outside a focus are absent).
         maps: the task indexes that are maps (their chips show their items' counts).
+        branches: the nodes that are failure branches (rules one_failed, all_failed:
+            ``on_failure``); the edges into them are drawn dashed.
     """
 
     key: tuple[str, ...]
@@ -137,6 +142,13 @@ class DagGraph:
     edges: list[tuple[int, int]]
     node_of: dict[int, int] = field(default_factory=dict)
     maps: frozenset[int] = frozenset()
+    branches: frozenset[int] = frozenset()
+
+    def into_branch(self, ref: int | tuple[int, ...]) -> bool:
+        """Whether an edge drawing coloured by ``ref`` leads only into failure branches."""
+        if isinstance(ref, int):
+            return ref in self.branches
+        return bool(ref) and all(r in self.branches for r in ref)
 
     def widths(self) -> list[int]:
         """Chip widths: ``[`` glyph space label ``]``, groups and maps with room for counts."""
@@ -190,6 +202,11 @@ def maps_of(tasks: Sequence[TaskStatus]) -> frozenset[int]:
     return frozenset(t.index for t in tasks if t.items is not None)
 
 
+def is_branch(task: TaskStatus) -> bool:
+    """Whether a task is a failure branch: it runs when a parent failed."""
+    return task.trigger in HANDLER_RULES
+
+
 def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
     """One node per task."""
     index = {t.name: t.index for t in tasks}
@@ -202,6 +219,7 @@ def task_graph(tasks: Sequence[TaskStatus], key: str) -> DagGraph:
         edges=edges,
         node_of={t.index: t.index for t in tasks},
         maps=maps_of(tasks),
+        branches=frozenset(t.index for t in tasks if is_branch(t)),
     )
 
 
@@ -234,7 +252,12 @@ def group_graph(tasks: Sequence[TaskStatus], level: Sequence[int], key: str) -> 
             if p in index and node_of[index[p]] != node_of[t.index]
         }
     )
-    return DagGraph((key, "groups"), "groups", labels, members, edges, node_of, maps_of(tasks))
+    branches = frozenset(
+        node for node, ms in enumerate(members) if all(is_branch(tasks[i]) for i in ms)
+    )
+    return DagGraph(
+        (key, "groups"), "groups", labels, members, edges, node_of, maps_of(tasks), branches
+    )
 
 
 def focus_graph(tasks: Sequence[TaskStatus], center: int, key: str) -> DagGraph:
@@ -268,6 +291,7 @@ def focus_graph(tasks: Sequence[TaskStatus], center: int, key: str) -> DagGraph:
         edges=edges,
         node_of=local,
         maps=maps_of(tasks),
+        branches=frozenset(local[i] for i in chosen if is_branch(tasks[i])),
     )
 
 

@@ -32,6 +32,8 @@ def detail(e: Event) -> str:
         return str(d["name"])
     if "count" in d:
         return f"{d['count']} task(s)"
+    if d.get("parent") is not None:  # upstream_failed / skipped: decided by that parent's end
+        return f"decided when task #{d['parent']} ended"
     return ""
 
 

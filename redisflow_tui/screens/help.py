@@ -111,8 +111,10 @@ class HelpScreen(ModalScreen[None]):
                 if look not in ("paused", "scheduled"):
                     legend.append(f"  [{markup_var(look)}]{glyph} {look}[/]")
             legend.append(
-                "  retrying: failed an attempt, waiting out its backoff · skipped: an "
-                "ancestor failed · edges take the colour of the task they lead to"
+                "  retrying: failed an attempt, waiting out its backoff · skipped: a branch "
+                "not taken · upstream_failed: a parent failed, so its trigger rule cannot be "
+                "met · edges take the colour of the task they lead to; dashed (╌ ╎) into a "
+                "failure branch (on_failure, one_failed, all_failed)"
             )
             yield Static(Content.from_markup("\n".join(legend)), classes="help-section")
             if self.read_only:

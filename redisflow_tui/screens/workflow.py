@@ -238,7 +238,9 @@ class WorkflowScreen(LiveScreen):
         tasks = self.view.tasks
         at = self.sel_task
         task = tasks[at] if at is not None and at < len(tasks) else None
-        self.query_one(TaskDetail).show(task, self.console.clock)
+        st = self.view.status
+        why = st.why(task) if task is not None and st is not None else None
+        self.query_one(TaskDetail).show(task, self.console.clock, why)
 
     def _header(self) -> None:
         view = self.view
@@ -267,10 +269,15 @@ class WorkflowScreen(LiveScreen):
                 "ok": f"{st.succeeded:,}",
                 "n": f"{st.total:,}",
             }
-            for look in ("running", "retrying", "ready", "failed", "skipped", "cancelled"):
+            for look in (
+                "running", "retrying", "ready", "failed", "upstream_failed", "skipped",
+                "cancelled",
+            ):  # fmt: skip
                 if counts.get(look):
                     parts.append(f"· [{markup_var(look)}]{GLYPH[look]} ${look}[/]")
                     values[look] = f"{counts[look]:,} {look}"
+                    if look == "failed" and state == "succeeded":
+                        values[look] += " (handled)"  # by failure branches, or in finally
             parts.append("· created $age ago")
             values["age"] = self.console.clock.age(st.created_at)
             if st.start_at is not None:  # scheduled: starts then (r starts it now)

@@ -24,6 +24,9 @@ from .line_view import LineView
 from .looks import TASK_LOOKS, look_css
 
 LOOKS = TASK_LOOKS
+# edges into a failure branch are dashed (the same lines, broken) and end in an arrow
+DASHED = str.maketrans({"─": "╌", "│": "╎"})
+BRANCH_ARROW = "⇢"
 
 
 class DagView(LineView, can_focus=True):
@@ -174,8 +177,14 @@ class DagView(LineView, can_focus=True):
                 segments.append(Segment(text, style))
                 x = span.x + len(text)
             else:
-                segments.append(Segment(span.text, base + self._style(self._ref_look(span.ref))))
-                x = span.x + len(span.text)
+                text = span.text
+                if graph.branches and graph.into_branch(span.ref):
+                    text = text.translate(DASHED)
+                    ref = span.ref
+                    if isinstance(ref, int) and lay.pos[ref][:2] == (span.x + len(text), row):
+                        text = text[:-1] + BRANCH_ARROW  # the cell right before its chip
+                segments.append(Segment(text, base + self._style(self._ref_look(span.ref))))
+                x = span.x + len(text)
         return Strip(segments)
 
     def _render_level(self, row: int, base: Style) -> Strip:
@@ -190,7 +199,10 @@ class DagView(LineView, can_focus=True):
             Segment(rest, base + self._style("waiting")),
             Segment(f" {lv.done:>6,}/{lv.total:<6,} ", base),
         ]
-        for look in ("running", "retrying", "ready", "waiting", "failed", "skipped", "cancelled"):
+        for look in (
+            "running", "retrying", "ready", "waiting", "failed", "upstream_failed", "skipped",
+            "cancelled",
+        ):  # fmt: skip
             n = lv.counts.get(look, 0)
             if n:
                 segs.append(Segment(f"{GLYPH[look]}{n:,} ", base + self._style(look)))

@@ -24,6 +24,8 @@ KIND_LOOK = {
     "task.retrying": "retrying",
     "task.requeued": "ready",
     "task.rejected": "retrying",
+    "task.upstream_failed": "upstream_failed",
+    "task.skipped": "skipped",
     "workflow.pushed": "ready",
     "workflow.succeeded": "succeeded",
     "workflow.failed": "failed",
@@ -58,7 +60,17 @@ class EventLogView(LineView, can_focus=True):
     """ + look_css(
         "EventLogView",
         "events",
-        ("running", "succeeded", "failed", "retrying", "ready", "paused", "cancelled", "skipped"),
+        (
+            "running",
+            "succeeded",
+            "failed",
+            "retrying",
+            "ready",
+            "paused",
+            "cancelled",
+            "skipped",
+            "upstream_failed",
+        ),  # fmt: skip
     )
     BINDINGS = [
         Binding("up", "cursor(-1)", "Up", show=False),
@@ -107,7 +119,7 @@ class EventLogView(LineView, can_focus=True):
         dim = base if on_cursor else base + self._style("time")
         segs = [
             Segment(f" {self.clock.stamp(e.ts)}  ", dim),
-            Segment(f"{e.kind:<19}", base if on_cursor else base + self._style(look)),
+            Segment(f"{e.kind:<21}", base if on_cursor else base + self._style(look)),
             Segment(f"{who:<10}{task:<{TASK_WIDTH}}", base),
             Segment(detail(e), dim),
         ]

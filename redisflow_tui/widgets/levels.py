@@ -36,6 +36,7 @@ class LevelsView(LineView):
             "retrying",
             "ready",
             "failed",
+            "upstream_failed",
             "skipped",
             "cancelled",
             "waiting",

@@ -19,6 +19,7 @@ LOOK_VARS = {
     "running": "accent",
     "succeeded": "success",
     "failed": "error",
+    "upstream_failed": "text-warning",
     "skipped": "foreground-muted",
     "cancelled": "text-secondary",
     "paused": "text-primary",
@@ -79,6 +80,7 @@ TASK_LOOKS = (
     "running",
     "succeeded",
     "failed",
+    "upstream_failed",
     "skipped",
     "cancelled",
 )

@@ -14,7 +14,7 @@ from engine import TaskStatus
 from engine.model import ITEM_STATES, ItemStatus
 
 from ..data.clock import Clock
-from ..data.dag import task_look
+from ..data.dag import is_branch, task_look
 from .looks import look_style, look_text
 from .task_table import item_look
 
@@ -69,8 +69,9 @@ class TaskDetail(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("Select a task", id="detail-body")
 
-    def show(self, task: TaskStatus | None, clock: Clock) -> None:
-        """Show ``task`` (or a hint when none is selected)."""
+    def show(self, task: TaskStatus | None, clock: Clock, why: str | None = None) -> None:
+        """Show ``task`` (or a hint when none is selected); ``why`` it is in its state,
+        by its trigger rule and its parents' states (:meth:`WorkflowStatus.why`)."""
         body = self.query_one("#detail-body", Static)
         if task is None:
             body.update(Text("Select a task in the graph or the table.", style="dim"))
@@ -89,6 +90,12 @@ class TaskDetail(VerticalScroll):
             ("parents", _names(task.parents)),
             ("children", _names(task.children)),
         ]
+        undecided = task.state in ("waiting", "skipped", "upstream_failed")
+        if task.trigger != "all_success" or undecided:
+            branch = " (failure branch)" if is_branch(task) else ""
+            rows.insert(2, ("trigger", task.trigger + branch))
+        if why and task.parents and (undecided or task.trigger != "all_success"):
+            rows.insert(3, ("why", why))
         if task.items is not None:
             rows.append(("items", _items(task.items) + " · enter: list them"))
         self._fields(t, rows, task.error)

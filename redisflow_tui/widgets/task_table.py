@@ -15,9 +15,9 @@ from .live_table import LiveTable, Row
 MAX_ROWS = 2000
 COLUMNS = (
     ("idx", "#", 5),
-    ("name", "Task", 20),
+    ("name", "Task", 18),
     ("type", "Type", 8),
-    ("state", "State", 12),
+    ("state", "State", 17),  # "⇣ upstream_failed"
     ("attempts", "Tries", 6),
     ("agent", "Agent", 10),
     ("took", "Took", 8),

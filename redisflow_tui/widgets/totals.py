@@ -11,7 +11,9 @@ from .looks import WORKFLOW_GLYPH, markup_var
 from .text_line import TextLine
 
 WORKFLOW_ORDER = ("running", "paused", "scheduled", "succeeded", "failed", "cancelled")
-TASK_ORDER = ("running", "ready", "waiting", "succeeded", "failed", "skipped", "cancelled")
+TASK_ORDER = (
+    "running", "ready", "waiting", "succeeded", "failed", "upstream_failed", "skipped", "cancelled",
+)  # fmt: skip
 
 
 class StateTotals(TextLine):

@@ -159,7 +159,9 @@ async def test_retry_workflow_and_one_task(
         await wait_for(pilot, lambda: table(app).wids == [wid])
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "1 failed task and 1 skipped task will run again" in app.screen.body
+        body = app.screen.body
+        assert "1 failed task will run again with their inputs unchanged, and the 1 " in body
+        assert "upstream_failed or skipped task after them decided again" in body
         await pilot.press("y")
         await wait_for(pilot, lambda: engine.state(wid) == "running", what="retried")
         drain(engine)  # fails again

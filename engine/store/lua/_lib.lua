@@ -15,27 +15,39 @@
 --   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
 --                                            tasks not terminal, succeeded, failed,
 --                                            skipped, created ms, finished ms
+--   uf                                       upstream_failed (absent until the first)
 --   <i>                                      task i's record (see tparse): state,
 --                                            attempts started (the fencing token),
 --                                            ready/begin/done times as ms after ct,
 --                                            agent; absent: waiting, never started
 --   <i>f <i>l <i>o <i>e                      failures, leases lost, output JSON, error
---   <i>w                                     parents succeeded so far, for a waiting task
---                                            with several (absent: none)
+--   <i>w                                     its parents' ends so far, for a waiting task:
+--                                            s + RB * k + RB2 * f (succeeded, skipped,
+--                                            failed or upstream_failed; absent: none).
+--                                            The default rule keeps none for one parent
+--                                            and never counts f (a failure decides it)
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
 -- never changed once written. Every script reaches it through the workflow's `d` field
 -- (dkey below), so a workflow that must change its tasks at run time, e.g. a fan-out
 -- adding one task per item, can point `d` at a private copy it owns and change that):
 --   r bk bm                                  workflows using it, retry backoff base ms,
 --                                            longest retry delay ms
+--   hf fy                                    tasks that handle failures (one_failed,
+--                                            all_failed), finally tasks: index csvs
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array
---   <i>W                                     how many parents, when more than one, and
---                                            "<n>m" for a map (absent: 1, not a map)
+--   <i>W                                     how many parents, when more than one,
+--                                            "<n>m" for a map, "<n>r" for a task with a
+--                                            trigger rule (absent: 1, all_success)
+--   <i>G                                     that rule (engine/rules.py; "finally" is
+--                                            all_done outside the workflow's result)
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
+--   <i>K                                     a gather's maps that tolerate failed items
+--                                            (csv): their errors come with its claim
 -- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
--- bk 1000, bm 600000. A task waits until every parent has succeeded.
+-- bk 1000, bm 600000. A task waits until every parent has succeeded, unless its rule
+-- says otherwise (rule_decide below).
 
 local P = ARGV[1]
 local EVMAX = ARGV[2]
@@ -309,37 +321,201 @@ local function set_wstate(wid, wk, old, new, score)
   count('w:' .. new, 1)
 end
 
--- Mark every waiting descendant of task i skipped. Returns how many were skipped.
-local function skip_descendants(wid, wk, i)
-  local skipped = 0
+-- Trigger rules: engine/rules.py is the reference (tests/test_rules.py runs both).
+-- A task's parents' ends are counted in its `<c>w` as s + RB * k + RB2 * f, one HINCRBY
+-- per edge: RB is above the most parents a task may have, and RB2 * RB stays below 2^53
+-- (exact in Lua's numbers).
+local RB = 131072
+local RB2 = RB * RB
+local function rule_counts(v)
+  local f = math.floor(v / RB2)
+  v = v - f * RB2
+  local k = math.floor(v / RB)
+  return v - k * RB, f, k
+end
+
+-- What a task with `rule` and n parents does when s succeeded, f failed (or
+-- upstream_failed) and k were skipped: 'run', 'upstream_failed', 'skipped', or nil while
+-- parents still to end could change that (engine/rules.py, decide).
+local function rule_decide(rule, n, s, f, k)
+  local d = s + f + k
+  if rule == 'all_done' or rule == 'finally' then
+    if d == n then return 'run' end
+  elseif rule == 'all_failed' then
+    if f == n then return 'run' end
+    if s + k > 0 then return 'skipped' end
+  elseif rule == 'one_success' then
+    if s > 0 then return 'run' end
+    if d == n then
+      if f > 0 then return 'upstream_failed' end
+      return 'skipped'
+    end
+  elseif rule == 'one_failed' then
+    if f > 0 then return 'run' end
+    if d == n then return 'skipped' end
+  elseif rule == 'none_failed' then
+    if f > 0 then return 'upstream_failed' end
+    if d == n then return 'run' end
+  elseif rule == 'none_failed_min_one_success' then
+    if f > 0 then return 'upstream_failed' end
+    if d == n then
+      if s > 0 then return 'run' end
+      return 'skipped'
+    end
+  else  -- all_success
+    if f > 0 then return 'upstream_failed' end
+    if s == n then return 'run' end
+    if d == n then return 'skipped' end
+  end
+  return nil
+end
+
+-- Waiting task c (its definition's W as read: `w`) hears that one parent ended as `cls`:
+-- 's' succeeded, 'f' failed or upstream_failed, 'k' skipped. Counts it and returns what
+-- c does now (rule_decide), reading its rule only when W says it has one.
+local function hear(wk, dk, c, w, cls)
+  local last = w and string.byte(w, -1)
+  if last == 114 then  -- "<parents>r": a rule other than all_success
+    local inc = 1
+    if cls == 'k' then inc = RB elseif cls == 'f' then inc = RB2 end
+    local s, f, k = rule_counts(redis.call('HINCRBY', wk, c .. 'w', inc))
+    return rule_decide(redis.call('HGET', dk, c .. 'G'), tonumber(string.sub(w, 1, -2)), s, f, k)
+  end
+  if cls == 'f' then return 'upstream_failed' end
+  if last == 109 then w = string.sub(w, 1, -2) end  -- a map: "<parents>m"
+  local need = tonumber(w or '1')
+  if need == 1 then
+    if cls == 's' then return 'run' end
+    return 'skipped'
+  end
+  local inc = 1
+  if cls == 'k' then inc = RB end
+  local s, _, k = rule_counts(redis.call('HINCRBY', wk, c .. 'w', inc))
+  if s == need then return 'run' end
+  if s + k == need then return 'skipped' end
+  return nil
+end
+
+-- Task c of workflow wid (record `rec`) will not run: `st` is 'upstream_failed' or
+-- 'skipped', decided when parent p ended (nil: a parent that succeeded). Events for the
+-- first MAX_DECIDED_EVENTS of a call (a failure can decide a huge subtree at once; its
+-- state is the truth); the caller counts it in the workflow's skip/uf and left.
+local MAX_DECIDED_EVENTS = 1000
+local decided_events = 0
+local function settle(wid, wk, c, rec, st, ct, p)
+  local t = tparse(rec)
+  t.s, t.d = st, NOW - ct
+  redis.call('HSET', wk, c, tpack(t))
+  redis.call('HDEL', wk, c .. 'w')
+  move_count('waiting', st)
+  if decided_events < MAX_DECIDED_EVENTS then
+    decided_events = decided_events + 1
+    emit(st, wid, tonumber(c), p and tonumber(p))
+  end
+end
+
+local function outcome_class(st)
+  if st == 'succeeded' then return 's' end
+  if st == 'skipped' then return 'k' end
+  return 'f'
+end
+
+-- Task i of workflow wid ended without succeeding (its record says failed, skipped or
+-- upstream_failed): each waiting child hears it, and a child decided by it is settled
+-- and tells its own children, down the graph (an iterative walk, O(1) per edge). It
+-- stops at children whose rule is met by that end: those run (queued unless the
+-- workflow is paused). `ends`, when given, is a list of {task, class} to walk instead.
+-- The name is older than the rules: a skip is now one outcome among others.
+local function skip_descendants(wid, wk, i, ends)
   local dk = dkey(wk)
-  local stack = split_csv(redis.call('HGET', dk, i .. 'C'))
+  local m = redis.call('HMGET', wk, 'st', 'ct', i or 'ct')
+  local queue, ct = m[1] == 'running', tonumber(m[2])
+  local stack = ends or {{i, outcome_class(tstate(m[3]))}}
+  local skipped, upstream = 0, 0
   while #stack > 0 do
-    local c = table.remove(stack)
-    local t = tparse(redis.call('HGET', wk, c))
-    if t.s == 'waiting' then
-      t.s = 'skipped'
-      redis.call('HSET', wk, c, tpack(t))
-      move_count('waiting', 'skipped')
-      skipped = skipped + 1
-      for _, g in ipairs(split_csv(redis.call('HGET', dk, c .. 'C'))) do stack[#stack + 1] = g end
+    local top = table.remove(stack)
+    local p, cls = top[1], top[2]
+    for _, c in ipairs(split_csv(redis.call('HGET', dk, p .. 'C'))) do
+      local rec = redis.call('HGET', wk, c)
+      if tstate(rec) == 'waiting' then
+        local verdict = hear(wk, dk, c, redis.call('HGET', dk, c .. 'W'), cls)
+        if verdict == 'run' then
+          -- a rule met by this end (never a map: maps take the default rule)
+          local t = tparse(rec)
+          t.s, t.q = 'ready', NOW - ct
+          redis.call('HSET', wk, c, tpack(t))
+          redis.call('HDEL', wk, c .. 'w')
+          move_count('waiting', 'ready')
+          if queue then enqueue(wid, wk, c) end
+        elseif verdict then
+          settle(wid, wk, c, rec, verdict, ct, p)
+          if verdict == 'skipped' then
+            skipped = skipped + 1
+            stack[#stack + 1] = {c, 'k'}
+          else
+            upstream = upstream + 1
+            stack[#stack + 1] = {c, 'f'}
+          end
+        end
+      end
     end
   end
-  if skipped > 0 then
-    redis.call('HINCRBY', wk, 'skip', skipped)
-    redis.call('HINCRBY', wk, 'left', -skipped)
+  if skipped > 0 then redis.call('HINCRBY', wk, 'skip', skipped) end
+  if upstream > 0 then redis.call('HINCRBY', wk, 'uf', upstream) end
+  if skipped + upstream > 0 then redis.call('HINCRBY', wk, 'left', 0 - skipped - upstream) end
+  return skipped + upstream
+end
+
+-- The result of a finished workflow with failures: 'failed' if some failure is not
+-- handled, i.e. no task downstream of it whose rule exists for failures (one_failed,
+-- all_failed: the definition's `hf`) succeeded; a finally task's failure (`fy`) does
+-- not count. O(tasks + edges), only for a workflow with failures that has such tasks.
+local function failed_result(wk)
+  local dk = dkey(wk)
+  local h = redis.call('HMGET', dk, 'hf', 'fy')
+  if not h[1] and not h[2] then return 'failed' end
+  local n = tonumber(redis.call('HGET', wk, 'n'))
+  local fields = {}
+  for i = 0, n - 1 do fields[#fields + 1] = tostring(i) end
+  local recs = hmget_all(wk, fields)
+  local final = {}
+  for _, i in ipairs(split_csv(h[2])) do final[i] = true end
+  local open, left = {}, 0
+  for i = 0, n - 1 do
+    if tstate(recs[i + 1]) == 'failed' and not final[tostring(i)] then
+      open[tostring(i)] = true
+      left = left + 1
+    end
   end
-  return skipped
+  if left == 0 then return 'succeeded' end
+  local stack, seen = {}, {}
+  for _, x in ipairs(split_csv(h[1])) do
+    if tstate(recs[tonumber(x) + 1]) == 'succeeded' then stack[#stack + 1] = x end
+  end
+  while #stack > 0 and left > 0 do
+    for _, p in ipairs(split_csv(redis.call('HGET', dk, table.remove(stack) .. 'U'))) do
+      if not seen[p] then
+        seen[p] = true
+        if open[p] then
+          open[p] = nil
+          left = left - 1
+        end
+        stack[#stack + 1] = p
+      end
+    end
+  end
+  if left == 0 then return 'succeeded' end
+  return 'failed'
 end
 
 -- Close a workflow whose last unfinished task just ended.
 local function finish_if_done(wid, wk)
   local m = redis.call('HMGET', wk, 'st', 'left', 'bad')
   if (m[1] == 'running' or m[1] == 'paused') and tonumber(m[2]) <= 0 then
-    -- a task is skipped because an ancestor failed, or by choice (a map with no items
-    -- and on_empty: skip): failures alone fail a workflow
-    local final = 'failed'
-    if tonumber(m[3] or '0') == 0 then final = 'succeeded' end
+    -- skipped and upstream_failed tasks never fail a workflow: failures alone do,
+    -- unless handled (failed_result)
+    local final = 'succeeded'
+    if tonumber(m[3] or '0') > 0 then final = failed_result(wk) end
     set_wstate(wid, wk, m[1], final, NOW)
     redis.call('HSET', wk, 'ft', NOW)
     emit(final, wid, -1)
@@ -367,9 +543,11 @@ end
 -- Children (`kids`) of a task that just succeeded that are still waiting and have no other
 -- parent to wait for become ready, queued unless the workflow is paused; a map among them
 -- starts its expansion instead (its W ends in "m": no field more to read per child). A
--- child with several parents (its definition's W) counts its parents' successes in `<c>w`, so each
--- success costs one increment however wide the fan-in. Reads and writes go in slices,
--- whatever the fan-out.
+-- child with several parents (its definition's W) counts its parents' ends in `<c>w`, so
+-- each success costs one increment however wide the fan-in. A child with a trigger rule
+-- (W ends in "r") reads its rule too (hear), and may be decided not to run: that goes
+-- on down the graph (skip_descendants). Reads and writes go in slices, whatever the
+-- fan-out.
 local function release_children(wid, wk, kids, ct, queue)
   local fields, recs = {}, {}
   for k, c in ipairs(kids) do
@@ -378,20 +556,46 @@ local function release_children(wid, wk, kids, ct, queue)
     fields[#fields + 1] = c .. 'R'
     recs[k] = c
   end
-  local info = hmget_all(dkey(wk), fields)
+  local dk = dkey(wk)
+  local info = hmget_all(dk, fields)
   recs = hmget_all(wk, recs)
   local ready = {}
+  local decided = {}  -- {child, class} of children decided not to run
   local at = NOW - ct
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = tstate(rec) == 'waiting'
     local w = info[3 * k - 2]
-    local is_map = w and string.byte(w, -1) == 109  -- "<parents>m"
-    if is_map then w = string.sub(w, 1, -2) end
-    local need = tonumber(w or '1')
-    if go and need > 1 then
-      go = redis.call('HINCRBY', wk, c .. 'w', 1) >= need
-      if go then redis.call('HDEL', wk, c .. 'w') end
+    local last = w and string.byte(w, -1)
+    local is_map = last == 109  -- "<parents>m"
+    if go and last == 114 then  -- "<parents>r": a trigger rule
+      local verdict = hear(wk, dk, c, w, 's')
+      go = verdict == 'run'
+      if go then
+        redis.call('HDEL', wk, c .. 'w')
+      elseif verdict then
+        settle(wid, wk, c, rec, verdict, ct, nil)
+        decided[#decided + 1] = {c, verdict}
+      end
+    elseif go then
+      if is_map then w = string.sub(w, 1, -2) end
+      local need = tonumber(w or '1')
+      if need > 1 then
+        local v = redis.call('HINCRBY', wk, c .. 'w', 1)
+        go = v >= need
+        if go then
+          if v < RB then
+            redis.call('HDEL', wk, c .. 'w')
+          else  -- some parent was skipped: every parent has ended, so it is skipped
+            go = false
+            local s, _, sk = rule_counts(v)
+            if s + sk == need then
+              settle(wid, wk, c, rec, 'skipped', ct, nil)
+              decided[#decided + 1] = {c, 'skipped'}
+            end
+          end
+        end
+      end
     end
     if go and is_map then
       -- a map: its items are expanded from the parent's output (expand.lua) first
@@ -419,6 +623,22 @@ local function release_children(wid, wk, kids, ct, queue)
     end
   end
   write_all('HSET', wk, ready)
+  if #decided > 0 then
+    local skipped, upstream, ends = 0, 0, {}
+    for _, e in ipairs(decided) do
+      if e[2] == 'skipped' then
+        skipped = skipped + 1
+        ends[#ends + 1] = {e[1], 'k'}
+      else
+        upstream = upstream + 1
+        ends[#ends + 1] = {e[1], 'f'}
+      end
+    end
+    if skipped > 0 then redis.call('HINCRBY', wk, 'skip', skipped) end
+    if upstream > 0 then redis.call('HINCRBY', wk, 'uf', upstream) end
+    redis.call('HINCRBY', wk, 'left', 0 - skipped - upstream)
+    skip_descendants(wid, wk, nil, ends)
+  end
 end
 
 
@@ -731,12 +951,12 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local h, fld, di = rec_at(wk, i)
   local d
   if h == wk then
-    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G',
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
       di .. 'Y')
   else
     d = item_defs[dk .. '|' .. di]
     if d == nil then
-      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'G',
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
         di .. 'Y')
       item_defs[dk .. '|' .. di] = d
     end

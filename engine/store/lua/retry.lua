@@ -1,7 +1,10 @@
 -- retry.lua: run failed tasks again with their inputs unchanged.
--- Without task indexes: every failed and skipped task of a failed workflow.
--- With task indexes: those failed tasks (workflow running, paused or failed) and the
--- skipped descendants none of whose other parents failed, was skipped or cancelled.
+-- Without task indexes: every failed task of a failed workflow.
+-- With task indexes: those failed tasks (workflow running, paused or failed).
+-- The tasks downstream of them are decided again: an upstream_failed or skipped task
+-- waits again unless its other parents still decide it as before (its rule counts only
+-- the parents not run again); a finally task runs again after them; a waiting child
+-- counts its parents again. Tasks that succeeded otherwise stay as they are.
 -- A task index may name one item of a map, "c.k": that failed item runs again (and the
 -- map with it, if the map had failed for it).
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks; ARGV[5..] task indexes (optional).
@@ -27,8 +30,7 @@ local only = {}  -- map -> the failed items to run again (absent: all its failed
 local running_maps = {}  -- a running map whose listed items run again: {c, {k...}}
 if whole then
   for i = 0, n - 1 do
-    local s = tstate(redis.call('HGET', wk, i))
-    if s == 'failed' or s == 'skipped' then add(tostring(i)) end
+    if tstate(redis.call('HGET', wk, i)) == 'failed' then add(tostring(i)) end
   end
 else
   for k = 5, #ARGV do
@@ -61,29 +63,75 @@ else
     end
     if c == nil then add(ARGV[k]) end
   end
-  -- A skipped descendant joins once one of its parents is retried and none of the
-  -- others has failed, been skipped or cancelled: parents still waiting, ready or
-  -- running may yet succeed, and the descendant then waits for them.
-  local changed = true
-  while changed do
-    changed = false
-    for i = 0, n - 1 do
-      local si = tostring(i)
-      if not reset[si] and tstate(redis.call('HGET', wk, si)) == 'skipped' then
-        local ok = true
-        local parents = split_csv(redis.call('HGET', dkey(wk), si .. 'U'))
-        local any_reset = false
-        for _, p in ipairs(parents) do
-          if reset[p] then
-            any_reset = true
-          else
-            local ps = tstate(redis.call('HGET', wk, p))
-            if ps == 'failed' or ps == 'skipped' or ps == 'cancelled' then ok = false end
-          end
-        end
-        if ok and any_reset then add(si); changed = true end
+end
+-- Every task is read once: its state, parents, rule and W. A task run again counts as
+-- not ended for its children (`reset`).
+local dk = dkey(wk)
+local states, defs = {}, {}
+local function state_of(i)
+  local s = states[i]
+  if s == nil then
+    s = tstate(redis.call('HGET', wk, i))
+    states[i] = s
+  end
+  return s
+end
+local function def_of(i)
+  local d = defs[i]
+  if d == nil then
+    local f = redis.call('HMGET', dk, i .. 'U', i .. 'C', i .. 'G', i .. 'W')
+    d = {ups = split_csv(f[1]), kids = split_csv(f[2]), rule = f[3] or 'all_success', w = f[4]}
+    defs[i] = d
+  end
+  return d
+end
+-- What task i's rule decides from its parents that are not run again, and its counter.
+local function counted(i)
+  local d = def_of(i)
+  local s, f, k = 0, 0, 0
+  for _, p in ipairs(d.ups) do
+    if not reset[p] then
+      local ps = state_of(p)
+      if ps == 'succeeded' then s = s + 1
+      elseif ps == 'failed' or ps == 'upstream_failed' then f = f + 1
+      elseif ps == 'skipped' then k = k + 1 end
+    end
+  end
+  local verdict = rule_decide(d.rule, #d.ups, s, f, k)
+  local v = s + RB * k
+  if d.w and string.byte(d.w, -1) == 114 then v = v + RB2 * f end
+  return verdict, v
+end
+-- Downstream, in waves: a decided child of a task run again is decided again if its
+-- other parents no longer decide it alone; a finally task runs again after them.
+local walk = {}
+for _, i in ipairs(order) do walk[#walk + 1] = i end
+local recount = {}  -- waiting children of tasks run again: their counters change
+while #walk > 0 do
+  local i = table.remove(walk)
+  for _, c in ipairs(def_of(i).kids) do
+    if not reset[c] then
+      local s = state_of(c)
+      local again = false
+      if s == 'upstream_failed' or s == 'skipped' then
+        local verdict = counted(c)
+        again = verdict == nil or verdict == 'run'
+      elseif s == 'succeeded' and def_of(c).rule == 'finally' then
+        again = true
+      elseif s == 'waiting' then
+        recount[#recount + 1] = c
+      end
+      if again then
+        add(c)
+        walk[#walk + 1] = c
       end
     end
+  end
+end
+for _, c in ipairs(recount) do
+  if not reset[c] and state_of(c) == 'waiting' then
+    local _, v = counted(c)
+    if v > 0 then redis.call('HSET', wk, c .. 'w', v) else redis.call('HDEL', wk, c .. 'w') end
   end
 end
 local live = (st == 'running')
@@ -92,19 +140,17 @@ if st == 'failed' then
   redis.call('HDEL', wk, 'ft')
   live = true
 end
-local bad, skip = 0, 0
+local was = {}  -- how many tasks run again were in each state
 for _, i in ipairs(order) do
   local t = tparse(redis.call('HGET', wk, i))
   local s = t.s
-  if s == 'failed' then bad = bad + 1 else skip = skip + 1 end
-  local waiting = 0
-  local parents = split_csv(redis.call('HGET', dkey(wk), i .. 'U'))
-  for _, p in ipairs(parents) do
-    if reset[p] or tstate(redis.call('HGET', wk, p)) ~= 'succeeded' then waiting = waiting + 1 end
-  end
-  -- parents already succeeded, counted as complete.lua counts them (several parents only)
-  if #parents > 1 and waiting > 0 and #parents > waiting then
-    redis.call('HSET', wk, i .. 'w', #parents - waiting)
+  was[s] = (was[s] or 0) + 1
+  -- its counter from the parents not run again; `waiting` 0 when its rule is met now
+  local verdict, v = counted(i)
+  local waiting = 1
+  if verdict == 'run' then waiting = 0 end
+  if v > 0 and waiting > 0 then
+    redis.call('HSET', wk, i .. 'w', v)
   else
     redis.call('HDEL', wk, i .. 'w')
   end
@@ -162,8 +208,10 @@ for _, pair in ipairs(running_maps) do
   items_again = items_again + 1
 end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
-redis.call('HINCRBY', wk, 'bad', 0 - bad)
-redis.call('HINCRBY', wk, 'skip', 0 - skip)
+for _, f in ipairs({{'ok', 'succeeded'}, {'bad', 'failed'}, {'skip', 'skipped'},
+    {'uf', 'upstream_failed'}}) do
+  if was[f[2]] then redis.call('HINCRBY', wk, f[1], 0 - was[f[2]]) end
+end
 redis.call('HINCRBY', wk, 'left', #order)
 emit('retried', wid, -1, {#order + items_again, who})
 flush()
