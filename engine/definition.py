@@ -81,6 +81,8 @@ class TaskDef:
             changes the workflow's result; without ``after``, after every leaf task.
         timeout: seconds an attempt may run; past it the engine fails the attempt (and
             retries it per ``max_attempts``) whatever its agent does.
+        delay: seconds it waits, once its parents allow it to run, before it is ready
+            (gush's ``wait``); a root waits that long after the workflow starts.
     """
 
     name: str
@@ -95,6 +97,7 @@ class TaskDef:
     on_failure: list[str] | None = None
     finally_: bool = False
     timeout: float | None = None
+    delay: float | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -143,6 +146,7 @@ class Workflow:
         tolerate: int | str | None = None,
         steps: Workflow | Iterable[TaskDef] | None = None,
         timeout: float | None = None,
+        delay: float | None = None,
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
@@ -154,7 +158,8 @@ class Workflow:
         ``tolerate`` tune it (see :mod:`engine.mapping`). The mapped parent is added to
         ``after`` if missing. With ``steps`` (a :class:`Workflow` or its tasks) each item
         runs those steps as a small workflow of its own instead of this task's handler.
-        ``timeout`` (seconds) bounds each attempt, enforced by the engine.
+        ``timeout`` (seconds) bounds each attempt, enforced by the engine; ``delay``
+        (seconds) holds it that long once it could run.
 
         ``trigger`` says when it runs by how its parents ended (``all_success`` by
         default; see :mod:`engine.rules`). ``on_failure=[a, b]`` makes it the failure
@@ -203,7 +208,7 @@ class Workflow:
                 ) from None
         t = TaskDef(
             name, payload, type, priority, parents, max_attempts, where, spec,
-            trigger, handles, finally_, timeout,
+            trigger, handles, finally_, timeout, delay,
         )  # fmt: skip
         self.tasks.append(t)
         return t
@@ -367,15 +372,21 @@ def validate(
             raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
         if t.max_attempts > MAX_ATTEMPTS:
             raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
-        if t.timeout is not None and (
-            isinstance(t.timeout, bool)
-            or not isinstance(t.timeout, int | float)
-            or not 0 < t.timeout <= MAX_TIMEOUT
-        ):
+        for what, secs, low in (("timeout", t.timeout, 0), ("delay", t.delay, -1)):
+            if secs is not None and (
+                isinstance(secs, bool)
+                or not isinstance(secs, int | float)
+                or not low < secs <= MAX_TIMEOUT
+            ):
+                above = "above 0" if low == 0 else "from 0"
+                raise _fail(
+                    here,
+                    f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
+                    f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
+                )
+        if t.delay and t.map is not None:
             raise _fail(
-                here,
-                f"task {t.name!r}: timeout must be a number of seconds above 0 and at most "
-                f"{MAX_TIMEOUT:.0f}, not {show_value(t.timeout)}",
+                here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
             )
         if not isinstance(t.after, list):
             raise _fail(here, f"task {t.name!r}: after must be a list of task names")
@@ -441,6 +452,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     if not isinstance(steps, list) or not steps:
         raise _fail(where, f"task {t.name!r}: steps must be a non-empty list of tasks")
     for s in steps:
+        if isinstance(s, TaskDef) and s.delay:
+            raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
         if isinstance(s, TaskDef) and (
             s.trigger not in (None, "all_success") or s.on_failure or s.finally_
         ):

@@ -537,6 +537,7 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
 NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max", "deadline"}
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
+    "delay",
     "trigger", "on_failure", "finally",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
@@ -630,6 +631,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         None if handles is None else _names(handles, "on_failure", here),
         get("finally", False),
         timeout,
+        _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
     )
 
 

@@ -197,3 +197,50 @@ def test_a_deadline_counts_from_a_scheduled_start_and_reads_from_yaml(engine: En
     bad.task("a")
     with pytest.raises(DefinitionError, match="deadline must be"):
         engine.push(bad)
+
+
+def test_a_delay_holds_a_task_after_its_parents_and_a_root_after_the_start(
+    engine: Engine,
+) -> None:
+    wf = Workflow("waits")
+    a = wf.task("first", delay=0.3)
+    wf.task("then", after=[a], delay=0.3)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    assert hand.claim() == []  # the root waits out its delay
+    st = engine.status(wid).task("first")
+    assert st.state == "ready" and st.ready_at is not None and st.ready_at > time.time()
+    time.sleep(0.35)
+    [first] = hand.claim()
+    hand.succeed(first)
+    assert hand.claim() == []  # its child waits too
+    assert engine.pause(wid) == 0
+    time.sleep(0.35)
+    assert hand.claim() == []  # held while paused
+    engine.release(wid)
+    engine.maintain()
+    time.sleep(0.05)
+    [then] = hand.claim()
+    hand.succeed(then)
+    assert engine.state(wid) == "succeeded"
+
+
+def test_a_delayed_task_can_be_cancelled_and_bad_delays_are_refused(engine: Engine) -> None:
+    [wf] = load_text("name: w\ntasks:\n  - name: a\n    delay: 10m\n", "w.yaml")
+    assert wf.tasks[0].delay == 600
+    wid = engine.push(wf)
+    assert engine.cancel(wid) == 1
+    assert engine.redis.zcard(engine.keys.shard(0).delayed) == 0
+    for bad, says in ((-1, "delay must be"), ("soon", "is not a duration")):
+        with pytest.raises(DefinitionError, match=says):
+            if isinstance(bad, str):
+                load_text(f"name: w\ntasks:\n  - name: a\n    delay: {bad}\n", "w.yaml")
+            else:
+                w = Workflow("w")
+                w.task("a", delay=bad)
+                compile_workflow(w)
+    m = Workflow("w")
+    s = m.task("s")
+    m.task("m", map=s, delay=5)
+    with pytest.raises(DefinitionError, match="a map cannot have a delay"):
+        compile_workflow(m)

@@ -83,6 +83,7 @@ D_HANDLERS, D_FINALLY = "hf", "fy"
 D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
 D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR, D_RULE = "C", "U", "V", "W", "G"
 D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
+D_DELAY = "H"  # how long it waits once it could run, ms (absent: none)
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # A map whose items run several steps: how many, the first steps (csv), the last steps
@@ -223,6 +224,9 @@ def compile_workflow(
             static += [f"{i}{D_CHILDREN}", ",".join(map(str, children[i]))]
         if t.timeout is not None:
             static += [f"{i}{D_TIMEOUT}", round(t.timeout * 1000)]
+        delay = round((t.delay or 0) * 1000)
+        if delay:
+            static += [f"{i}{D_DELAY}", delay]
         if t.map is not None:
             m = t.map
             static += [f"{i}{D_MAP}", f"{index[m.over]}|{m.key or ''}"]
@@ -254,6 +258,9 @@ def compile_workflow(
                 static += [f"{i}{D_WAIT_FOR}", f"{len(after)}r", f"{i}{D_RULE}", rules[i]]
             elif len(after) > 1:
                 static += [f"{i}{D_WAIT_FOR}", len(after)]
+        elif delay:  # held in P:delayed from the workflow's start
+            init += [str(i), pack_record("ready", 0, delay)]
+            roots += [f"{i}@{delay}", t.type, t.priority]
         else:
             init += [str(i), ready]
             roots += [i, t.type, t.priority]

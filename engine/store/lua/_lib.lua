@@ -43,6 +43,8 @@
 --   <i>G                                     that rule (engine/rules.py; "finally" is
 --                                            all_done outside the workflow's result)
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
+--   <i>H                                     delay, ms: ready that long after its rule is
+--                                            met (absent: none)
 --   <i>K                                     a gather's maps that tolerate failed items
 --                                            (csv): their errors come with its claim
 -- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
@@ -442,11 +444,16 @@ local function skip_descendants(wid, wk, i, ends)
         if verdict == 'run' then
           -- a rule met by this end (never a map: maps take the default rule)
           local t = tparse(rec)
-          t.s, t.q = 'ready', NOW - ct
+          local delay = tonumber(redis.call('HGET', dk, c .. 'H') or '0')
+          t.s, t.q = 'ready', NOW - ct + delay
           redis.call('HSET', wk, c, tpack(t))
           redis.call('HDEL', wk, c .. 'w')
           move_count('waiting', 'ready')
-          if queue then enqueue(wid, wk, c) end
+          if delay > 0 then
+            redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
+          elseif queue then
+            enqueue(wid, wk, c)
+          end
         elseif verdict then
           settle(wid, wk, c, rec, verdict, ct, p)
           if verdict == 'skipped' then
@@ -554,6 +561,7 @@ local function release_children(wid, wk, kids, ct, queue)
     fields[#fields + 1] = c .. 'W'
     fields[#fields + 1] = c .. 'T'
     fields[#fields + 1] = c .. 'R'
+    fields[#fields + 1] = c .. 'H'
     recs[k] = c
   end
   local dk = dkey(wk)
@@ -565,7 +573,7 @@ local function release_children(wid, wk, kids, ct, queue)
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = tstate(rec) == 'waiting'
-    local w = info[3 * k - 2]
+    local w = info[4 * k - 3]
     local last = w and string.byte(w, -1)
     local is_map = last == 109  -- "<parents>m"
     if go and last == 114 then  -- "<parents>r": a trigger rule
@@ -606,18 +614,22 @@ local function release_children(wid, wk, kids, ct, queue)
       move_count('waiting', 'running')
       start_expansion(wid, c)
     elseif go then
+      -- a delay (gush's wait): ready that long from now, held in K_DELAYED till then
+      local delay = tonumber(info[4 * k] or '0')
       ready[#ready + 1] = c
       if rec then  -- waiting again after a retry
         local t = tparse(rec)
-        t.s, t.q = 'ready', at
+        t.s, t.q = 'ready', at + delay
         ready[#ready + 1] = tpack(t)
       else
-        ready[#ready + 1] = trec('ready', 0, at, '', '', '')
+        ready[#ready + 1] = trec('ready', 0, at + delay, '', '', '')
       end
       move_count('waiting', 'ready')
-      if queue then
-        local typ = info[3 * k - 1] or ''
-        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[3 * k] or '0'), wid), wid .. ':' .. c)
+      if delay > 0 then
+        redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
+      elseif queue then
+        local typ = info[4 * k - 2] or ''
+        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[4 * k - 1] or '0'), wid), wid .. ':' .. c)
         wake[typ] = true
       end
     end
@@ -1061,9 +1073,18 @@ local function start_scheduled(wid, wk, who)
   if dl then redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid) end
   local started = 0
   for i = 0, tonumber(m[2]) - 1 do
-    if tstate(redis.call('HGET', wk, i)) == 'ready' then
-      enqueue(wid, wk, tostring(i))
-      started = started + 1
+    local rec = redis.call('HGET', wk, i)
+    if tstate(rec) == 'ready' then
+      local delay = tonumber(redis.call('HGET', dkey(wk), i .. 'H') or '0')
+      if delay > 0 then
+        redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. i)
+        local t = tparse(rec)
+        t.q = NOW - tonumber(m[3]) + delay
+        redis.call('HSET', wk, i, tpack(t))
+      else
+        enqueue(wid, wk, tostring(i))
+        started = started + 1
+      end
     end
   end
   if who then emit('started', wid, -1, {started, who}) else emit('started', wid, -1) end

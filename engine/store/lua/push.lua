@@ -7,7 +7,8 @@
 --          ready tasks held out of the queues, the time in their field `at`);
 -- ARGV[8]  how many definitions follow.
 -- Then per definition (engine/definition.py, compile_workflow):
---   digest, ntasks, nroots, then per root (idx, type, priority), ntypes, types...,
+--   digest, ntasks, nroots, then per root (idx, type, priority; idx "<i>@<ms>" for a
+--   root with a delay: held in P:delayed that long), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
 -- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
@@ -70,7 +71,8 @@ for d = 1, ndefs do
   local roots = {}
   for r = 0, nroots - 1 do
     local at = roots_at + 3 * r
-    roots[#roots + 1] = {ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])}
+    local idx, delay = string.match(ARGV[at], '^([^@]*)@?(%d*)$')
+    roots[#roots + 1] = {idx, ARGV[at + 1], tonumber(ARGV[at + 2]), tonumber(delay)}
   end
   defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
     deadline = deadline}
@@ -86,6 +88,7 @@ local all, running = {}, {}
 local by_name, name_order, name_json = {}, {}, {}
 local by_type = {}
 local deadlines = {}
+local held = {}  -- roots with a delay: into P:delayed
 for k = 0, nwf - 1 do
   local def = defs[tonumber(ARGV[pos + 3 * k])]
   local name = ARGV[pos + 3 * k + 1]
@@ -109,13 +112,18 @@ for k = 0, nwf - 1 do
   same[#same + 1] = wid
   same[#same + 1] = wid
   for _, root in ipairs(def.roots) do
-    local q = by_type[root[2]]
-    if q == nil then
-      q = {}
-      by_type[root[2]] = q
+    if root[4] then
+      held[#held + 1] = NOW + root[4]
+      held[#held + 1] = wid .. ':' .. root[1]
+    else
+      local q = by_type[root[2]]
+      if q == nil then
+        q = {}
+        by_type[root[2]] = q
+      end
+      q[#q + 1] = queue_score(root[3], wid)
+      q[#q + 1] = wid .. ':' .. root[1]
     end
-    q[#q + 1] = queue_score(root[3], wid)
-    q[#q + 1] = wid .. ':' .. root[1]
   end
   if def.deadline and st == 'running' then  -- a scheduled one's counts from its start
     deadlines[#deadlines + 1] = NOW + def.deadline
@@ -143,6 +151,7 @@ for _, name in ipairs(name_order) do
 end
 write_all('ZADD', K_DEADLINES, deadlines)
 if st == 'running' then
+  write_all('ZADD', K_DELAYED, held)
   for typ, q in pairs(by_type) do
     write_all('ZADD', k_queue(typ), q)
     wake[typ] = true
