@@ -102,6 +102,8 @@ class TaskStatus:
     # when it runs (engine.rules): a trigger rule, or "finally" (all_done, and its own
     # failure does not fail the workflow)
     trigger: str = "all_success"
+    timeout: float | None = None  # seconds an attempt may run
+    delay: float | None = None  # seconds it waits once it could run
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -172,6 +174,7 @@ class WorkflowStatus(WorkflowSummary):
     input: Any = None  # given at push, shared by every task
     start_at: float | None = None  # a scheduled workflow's start time (epoch seconds)
     reason: str | None = None  # why it ended so, beyond its state: "deadline"
+    deadline: float | None = None  # when its deadline falls, epoch seconds
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""

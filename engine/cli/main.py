@@ -366,6 +366,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         left = st.start_at - time.time()
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.start_at))
         out.print(f"starts {when} (in {_span(max(0.0, left))})")
+    if st.deadline is not None and not st.state.finished:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.deadline))
+        out.print(f"deadline {when} (in {_span(max(0.0, st.deadline - time.time()))})")
     if st.failed:
         unhandled, handled = st.failures()
         if handled:

@@ -58,6 +58,7 @@ F_UPSTREAM = "uf"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one
 F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
 F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
+F_DUE = "due"  # ... that time, epoch ms, once it started
 F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
@@ -118,7 +119,7 @@ def step_field(k: int | str, s: int | str) -> str:
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS, D_RULE,
-    T_FAILURES, T_OUTPUT, T_ERROR,
+    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR,
 )  # fmt: skip
 
 
@@ -575,7 +576,9 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
     counts = {s.value: 0 for s in TaskState}
     states = {s.value: s for s in TaskState}
     rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
-    for i, (rec, _, typ, payload, pri, most, kids, ups, rule, f, o, e) in enumerate(rows):
+    for i, (rec, _, typ, payload, pri, most, kids, ups, rule, limit, delay, f, o, e) in enumerate(
+        rows
+    ):
         st, a, q, b, d, g = parse_record(rec)
         state = states[st]
         counts[state.value] += 1
@@ -599,6 +602,8 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
                 started_at=at(b),
                 finished_at=at(d),
                 trigger=rule or DEFAULT_RULE,
+                timeout=int(limit) / 1000 if limit else None,
+                delay=int(delay) / 1000 if delay else None,
             )
         )
     start = raw.get(F_START_AT)
@@ -609,4 +614,5 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
         input=decode_json(raw.get(F_INPUT) or None),
         start_at=int(start) / 1000.0 if start else None,
         reason=raw.get(F_REASON),
+        deadline=int(due) / 1000.0 if (due := raw.get(F_DUE)) else None,
     )

@@ -280,6 +280,10 @@ class WorkflowScreen(LiveScreen):
                         values[look] += " (handled)"  # by failure branches, or in finally
             parts.append("· created $age ago")
             values["age"] = self.console.clock.age(st.created_at)
+            if st.deadline is not None and not st.finished_at:
+                parts.append("· deadline in [b]$deadline[/b]")
+                left = max(0.0, st.deadline - self.console.clock.now())
+                values["deadline"] = self.console.clock.since(0.0, left)
             if st.start_at is not None:  # scheduled: starts then (r starts it now)
                 parts.append("· starts [b]$at[/b] (in $left)")
                 values["at"] = self.console.clock.stamp(st.start_at)

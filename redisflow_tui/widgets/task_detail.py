@@ -13,7 +13,7 @@ from textual.widgets import Static
 from engine import TaskStatus
 from engine.model import ITEM_STATES, ItemStatus
 
-from ..data.clock import Clock
+from ..data.clock import Clock, format_duration
 from ..data.dag import is_branch, task_look
 from .looks import look_style, look_text
 from .task_table import item_look
@@ -52,6 +52,24 @@ def _runs(run: TaskStatus | ItemStatus, most: int, clock: Clock) -> list[tuple[s
         ("finished", _when(clock, run.finished_at)),
         ("took", clock.since(run.started_at, run.finished_at) if run.started_at else "—"),
     ]
+
+
+def _limits(task: TaskStatus, clock: Clock) -> list[tuple[str, str]]:
+    """Its timeout and delay, with the time left while they count."""
+    rows = []
+    now = clock.now()
+    if task.timeout is not None:
+        text = format_duration(task.timeout)
+        if task.state == "running" and task.started_at is not None:
+            left = task.started_at + task.timeout - now
+            text += f" ({format_duration(max(0.0, left))} left)"
+        rows.append(("timeout", text))
+    if task.delay is not None:
+        text = format_duration(task.delay)
+        if task.state == "ready" and task.ready_at is not None and task.ready_at > now:
+            text += f" (ready in {format_duration(task.ready_at - now)})"
+        rows.append(("delay", text))
+    return rows
 
 
 def _when(clock: Clock, ts: float | None) -> str:
@@ -98,6 +116,7 @@ class TaskDetail(VerticalScroll):
             rows.insert(3, ("why", why))
         if task.items is not None:
             rows.append(("items", _items(task.items) + " · enter: list them"))
+        rows += _limits(task, clock)
         self._fields(t, rows, task.error)
         t.append("\npayload\n", style="bold")
         t.append(_value(task.payload) + "\n")

@@ -80,3 +80,30 @@ async def test_a_running_attempt_grows_live(
             lambda: [a.outcome for a in screen.timeline.attempts[0]] == ["succeeded"],  # type: ignore[union-attr]
             what="the attempt's end",
         )
+
+
+async def test_timeouts_delays_and_deadlines_show_the_time_left(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wf = Workflow("limits", deadline=3600)
+    a = wf.task("fetch", timeout=30)
+    wf.task("later", after=[a], delay=600)
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    [fetch] = hand.claim()
+    st = engine.status(wid)
+    assert st.deadline is not None and st.task("fetch").timeout == 30.0
+    assert st.task("later").delay == 600.0
+    app = console()
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.goto(wid)
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        screen = app.screen
+        header = lambda: str(screen.query_one("#wf-header").render())  # noqa: E731
+        await wait_for(pilot, lambda: "deadline in" in header(), what="the deadline")
+        detail = lambda: str(screen.query_one("#detail-body").render())  # noqa: E731
+        await wait_for(pilot, lambda: "timeout" in detail(), what="the timeout row")
+        assert "30.0s" in detail() or "30s" in detail()
+        hand.succeed(fetch, 1)
+        await pilot.press("right")
+        await wait_for(pilot, lambda: "ready in" in detail(), what="the delay left")

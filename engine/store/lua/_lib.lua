@@ -1070,7 +1070,10 @@ local function start_scheduled(wid, wk, who)
   set_wstate(wid, wk, 'scheduled', 'running', tonumber(m[3]))
   redis.call('HDEL', wk, 'at')
   local dl = redis.call('HGET', wk, 'dl')
-  if dl then redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid) end
+  if dl then
+    redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid)
+    redis.call('HSET', wk, 'due', NOW + tonumber(dl))
+  end
   local started = 0
   for i = 0, tonumber(m[2]) - 1 do
     local rec = redis.call('HGET', wk, i)

@@ -128,6 +128,7 @@ for k = 0, nwf - 1 do
   if def.deadline and st == 'running' then  -- a scheduled one's counts from its start
     deadlines[#deadlines + 1] = NOW + def.deadline
     deadlines[#deadlines + 1] = wid
+    redis.call('HSET', wkey(wid), 'due', NOW + def.deadline)
   end
   emit_json('pushed', wid, -1, name_json[name])
   ids[#ids + 1] = wid
