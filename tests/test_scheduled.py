@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from engine_helpers import assert_stats_agree, cli, one_line_error, run_agent
+from engine_helpers import Hand, assert_stats_agree, cli, one_line_error, run_agent
 
 from engine import DefinitionError, EmbeddedRedis, Engine, StateError, Task, Workflow
 from engine.timing import parse_duration, parse_time
@@ -118,6 +118,34 @@ def test_a_scheduled_workflow_survives_a_redis_restart(tmp_path) -> None:
         done: list[Task] = []
         run_agent(engine, {"": done.append})
         assert engine.state(wid) == "succeeded" and len(done) == 2
+    finally:
+        engine.close()
+        server.stop()
+        if again is not None:
+            again.stop()
+
+
+def test_a_delayed_task_survives_a_redis_restart(tmp_path) -> None:
+    aof = ["--dir", str(tmp_path), "--appendonly", "yes", "--appendfsync", "always"]
+    server = EmbeddedRedis(extra_args=aof).start()
+    engine = Engine.connect(server.url)
+    again = None
+    try:
+        wf = Workflow("held")
+        a = wf.task("a")
+        wf.task("b", after=[a], delay=0.5)
+        wid = engine.push(wf)
+        hand = Hand(engine)
+        [first] = hand.claim()
+        hand.succeed(first)  # a ran; b is held for its delay
+        assert names(engine, wid) == {"a": "succeeded", "b": "ready"}
+        assert hand.claim() == []
+        server.stop()
+        again = EmbeddedRedis(port=server.port, extra_args=aof).start()
+        time.sleep(0.55)
+        done: list[Task] = []
+        run_agent(engine, {"": done.append})
+        assert [t.name for t in done] == ["b"] and engine.state(wid) == "succeeded"
     finally:
         engine.close()
         server.stop()
