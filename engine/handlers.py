@@ -36,8 +36,10 @@ class Task:
             position); ``None`` for a plain task.
         step: for a step of an item of a map with ``steps``, the step's number in them
             (``name`` is the step's; ``parents`` its parents' outputs within the item).
-        errors: for a gather of a map that tolerated failed items, the map's name mapped
-            to those items' errors by index (their outputs are ``None``).
+        errors: for a failure branch (``on_failure``, ``one_failed``, ``all_failed``), each
+            parent's name mapped to its error (``None`` when it did not fail); for a gather
+            of a map that tolerated failed items, the map's name mapped to those items'
+            errors by index (their outputs are ``None``).
         timeout: the attempt's timeout in seconds (``None``: none); past it the engine
             fails the attempt, and :attr:`cancelled` is set: a long handler should look.
     """
@@ -53,7 +55,7 @@ class Task:
     item: Any = None
     item_index: int | None = None
     step: int | None = None
-    errors: dict[str, dict[int, str]] = field(default_factory=dict)
+    errors: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
 

@@ -390,3 +390,23 @@ def test_an_items_steps_are_shown_in_status_and_the_cli(engine: Engine, cli_env:
     assert json.loads(shown.stdout)["items"][0]["steps"]["count"] == "ready"
     table = cli("status", wid, "--task", "sections", env=cli_env)
     assert "fetch succeeded" in " ".join(table.stdout.split())
+
+
+def test_a_failure_branch_gets_its_parents_errors(engine: Engine) -> None:
+    wf = Workflow("branch")
+    deploy = wf.task("deploy")
+    check = wf.task("check")
+    wf.task("rollback", on_failure=[deploy, check])
+    wid = engine.push(wf)
+    got: dict[str, Any] = {}
+
+    def run(task: Task) -> Any:
+        if task.name == "deploy":
+            raise TaskFailed("disk full")
+        if task.name == "rollback":
+            got.update(task.errors)
+        return None
+
+    run_agent(engine, {"": run})
+    assert got == {"deploy": "disk full", "check": None}
+    assert engine.status(wid).task("rollback").state == "succeeded"

@@ -91,8 +91,8 @@ D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # (csv); each step s of map c has its own task fields (N, T, P, R, M, C, U, V, W) named
 # with the prefix step_prefix(c, s), "s<c>.<s>" (parents and children: step numbers).
 D_STEPS, D_FIRST_STEPS, D_LAST_STEPS = "S", "Q", "Z"
-# A gather of maps that tolerate failed items: those maps' indexes (csv), whose errors
-# its claim returns.
+# Parents whose errors a task's claim returns (csv): a gather's maps that tolerate failed
+# items ("<p>m"), the parents of a failure branch (one_failed, all_failed).
 D_GATHERS = "K"
 # A map's runtime fields in the workflow hash: elements stored, items in all (once
 # expanded), started, in flight, succeeded, failed, cancelled.
@@ -243,10 +243,12 @@ def compile_workflow(
                 static += _compile_steps(i, m.steps, step_payloads[t.name], types)
         after = ups[i]
         gathered = [
-            str(index[p])
+            f"{index[p]}m"
             for p in after
             if (pm := wf.tasks[index[p]].map) is not None and pm.tolerate
         ]
+        if rules[i] in HANDLER_RULES:  # a failure branch gets its parents' errors
+            gathered += [str(index[p]) for p in after if wf.tasks[index[p]].map is None]
         if gathered:
             static += [f"{i}{D_GATHERS}", ",".join(gathered)]
         if after:
@@ -356,7 +358,8 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
             task.timeout = extras["timeout"] / 1000
         if "errors" in extras:
             task.errors = {
-                m: {int(k): e for k, e in errs.items()} for m, errs in extras["errors"].items()
+                p: {int(k): e for k, e in errs.items()} if isinstance(errs, dict) else errs
+                for p, errs in extras["errors"].items()
             }
     return task
 

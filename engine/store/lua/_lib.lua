@@ -45,8 +45,9 @@
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
 --   <i>H                                     delay, ms: ready that long after its rule is
 --                                            met (absent: none)
---   <i>K                                     a gather's maps that tolerate failed items
---                                            (csv): their errors come with its claim
+--   <i>K                                     parents whose errors come with its claim
+--                                            (csv): a gather's maps that tolerate failed
+--                                            items ("<p>m"), a failure branch's parents
 -- Absent fields take their defaults: T "", R 0, M 1, C/U/V none, W 1, f/l/w 0,
 -- bk 1000, bm 600000. A task waits until every parent has succeeded, unless its rule
 -- says otherwise (rule_decide below).
@@ -1014,12 +1015,22 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local row = {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
     parent_outputs(wk, d[4]), f[5] or ''}
   if d[6] then
-    -- a gather of maps that tolerated failed items: their errors by index, per map name
+    -- the errors of parents it exists for, per parent name: a gather's maps that
+    -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
+    -- (their error, null for one that did not fail)
     local errs = {}
     for _, p in ipairs(split_csv(d[6])) do
-      local e = redis.call('HGET', wk, p .. 'q')
+      local map = string.byte(p, -1) == 109
+      if map then p = string.sub(p, 1, -2) end
       local name = redis.call('HGET', dk, p .. 'N') or p
-      errs[#errs + 1] = cjson.encode(name) .. ':' .. (e or '{}')
+      local e
+      if map then
+        e = redis.call('HGET', wk, p .. 'q') or '{}'
+      else
+        e = redis.call('HGET', wk, p .. 'e')
+        e = e and cjson.encode(e) or 'null'
+      end
+      errs[#errs + 1] = cjson.encode(name) .. ':' .. e
     end
     extras[#extras + 1] = '"errors":{' .. table.concat(errs, ',') .. '}'
   end
