@@ -271,7 +271,7 @@ def compile_workflow(
             types.append(t.type)
     if wf.deadline is not None:  # ms after its start; push.lua arms it
         init += [F_DEADLINE, round(wf.deadline * 1000)]
-    digest = definition_digest(static)
+    digest = definition_digest(static) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
     return CompiledWorkflow(wf.name, digest, definition)
@@ -314,6 +314,19 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
         if s.type not in types:
             types.append(s.type)
     return out
+
+
+# What a definition uses beyond the plain path, as letters after a "+" at the end of its
+# digest (so of its key's name, which every step has in hand): "K" a task whose claim
+# brings parents' errors, "Y" a timeout, "H" a delay. A step reads those fields only when
+# its definition has them (a missing field is a scan of the whole definition hash).
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY)
+
+
+def _features(wf: Workflow, static: Sequence[Any]) -> str:
+    names = {str(f)[-1] for f in static[::2] if str(f)[:1].isdigit() or str(f)[:1] == "s"}
+    used = "".join(f for f in FEATURE_FIELDS if f in names)
+    return f"+{used}" if used else ""
 
 
 def definition_digest(static: Sequence[Any]) -> str:

@@ -91,13 +91,51 @@ def script_commands(name: str) -> frozenset[str]:
     return frozenset(c.upper() for c in found)
 
 
+# A top-level definition of _lib.lua: `local function name(` or `local a, b = ...`.
+_TOP = re.compile(r"^local (?:function (\w+)\(|([\w, ]+?)\s*=)", re.MULTILINE)
+
+
+@cache
+def _lib_blocks() -> tuple[list[tuple[frozenset[str], str]], re.Pattern[str]]:
+    """``_lib.lua`` cut into its top-level definitions, each with the names it defines
+    (the leading comment belongs to none), and a pattern matching any of those names."""
+    lib = _lua("_lib")
+    starts = list(_TOP.finditer(lib))
+    blocks: list[tuple[frozenset[str], str]] = [(frozenset(), lib[: starts[0].start()])]
+    for k, m in enumerate(starts):
+        end = starts[k + 1].start() if k + 1 < len(starts) else len(lib)
+        names = [m.group(1)] if m.group(1) else [n.strip() for n in m.group(2).split(",")]
+        blocks.append((frozenset(names), lib[m.start() : end]))
+    every = sorted({n for names, _ in blocks for n in names}, key=len, reverse=True)
+    return blocks, re.compile(r"\b(" + "|".join(map(re.escape, every)) + r")\b")
+
+
+def lib_for(text: str) -> str:
+    """The part of ``_lib.lua`` that ``text`` uses: the definitions it names, and theirs,
+    in the file's order. Every call of a script runs its helpers' definitions again (a
+    closure each), so a script carries only its own: the whole file costs tens of µs
+    per call."""
+    blocks, word = _lib_blocks()
+    where = {n: i for i, (names, _) in enumerate(blocks) for n in names}
+    need: set[int] = {0}
+    todo = [text]
+    while todo:
+        for n in set(word.findall(todo.pop())):
+            i = where[n]
+            if i not in need:
+                need.add(i)
+                todo.append(blocks[i][1])
+    return "".join(b for i, (_, b) in enumerate(blocks) if i in need)
+
+
 @cache
 def script_source(name: str, shebang: bool = False) -> str:
-    """The full source of script ``name``: the shared helpers, the permission guard, then
-    its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first."""
+    """The full source of script ``name``: the shared helpers it uses, the permission
+    guard, then its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first."""
     need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
     guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
-    source = f"{_lua('_lib')}\n{guard}\n{_lua(name)}"
+    body = f"{guard}\n{_lua(name)}\nflush()"
+    source = f"{lib_for(body)}\n{guard}\n{_lua(name)}"
     if not shebang:
         return source
     return ("#!lua flags=allow-oom" if name in ALLOW_OOM else "#!lua") + f"\n{source}"

@@ -164,6 +164,13 @@ local function move_task(i, old, new)
   if counted(i) then move_count(old, new) end
 end
 
+-- Whether definition key dk uses `feature` (a field letter after the "+" that ends its
+-- digest: codec.FEATURE_FIELDS): a step reads such fields only then.
+local function has_feature(dk, feature)
+  local plus = string.find(dk, '+', 1, true)
+  return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+end
+
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when
 -- it was read already. Only for a workflow that exists.
 local dkeys = {}
@@ -190,6 +197,7 @@ end
 -- one event whose k is the list of their indexes (codec.decode_batch hands them out one
 -- by one again): a big map's history then costs a few bytes per item.
 local group = nil  -- the last event, while it is such a shared one
+local grouped = false  -- some event is one (flush renders them)
 local function emit_item(kind, wid, c, k, extra_json)
   local x = ''
   if extra_json ~= nil then x = ',' .. extra_json end
@@ -200,6 +208,7 @@ local function emit_item(kind, wid, c, k, extra_json)
       return
     end
     if string.find(k, '.', 1, true) == nil then
+      grouped = true
       group = {key = key, ks = {k}, at = #events + 1,
         pre = '["item.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ',[', post = ']' .. x .. ']]'}
       events[#events + 1] = group
@@ -558,14 +567,16 @@ end
 -- fan-out.
 local function release_children(wid, wk, kids, ct, queue)
   local fields, recs = {}, {}
+  local dk = dkey(wk)
+  local delays = has_feature(dk, 'H')
+  local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
   for k, c in ipairs(kids) do
     fields[#fields + 1] = c .. 'W'
     fields[#fields + 1] = c .. 'T'
     fields[#fields + 1] = c .. 'R'
-    fields[#fields + 1] = c .. 'H'
+    if delays then fields[#fields + 1] = c .. 'H' end
     recs[k] = c
   end
-  local dk = dkey(wk)
   local info = hmget_all(dk, fields)
   recs = hmget_all(wk, recs)
   local ready = {}
@@ -574,7 +585,7 @@ local function release_children(wid, wk, kids, ct, queue)
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = tstate(rec) == 'waiting'
-    local w = info[4 * k - 3]
+    local w = info[n * k - n + 1]
     local last = w and string.byte(w, -1)
     local is_map = last == 109  -- "<parents>m"
     if go and last == 114 then  -- "<parents>r": a trigger rule
@@ -616,7 +627,7 @@ local function release_children(wid, wk, kids, ct, queue)
       start_expansion(wid, c)
     elseif go then
       -- a delay (gush's wait): ready that long from now, held in K_DELAYED till then
-      local delay = tonumber(info[4 * k] or '0')
+      local delay = delays and tonumber(info[4 * k] or '0') or 0
       ready[#ready + 1] = c
       if rec then  -- waiting again after a retry
         local t = tparse(rec)
@@ -629,8 +640,9 @@ local function release_children(wid, wk, kids, ct, queue)
       if delay > 0 then
         redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
       elseif queue then
-        local typ = info[4 * k - 2] or ''
-        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[4 * k - 1] or '0'), wid), wid .. ':' .. c)
+        local typ = info[n * k - n + 2] or ''
+        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[n * k - n + 3] or '0'), wid),
+          wid .. ':' .. c)
         wake[typ] = true
       end
     end
@@ -958,12 +970,15 @@ end
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
 local item_defs = {}  -- an item's definition fields, read once per map and call
+local NO_EXTRAS = {}
 local function start_task(wid, wk, i, agent, agent_json, f)
   local ct, rec = tonumber(f[2]), f[3]
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
   local d
-  if h == wk then
+  if h == wk and not has_feature(dk, 'K') and not has_feature(dk, 'Y') then
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+  elseif h == wk then
     d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
       di .. 'Y')
   else
@@ -983,7 +998,8 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
-  local extras = {}
+  local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
+  if d[6] or d[7] then extras = {} end
   if d[7] then
     redis.call('ZADD', K_TIMEOUTS, NOW + tonumber(d[7]), wid .. ':' .. i .. ':' .. a)
     extras[1] = '"timeout":' .. d[7]
@@ -1374,8 +1390,10 @@ local function flush()
   for field, delta in pairs(counters) do
     if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
   end
-  for n, e in ipairs(events) do
-    if type(e) == 'table' then events[n] = e.pre .. table.concat(e.ks, ',') .. e.post end
+  if grouped then
+    for n, e in ipairs(events) do
+      if type(e) == 'table' then events[n] = e.pre .. table.concat(e.ks, ',') .. e.post end
+    end
   end
   if #events > 0 then
     local body = '{"ts":' .. NOW .. ',"ev":[' .. table.concat(events, ',') .. ']}'

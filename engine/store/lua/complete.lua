@@ -12,6 +12,7 @@ item_meta = {}  -- see read_for_task: nothing in the loop below ends a workflow
 local out = {}
 local agent_json = cjson.encode(agent)
 local done = {}        -- members leaving the agent's running set
+local over = {}        -- their timeouts' entries (P:timeouts), for tasks with one
 local wf_ok = {}       -- per workflow key: succeeded tasks to add
 local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- Items that ended, per map, applied once per call: {wid, wk, c, ok ks, bad ks, live,
@@ -46,6 +47,9 @@ for r = 0, nres - 1 do
   else
     m = read_for_task(wk, i)
   end
+  if m[4] and string.find(m[4], 'Y', 1, true) then  -- a timeout: its deadline goes
+    over[#over + 1] = member .. ':' .. attempt
+  end
   -- the record's parts (a hot path: no table)
   local s, a, q, b, _, g = tparts(m[3])
   if s ~= 'running' or a ~= attempt or g ~= agent then
@@ -65,7 +69,8 @@ for r = 0, nres - 1 do
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
     local done_at = NOW - ct
-    local h, fld, di = rec_at(wk, i)
+    local h, fld, di = wk, i, i
+    if c ~= nil then h, fld, di = rec_at(wk, i) end
     local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
     if c ~= nil then item, step = step_key(k) end
     if step ~= nil then
@@ -132,12 +137,7 @@ for r = 0, nres - 1 do
   end
 end
 write_all('SREM', k_running(agent), done)
--- every reported attempt is over: its timeout (if it had one) with it
-local over = {}
-for r = 0, nres - 1 do
-  local at = 5 + 5 * r
-  over[#over + 1] = ARGV[at] .. ':' .. ARGV[at + 1] .. ':' .. ARGV[at + 2]
-end
+-- every reported attempt of a task with a timeout is over: its deadline with it
 write_all('ZREM', K_TIMEOUTS, over)
 for _, e in ipairs(end_order) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
