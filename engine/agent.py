@@ -381,10 +381,22 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
-        self._watch(task)
+        if task.timeout is not None:
+            return self._execute_watched(task)
         try:
             out = self._handler(task)(task)
             if out is not None and inspect.isawaitable(out):  # async, not told by is_async
+                out = asyncio.run(awaited(out))
+            return self._succeeded(task, out)
+        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+            return self._failed(task, e)
+
+    def _execute_watched(self, task: Task) -> Outcome:
+        """_execute for a task with a timeout: its `cancelled` is set at the deadline."""
+        self._watch(task)
+        try:
+            out = self._handler(task)(task)
+            if out is not None and inspect.isawaitable(out):
                 out = asyncio.run(awaited(out, task.timeout))
             return self._succeeded(task, out)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt

@@ -55,9 +55,14 @@ class Task:
     item: Any = None
     item_index: int | None = None
     step: int | None = None
-    errors: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    _errors: dict[str, Any] | None = field(default=None, repr=False)
     _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def errors(self) -> dict[str, Any]:
+        """See the class's attributes (empty for a task that gets no errors)."""
+        return self._errors if self._errors is not None else {}
 
     @property
     def cancelled(self) -> threading.Event:

@@ -370,7 +370,7 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
         if "timeout" in extras:
             task.timeout = extras["timeout"] / 1000
         if "errors" in extras:
-            task.errors = {
+            task._errors = {
                 p: {int(k): e for k, e in errs.items()} if isinstance(errs, dict) else errs
                 for p, errs in extras["errors"].items()
             }
