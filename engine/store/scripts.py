@@ -56,6 +56,8 @@ SCRIPT_ERRORS: dict[str, type[Exception]] = {
 ALLOW_OOM = frozenset({"cleanup"})
 _CALL = re.compile(r"""(?:redis\.p?call|write_all)\(\s*'([A-Za-z]+)'""")
 _FUNCTION = re.compile(r"^local function (\w+)\(", re.MULTILINE)
+_CALLED = re.compile(r"\b(\w+)\(")
+_WORD = re.compile(r"\b\w+\b")
 
 
 def _lua(name: str) -> str:
@@ -84,8 +86,8 @@ def script_commands(name: str) -> frozenset[str]:
     while todo:
         text = todo.pop()
         found.update(_CALL.findall(text))
-        for helper in own:
-            if helper not in seen and re.search(rf"\b{helper}\(", text):
+        for helper in set(_CALLED.findall(text)) & own.keys():
+            if helper not in seen:
                 seen.add(helper)
                 todo.append(texts[helper])
     return frozenset(c.upper() for c in found)
@@ -96,18 +98,20 @@ _TOP = re.compile(r"^local (?:function (\w+)\(|([\w, ]+?)\s*=)", re.MULTILINE)
 
 
 @cache
-def _lib_blocks() -> tuple[list[tuple[frozenset[str], str]], re.Pattern[str]]:
-    """``_lib.lua`` cut into its top-level definitions, each with the names it defines
-    (the leading comment belongs to none), and a pattern matching any of those names."""
+def _lib_blocks() -> tuple[list[tuple[frozenset[str], str, frozenset[str]]], dict[str, int]]:
+    """``_lib.lua`` cut into its top-level definitions: the names each defines (the
+    leading comment defines none), its text and the words it uses; and where each name
+    is defined."""
     lib = _lua("_lib")
     starts = list(_TOP.finditer(lib))
-    blocks: list[tuple[frozenset[str], str]] = [(frozenset(), lib[: starts[0].start()])]
+    blocks = [(frozenset[str](), lib[: starts[0].start()], frozenset[str]())]
     for k, m in enumerate(starts):
         end = starts[k + 1].start() if k + 1 < len(starts) else len(lib)
         names = [m.group(1)] if m.group(1) else [n.strip() for n in m.group(2).split(",")]
-        blocks.append((frozenset(names), lib[m.start() : end]))
-    every = sorted({n for names, _ in blocks for n in names}, key=len, reverse=True)
-    return blocks, re.compile(r"\b(" + "|".join(map(re.escape, every)) + r")\b")
+        text = lib[m.start() : end]
+        blocks.append((frozenset(names), text, frozenset(_WORD.findall(text))))
+    where = {n: i for i, (names, _, _) in enumerate(blocks) for n in names}
+    return blocks, where
 
 
 def lib_for(text: str) -> str:
@@ -115,17 +119,16 @@ def lib_for(text: str) -> str:
     in the file's order. Every call of a script runs its helpers' definitions again (a
     closure each), so a script carries only its own: the whole file costs tens of µs
     per call."""
-    blocks, word = _lib_blocks()
-    where = {n: i for i, (names, _) in enumerate(blocks) for n in names}
+    blocks, where = _lib_blocks()
     need: set[int] = {0}
-    todo = [text]
+    todo = [frozenset(_WORD.findall(text))]
     while todo:
-        for n in set(word.findall(todo.pop())):
+        for n in todo.pop() & where.keys():
             i = where[n]
             if i not in need:
                 need.add(i)
-                todo.append(blocks[i][1])
-    return "".join(b for i, (_, b) in enumerate(blocks) if i in need)
+                todo.append(blocks[i][2])
+    return "".join(b for i, (_, b, _) in enumerate(blocks) if i in need)
 
 
 @cache
