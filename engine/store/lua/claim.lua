@@ -12,7 +12,6 @@ if not redis.call('ZSCORE', K_AGENTS_LIVE, agent) then
   return redis.error_reply('RFLEASE agent ' .. agent .. ' holds no lease')
 end
 promote_due(100)
-start_due(10)
 local members = {}
 if #KEYS == 1 then
   local popped = redis.call('ZPOPMIN', KEYS[1], want)
