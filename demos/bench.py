@@ -20,6 +20,8 @@ finished workflows, indexes, queues and the event stream included.
 
 from __future__ import annotations
 
+import itertools
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -34,6 +36,7 @@ import redis
 
 from engine import Engine, Workflow
 from engine.agent import ASYNC_CONCURRENCY, DEFAULT_CONCURRENCY
+from engine.store.codec import encode_input
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
 from engine.urls import url_of
@@ -62,6 +65,7 @@ class BenchConfig:
     claim_batch: int | None = None
     phases: str = "overlap"  # overlap | split
     distinct: str = ""  # "": one shared definition, no input | input | payloads
+    input_bytes: int = 0  # with distinct "input": each input about this long (0: ~105)
     task_io: bool = False  # each handler does one Redis round trip of its own
     async_handlers: bool = False  # handlers are ``async def``
     latency_sample: int = 2000
@@ -92,6 +96,7 @@ class BenchResult:
     task_ms: float = 0.0
     fail_rate: float = 0.0
     distinct: str = ""
+    input_bytes: int = 0  # the first workflow's input JSON, in bytes (0: no input)
     task_io: bool = False
     async_handlers: bool = False
     concurrency: int = 1
@@ -151,15 +156,34 @@ def shape_factory(shape: str, seed: int = 0, distinct: str = "") -> Callable[[in
     return lambda i: wf
 
 
-def workflow_input(i: int) -> dict[str, Any]:
-    """The ``i``-th workflow's input with ``--distinct``: about 100 bytes of JSON."""
-    return {
+def workflow_input(i: int, size: int = 0) -> dict[str, Any]:
+    """The ``i``-th workflow's input with ``--distinct``: about 105 bytes of JSON, or
+    about ``size`` bytes when that is more (a ``note`` of words makes up the rest)."""
+    given: dict[str, Any] = {
         "id": f"job-{i:08d}",
         "file": f"s3://uploads/2026/11/{i:08d}.csv",
         "owner": f"user{i % 997}",
         "rows": 1000 + i % 5000,
         "retry": i % 3 == 0,
     }
+    room = size - len(json.dumps(given, separators=(",", ":"))) - len(',"note":""')
+    if room > 0:
+        words = (f"{w}{i % 10}" for w in itertools.cycle(_WORDS))
+        note = ""
+        while len(note) < room:
+            note += next(words) + " "
+        given["note"] = note[:room]
+    return given
+
+
+_WORDS = ("import", "orders", "from", "the", "nightly", "export", "and", "check", "totals")
+
+
+def input_size(cfg: BenchConfig) -> int:
+    """Bytes of the first workflow's input JSON as stored (0: no input)."""
+    if cfg.distinct != "input":
+        return 0
+    return len(encode_input(workflow_input(0, cfg.input_bytes)).encode())
 
 
 def task_payload(i: int, k: int) -> dict[str, Any]:
@@ -437,7 +461,8 @@ def run_bench(
         for chunk in iter_chunks(make, cfg.workflows, PUSH_CHUNK):
             inputs = None
             if cfg.distinct == "input":
-                inputs = [workflow_input(len(wids) + k) for k in range(len(chunk))]
+                at = len(wids)
+                inputs = [workflow_input(at + k, cfg.input_bytes) for k in range(len(chunk))]
             wids.extend(engine.push_many(chunk, inputs=inputs))
             progress("push", len(wids), cfg.workflows)
             if cfg.phases == "overlap":
@@ -526,6 +551,7 @@ def run_bench(
         task_ms=cfg.task_ms,
         fail_rate=cfg.fail_rate,
         distinct=cfg.distinct,
+        input_bytes=input_size(cfg),
         task_io=cfg.task_io,
         async_handlers=cfg.async_handlers,
         concurrency=agent_concurrency(cfg),

@@ -81,6 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: one shared definition, no input)",
     )
     p.add_argument(
+        "--input-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --distinct input: each input about N bytes of JSON (default: ~105)",
+    )
+    p.add_argument(
+        "--element-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--shape map: each element about N bytes of JSON (default: a number)",
+    )
+    p.add_argument(
         "--task-io",
         action="store_true",
         help="each handler does one Redis round trip (SET key value GET) on a connection "
@@ -171,7 +185,10 @@ def summary_table(res: BenchResult) -> Table:
         work += " + one Redis round trip"
     kind = "async" if res.async_handlers else "sync"
     row("task body", f"{work} ({kind}, concurrency {res.concurrency})")
-    row("distinct", res.distinct or "no (one shared definition, no input)")
+    distinct = res.distinct or "no (one shared definition, no input)"
+    if res.input_bytes:
+        distinct += f" ({res.input_bytes} bytes)"
+    row("distinct", distinct)
     row("push", f"{res.push_s:.2f} s  ({res.workflows_pushed_per_s:,.0f} workflows/s)")
     since = "from the first push" if res.phases == "overlap" else "after the push"
     row(f"run ({since})", f"{res.run_s:.2f} s  ({res.tasks_per_s:,.0f} tasks/s)")
@@ -224,6 +241,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             fail_rate=args.fail_rate,
             concurrency=args.concurrency,
             distinct=args.distinct,
+            input_bytes=args.input_bytes,
             task_io=args.task_io,
             async_handlers=args.async_handlers,
             claim_batch=args.claim_batch,
@@ -252,7 +270,14 @@ def _run_map(engine: Any, args: argparse.Namespace) -> int:
 
     from .map_bench import run_map_bench
 
-    res = run_map_bench(engine, args.items, args.window, args.agents, url=url_of(engine.redis))
+    res = run_map_bench(
+        engine,
+        args.items,
+        args.window,
+        args.agents,
+        url=url_of(engine.redis),
+        element_bytes=args.element_bytes,
+    )
     ok = res.state == "succeeded" and res.max_ready <= args.window
     if args.json:
         print_json(res.to_dict())

@@ -8,6 +8,7 @@ ready queue never holds more than the map's window.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import threading
 import time
@@ -26,6 +27,7 @@ class MapResult:
     items: int
     window: int
     agents: int
+    element_bytes: int
     total_s: float
     items_per_s: float
     redis_baseline_mb: float
@@ -40,10 +42,11 @@ class MapResult:
         return asdict(self)
 
 
-def map_workflow(items: int, window: int) -> Workflow:
-    """split -> count (one item per element, ``window`` at a time) -> gather."""
+def map_workflow(items: int, window: int, element_bytes: int = 0) -> Workflow:
+    """split -> count (one item per element, ``window`` at a time) -> gather; elements
+    are numbers, or objects of about ``element_bytes`` bytes of JSON."""
     wf = Workflow("map-bench")
-    split = wf.task("split", payload=items)
+    split = wf.task("split", payload=[items, element_bytes] if element_bytes else items)
     count = wf.task("count", map=split, concurrency=window, max_items=max(items, 1))
     wf.task("gather", after=[count])
     return wf
@@ -52,11 +55,22 @@ def map_workflow(items: int, window: int) -> Workflow:
 def handler(task: Task) -> Any:
     """split lists the items, each item does nothing, gather says how many it got."""
     if task.name == "split":
+        if isinstance(task.payload, list):
+            return [element(k, task.payload[1]) for k in range(task.payload[0])]
         return list(range(int(task.payload)))
     if task.name == "count":
         return None
     out = task.parents["count"]
     return {"items": out["items"]} if isinstance(out, dict) else {"items": len(out)}
+
+
+def element(k: int, size: int) -> dict[str, Any]:
+    """Element ``k`` of about ``size`` bytes of JSON."""
+    given: dict[str, Any] = {"k": k, "file": f"s3://uploads/2026/11/{k:08d}.csv"}
+    room = size - len(json.dumps(given, separators=(",", ":"))) - len(',"note":""')
+    if room > 0:
+        given["note"] = ("part of the nightly export " * (room // 27 + 1))[:room]
+    return given
 
 
 def _agent(url: str, namespace: str, index: int, max_payload: int, stop: Any) -> None:
@@ -70,12 +84,18 @@ def _agent(url: str, namespace: str, index: int, max_payload: int, stop: Any) ->
 
 
 def run_map_bench(
-    engine: Engine, items: int, window: int = 1000, agents: int = 2, url: str | None = None
+    engine: Engine,
+    items: int,
+    window: int = 1000,
+    agents: int = 2,
+    url: str | None = None,
+    element_bytes: int = 0,
 ) -> MapResult:
     """Push one map workflow of ``items`` items and run it with ``agents`` processes."""
     r = engine.redis
     shard = engine.keys.shard(0)
-    max_payload = max(engine.max_payload, 16 * items + 1024)  # split's output
+    # split's output
+    max_payload = max(engine.max_payload, (16 + element_bytes) * items + 1024)
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     procs = [
@@ -95,7 +115,7 @@ def run_map_bench(
     cpu_before = redis_cpu_seconds(r)
     peak, max_ready = baseline, 0
     began = time.monotonic()
-    wid = engine.push(map_workflow(items, window))
+    wid = engine.push(map_workflow(items, window, element_bytes))
     state = "running"
     while state == "running":
         time.sleep(0.1)
@@ -113,6 +133,7 @@ def run_map_bench(
         items=items,
         window=window,
         agents=agents,
+        element_bytes=element_bytes,
         total_s=round(total, 2),
         items_per_s=round(items / total, 1) if total else 0.0,
         redis_baseline_mb=round(baseline / 1e6, 2),

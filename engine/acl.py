@@ -25,10 +25,11 @@ BASE = ("PING", "SELECT", "INFO", "SUBSCRIBE", "UNSUBSCRIBE", "TIME")
 # EVAL for the one-off server version probe (engine.store.scripts.supports_shebang).
 RUN_SCRIPTS = ("EVALSHA", "EVAL", "SCRIPT|LOAD", "SCRIPT|EXISTS")
 # What the client API reads (status, list, stats, events, agents, wait).
+# A workflow's input too long for its hash is a string key of its own (GET).
 # A map's reads take its counters and in-flight set together (MULTI/EXEC) and elements
 # not started yet from its pending list (LRANGE).
 READS = (
-    "HGET", "HMGET", "HGETALL", "HLEN", "HSCAN", "HEXISTS", "SMEMBERS", "ZCARD", "ZCOUNT",
+    "GET", "HGET", "HMGET", "HGETALL", "HLEN", "HSCAN", "HEXISTS", "SMEMBERS", "ZCARD", "ZCOUNT",
     "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "XREVRANGE", "XREAD", "LRANGE", "MULTI", "EXEC",
 )  # fmt: skip
 # What the agent loop reads outside its scripts (next retry due, idle check).

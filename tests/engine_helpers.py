@@ -69,7 +69,7 @@ def traces_of(engine: Engine, wid: str) -> list[str]:
     found: list[str] = []
     r = engine.redis
     for key in scan_keys(r):
-        if key.endswith(f":w:{wid}"):
+        if key.endswith(f":w:{wid}") or f":w:{wid}:" in key:  # its hash, input, maps
             found.append(key)
             continue
         kind = r.type(key)

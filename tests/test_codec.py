@@ -11,15 +11,21 @@ from importlib import resources
 from typing import Any
 
 import pytest
+import redis
 
 from engine import Engine, Workflow
 from engine.store import Keyspace
 from engine.store.codec import (
+    INPUT_OWN_KEY,
+    INPUT_PIECE,
+    INPUT_PIECES_MAX,
     decode_batch,
     decode_claim_row,
+    input_layout,
     pack_record,
     parse_record,
     parse_status,
+    stored_input,
 )
 
 RECORDS = [
@@ -71,7 +77,7 @@ def test_key_names_agree(engine: Engine) -> None:
           k_queue('io'), k_wake('io'), k_state('failed'), k_name('nightly'), k_running('a1'),
           k_items(wkey('7'), '2'), k_pending(wkey('7'), '2'), k_flying(wkey('7'), '2'),
           k_failed(wkey('7'), '2'), K_SCHEDULED, K_TIMEOUTS,
-          K_DEADLINES}
+          K_DEADLINES, k_input(wkey('7'))}
         """,
     )
     assert got == [
@@ -81,7 +87,7 @@ def test_key_names_agree(engine: Engine) -> None:
         shard.wake("io"), shard.by_state("failed"), shard.by_name("nightly"),
         shard.running_of("a1"), shard.map_items(7, 2), shard.map_pending(7, 2),
         shard.map_flying(7, 2), shard.map_failed(7, 2), shard.scheduled, shard.timeouts,
-        shard.deadlines,
+        shard.deadlines, shard.workflow_input(7),
     ]  # fmt: skip
 
 
@@ -136,3 +142,90 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     assert (second.state, second.priority, second.parents) == ("ready", 3, ["a"])
     [child] = engine.store.scripts.run(engine.store.claim_call(shard, "agent|x", ["io"], 5))
     assert child.parents == {"a": {"out": True}}
+
+
+# Inputs around every boundary of the stored forms: none, one field, pieces (cut before
+# a character's continuation bytes: 2-, 3- and 4-byte characters across each cut), a key
+# of its own.
+INPUTS = [
+    "",
+    '"x"',
+    "1" * INPUT_PIECE,
+    "1" * (INPUT_PIECE + 1),
+    "2" * (INPUT_PIECE * INPUT_PIECES_MAX),
+    "3" * (INPUT_PIECE * INPUT_PIECES_MAX + 1),
+    '"' + "é" * 80 + '"',
+    '"' + "a" + "€" * 40 + '"',
+    '"' + "ab" + "€" * 40 + '"',
+    '"' + "😀" * 30 + '"',
+    '"' + "a" * 61 + "😀" * 20 + '"',
+    '"' + "a" * 62 + "😀" * 20 + '"',
+    '"' + "a" * 63 + "😀" * 20 + '"',
+    '"' + "😀" * 100 + '"',
+    '{"k":"' + "x" * 2000 + '"}',
+]
+
+
+def lua_layout(engine: Engine, text: str, tasks: int) -> tuple[str, list[str], str | None]:
+    head, pieces, own = run_lua(
+        engine,
+        """
+        local head, pieces, own = input_layout(ARGV[3], tonumber(ARGV[4]))
+        local values = {}
+        for k = 2, #(pieces or {}), 2 do values[#values + 1] = pieces[k] end
+        return {head, values, own or false}
+        """,
+        text,
+        tasks,
+    )
+    return head, pieces, own or None
+
+
+@pytest.mark.parametrize("text", INPUTS)
+@pytest.mark.parametrize("tasks", [10, 58])
+def test_an_input_is_stored_and_read_alike_on_both_sides(
+    engine: Engine, text: str, tasks: int
+) -> None:
+    layout = input_layout(text, tasks)
+    assert lua_layout(engine, text, tasks) == layout
+    head, pieces, own = layout
+    for piece in pieces:  # every piece is text of its own, short enough for a listpack
+        assert 0 < len(piece.encode()) <= INPUT_PIECE
+    assert len(head.encode()) <= INPUT_PIECE
+    if pieces:
+        assert head == f"#{len(pieces)}" and own is None and len(pieces) <= INPUT_PIECES_MAX
+    elif own is not None:
+        assert head == INPUT_OWN_KEY and own == text
+    else:
+        assert head == text
+    # Python reads what Lua's read_input reads, from the same stored fields
+    raw = {"in": head, **{f"in{k}": p for k, p in enumerate(pieces, 1)}}
+    assert stored_input(raw, own) == text
+    engine.redis.hset("w", mapping=raw)
+    if own is not None:
+        engine.redis.set("w:in", own)
+    got = run_lua(engine, "return {read_input('w', redis.call('HGET', 'w', 'in'))}")
+    assert got == [text]
+
+
+def test_a_workflow_too_big_for_pieces_keeps_its_input_in_a_key_of_its_own() -> None:
+    text = "x" * (INPUT_PIECE + 1)
+    assert input_layout(text, 10)[0] == "#2"
+    assert input_layout(text, 58) == (INPUT_OWN_KEY, [], text)  # 11 + 116 + 2 > 128
+
+
+def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -> None:
+    data = b"\x80" * 70 + b"\xff" * 100  # continuation bytes only: 3 bytes back at most
+    lib = (resources.files("engine.store") / "lua" / "_lib.lua").read_text(encoding="utf-8")
+    body = """
+        local head, pieces = input_layout(ARGV[3], 10)
+        redis.call('HSET', KEYS[1], 'in', head, unpack(pieces))
+        return {head, read_input(KEYS[1], head)}
+    """
+    client = redis.Redis.from_url(redis_url)  # bytes, not text
+    try:
+        head, joined = client.eval(f"{lib}\n{body}", 1, "w", "p", 100, data)
+        assert (head, joined) == (b"#3", data)
+        assert [len(client.hget("w", f"in{k}")) for k in (1, 2, 3)] == [61, 64, 45]
+    finally:
+        client.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,91 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(
     assert out.returncode == 2
     assert says in one_line_error(out)
     assert snapshot(engine.redis) == before
+
+
+# Inputs of every stored form (codec.input_layout): one field, pieces, a key of its own;
+# multi-byte characters across the pieces' cuts.
+STORED_FORMS = {
+    "one field": {"id": 7},
+    "pieces": {"note": "é" * 30 + "€" * 10 + "😀" * 5},
+    "own key": {"file": "s3://uploads/2026/11/00000001.csv", "rows": ["ünïcødé 😀"] * 40},
+    "own key, 2 KB": {"blob": "a€😀" * 250},
+}
+
+
+def stored_values(engine: Engine, wid: str) -> dict[str, str]:
+    return engine.redis.hgetall(engine.keys.shard_of(wid).workflow(wid))
+
+
+@pytest.mark.parametrize("form", STORED_FORMS)
+def test_every_stored_form_reads_back_identical_everywhere(
+    engine: Engine, cli_env: dict, form: str
+) -> None:
+    given = STORED_FORMS[form]
+    wf = template()
+    ids = engine.push_many([wf] * 3, [given] * 3)
+    raw = stored_values(engine, ids[0])
+    own = engine.redis.get(engine.keys.shard_of(ids[0]).workflow_input(ids[0]))
+    assert (raw["in"][0] == "#", "in1" in raw, own is not None) == {
+        "one field": (False, False, False),
+        "pieces": (True, True, False),
+    }.get(form, (True, False, True))
+    # no value the workflow hash holds is too long for a compact listpack (64 bytes)
+    assert max(len(v.encode()) for v in raw.values()) <= 64
+    assert engine.redis.object("encoding", engine.keys.shard_of(ids[0]).workflow(ids[0])) == (
+        "listpack"
+    )
+    seen: list[object] = []
+
+    def handler(task: Task) -> object:
+        seen.append(task.input)
+        return None
+
+    run_agent(engine, {"": handler})
+    assert seen == [given] * 6
+    for wid in ids:
+        assert engine.status(wid).input == given
+    out = cli("status", ids[0], "--json", env=cli_env)
+    assert json.loads(out.stdout)["input"] == given
+
+
+@pytest.mark.parametrize("form", ["pieces", "own key"])
+def test_an_exec_handler_gets_a_long_input_in_its_json(engine: Engine, form: str) -> None:
+    given = STORED_FORMS[form]
+    wid = engine.push(template(), input=given)
+    script = "import json,sys; t=json.load(sys.stdin); print(json.dumps(t['input']))"
+    handler = exec_handler(f'{sys.executable} -c "{script}"')
+    run_agent(engine, {"": handler})
+    status = engine.status(wid)
+    assert status.task("fetch").output == status.task("load").output == given
+
+
+@pytest.mark.parametrize("form", ["pieces", "own key"])
+def test_cleanup_and_retention_leave_nothing_of_a_long_input(engine: Engine, form: str) -> None:
+    given = STORED_FORMS[form]
+    first, _ = engine.push_many([template()] * 2, [given] * 2)
+    run_agent(engine, {"": lambda task: None})
+    engine.cleanup(first)  # by hand
+    assert [k for k in scan_keys(engine.redis) if f":w:{first}" in k] == []
+    engine.retention_s = 0.001  # and by retention, in housekeeping
+    time.sleep(0.01)
+    assert engine.maintain()[3] == 1
+    assert [k for k in scan_keys(engine.redis) if ":w:" in k] == []
+    assert engine.count() == 0 and engine.stats().tasks.get("succeeded", 0) == 0
+
+
+def test_map_items_see_their_workflows_long_input(engine: Engine) -> None:
+    given = STORED_FORMS["own key"]
+    wf = Workflow("items-input")
+    split = wf.task("split")
+    wf.task("each", map=split, concurrency=3)
+    wid = engine.push(wf, input=given)
+    seen: list[object] = []
+
+    def handler(task: Task) -> object:
+        seen.append(task.input)
+        return [1, 2, 3, 4, 5] if task.name == "split" else task.item
+
+    run_agent(engine, {"": handler})
+    assert engine.status(wid).state == "succeeded"
+    assert seen == [given] * 6

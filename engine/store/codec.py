@@ -7,6 +7,8 @@ other. What lives here:
 * the task record, ``state|attempts|ready|begin|done|agent`` (:func:`parse_record`,
   :func:`pack_record`);
 * a definition laid out as ``push.lua`` takes it (:func:`compile_workflow`);
+* a workflow's input as stored, in one field, in pieces or in a key of its own
+  (:func:`input_layout`, :func:`stored_input`);
 * the claim reply row (:func:`decode_claim_row`);
 * the event tuple ``[kind, wid, task index or -1, extra]`` and its batches
   (:func:`decode_batch`, :func:`brief_batch`);
@@ -18,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +57,13 @@ _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, all
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
 F_UPSTREAM = "uf"
-F_INPUT = "in"  # the workflow's input JSON, when it was given one
+F_INPUT = "in"  # the workflow's input JSON, when it was given one (see input_layout)
+# An input longer than one compact hash value is kept in pieces (fields in1, in2...) or,
+# longer still, in a key of its own: then field `in` holds "#<pieces>" or INPUT_OWN_KEY.
+INPUT_PIECE = 64  # bytes: Redis's default hash-max-listpack-value
+INPUT_PIECES_MAX = 4
+INPUT_OWN_KEY = "#"
+LISTPACK_ENTRIES = 128  # Redis's default hash-max-listpack-entries
 F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
 F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
 F_DUE = "due"  # ... that time, epoch ms, once it started
@@ -423,6 +431,53 @@ def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
     return text
 
 
+def input_layout(text: str, tasks: int) -> tuple[str, list[str], str | None]:
+    """How ``push.lua`` stores input JSON ``text`` of a workflow of ``tasks`` tasks
+    (``input_layout`` in ``_lib.lua``): the value of field ``in``, the pieces (fields
+    ``in1``, ``in2``...) and the value of the input's own key (None: none).
+
+    Up to :data:`INPUT_PIECE` bytes the JSON is ``in`` itself. Longer, it is cut into
+    pieces of at most that many bytes, each ending before a UTF-8 continuation byte (so
+    each piece is text of its own), ``in`` saying how many: ``"#<n>"``, which no JSON
+    can be. A longer value would turn the whole workflow hash from a compact listpack
+    into a hashtable, several times bigger. Past :data:`INPUT_PIECES_MAX` pieces, or
+    when the pieces would take a workflow's hash past :data:`LISTPACK_ENTRIES` fields
+    once it has run (11 of its own, a record and an output per task), the JSON goes to
+    a key of its own (``ShardKeys.workflow_input``) and ``in`` is :data:`INPUT_OWN_KEY`.
+    """
+    data = text.encode()
+    size = len(data)
+    if size <= INPUT_PIECE:
+        return text, [], None
+    if size > INPUT_PIECE * INPUT_PIECES_MAX:
+        return INPUT_OWN_KEY, [], text
+    pieces: list[str] = []
+    start = 0
+    while start < size:
+        end = start + INPUT_PIECE
+        back = 0
+        while end < size and back < 3 and data[end] & 0xC0 == 0x80:
+            end -= 1
+            back += 1
+        pieces.append(data[start:end].decode())
+        start = end
+    if len(pieces) > INPUT_PIECES_MAX or 11 + 2 * tasks + len(pieces) > LISTPACK_ENTRIES:
+        return INPUT_OWN_KEY, [], text
+    return f"#{len(pieces)}", pieces, None
+
+
+def stored_input(raw: Mapping[str, str], own: str | None = None) -> str:
+    """The input JSON ("" for none) of a workflow hash's fields ``raw``, its pieces
+    joined (``read_input`` in ``_lib.lua``); ``own`` is the value of the input's own key,
+    read when field ``in`` is :data:`INPUT_OWN_KEY` (see :func:`input_layout`)."""
+    head = raw.get(F_INPUT) or ""
+    if not head.startswith("#"):
+        return head
+    if head == INPUT_OWN_KEY:
+        return own or ""
+    return "".join(raw[f"{F_INPUT}{k}"] for k in range(1, int(head[1:]) + 1))
+
+
 # -- events -------------------------------------------------------------------------------
 # A batch: {"ts": ms, "ev": [[kind, wid, task index or -1, extra], ...]}, one per script
 # call, in the stream (field "e") and on the event channel.
@@ -564,8 +619,9 @@ def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
     )
 
 
-def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
-    """Build a :class:`WorkflowStatus` from a workflow hash merged with its definition's."""
+def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) -> WorkflowStatus:
+    """Build a :class:`WorkflowStatus` from a workflow hash merged with its definition's
+    (and its input's own key, when it has one: see :func:`input_layout`)."""
     summary = parse_summary(wid, [raw.get(f) for f in SUMMARY_FIELDS])
     ct = int(raw[F_CREATED])
     n = summary.total
@@ -627,7 +683,7 @@ def parse_status(wid: str, raw: dict[str, str]) -> WorkflowStatus:
         **summary.__dict__,
         counts=counts,
         tasks=tasks,
-        input=decode_json(raw.get(F_INPUT) or None),
+        input=decode_json(stored_input(raw, own_input) or None),
         start_at=int(start) / 1000.0 if start else None,
         reason=raw.get(F_REASON),
         deadline=int(due) / 1000.0 if (due := raw.get(F_DUE)) else None,

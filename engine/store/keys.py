@@ -38,6 +38,8 @@ key                           type    holds
 ``P:events``                  stream  capped lifecycle log, one entry per script call
 ``P:expand``                  zset    ``<wid>:<i>`` of maps whose items are being expanded,
                                       scored by when it began (housekeeping finishes it)
+``P:w:<wid>:in``              string  the workflow's input JSON, when too long to keep in
+                                      pieces in its hash (``codec.input_layout``)
 ``P:w:<wid>:m:<i>``           hash    map i's items: record, element, output, error...
                                       (field names: ``codec.py``)
 ``P:w:<wid>:l:<i>``           list    map i's elements not started yet, in order
@@ -98,6 +100,10 @@ class ShardKeys:
 
     def push_token(self, token: str) -> str:
         return f"{self.prefix}:pt:{token}"
+
+    def workflow_input(self, wid: int | str) -> str:
+        """The key of a workflow's input too long for pieces in its hash (k_input)."""
+        return f"{self.workflow(wid)}:in"
 
     # A map c's keys beside its workflow hash (k_items, k_pending, k_flying, k_failed in
     # _lib.lua).

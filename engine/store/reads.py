@@ -38,8 +38,10 @@ from .codec import (
     F_COUNT,
     F_CREATED,
     F_DIGEST,
+    F_INPUT,
     F_STATE,
     I_ELEMENT,
+    INPUT_OWN_KEY,
     M_BAD,
     M_CANCELLED,
     M_OK,
@@ -123,6 +125,11 @@ class Reads:
         if not size:
             raise NotFoundError(f"workflow {wid} does not exist")
         raw = self._read_hash(key, size)
+        own_input = None
+        if raw.get(F_INPUT) == INPUT_OWN_KEY:  # an input too long for the hash
+            own_input = cast("str | None", self.redis.get(shard.workflow_input(wid)))
+            if own_input is None:  # cleaned up meanwhile
+                raw = {}
         if not raw:  # cleaned up meanwhile
             raise NotFoundError(f"workflow {wid} does not exist")
         definition = self._definitions.get(digest)
@@ -136,7 +143,7 @@ class Reads:
             definition.pop(D_USERS, None)  # how many use it: changes, and no part of a status
             if whole:
                 self._remember_definition(digest, definition)
-        status = parse_status(str(wid), {**definition, **raw})
+        status = parse_status(str(wid), {**definition, **raw}, own_input)
         maps = [t.index for t in status.tasks if f"{t.index}{D_MAP}" in definition]
         for c, items in zip(maps, self._map_counts(shard, str(wid), maps), strict=True):
             status.tasks[c].items = items

@@ -16,6 +16,7 @@
 --                                            tasks not terminal, succeeded, failed,
 --                                            skipped, created ms, finished ms
 --   uf                                       upstream_failed (absent until the first)
+--   in (in1 in2 ...)                         the input JSON or how it is kept (input_layout)
 --   <i>                                      task i's record (see tparse): state,
 --                                            attempts started (the fencing token),
 --                                            ready/begin/done times as ms after ct,
@@ -88,6 +89,8 @@ local function k_items(wk, c) return wk .. ':m:' .. c end
 local function k_pending(wk, c) return wk .. ':l:' .. c end
 local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
+-- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
+local function k_input(wk) return wk .. ':in' end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
@@ -273,6 +276,66 @@ end
 local function tstate(v)
   if not v then return 'waiting' end
   return string.match(v, '^[^|]*')
+end
+
+-- A workflow's input JSON as stored in its hash's field `in` (codec.py, input_layout and
+-- stored_input, is the other half): "" no input; the JSON itself when it fits one compact
+-- hash value (INPUT_PIECE bytes); else "#<n>" (no JSON starts with "#"): the JSON cut into
+-- n pieces of at most INPUT_PIECE bytes, never inside a character, in fields in1..in<n>.
+-- A longer value would turn the whole workflow hash from a listpack into a hashtable
+-- (several times bigger). "#" alone: more than INPUT_PIECES_MAX pieces, or a hash the
+-- pieces would take past LISTPACK_ENTRIES fields: the JSON is in a key of its own
+-- (k_input); past 4 pieces that costs less Redis time to read and no more memory.
+local INPUT_PIECE = 64  -- Redis's default hash-max-listpack-value
+local INPUT_PIECES_MAX = 4
+local INPUT_FIELDS = {'in1', 'in2', 'in3', 'in4'}
+local LISTPACK_ENTRIES = 128  -- Redis's default hash-max-listpack-entries
+
+-- How push.lua stores input JSON `input` of a workflow of `ntasks` tasks: the value of
+-- `in`, then either nil or the pieces as field/value pairs, then nil or the JSON for the
+-- input's own key.
+local function input_layout(input, ntasks)
+  local size = #input
+  if size <= INPUT_PIECE then return input, nil, nil end
+  if size > INPUT_PIECE * INPUT_PIECES_MAX then return '#', nil, input end
+  local fields, n, from = {}, 0, 1
+  while from <= size do
+    local to = from + INPUT_PIECE - 1
+    -- end a piece before a UTF-8 continuation byte (10xxxxxx), 3 bytes back at most
+    local back = 0
+    while to < size and back < 3 do
+      local b = string.byte(input, to + 1)
+      if b < 128 or b >= 192 then break end
+      to, back = to - 1, back + 1
+    end
+    n = n + 1
+    fields[2 * n - 1] = INPUT_FIELDS[n] or ('in' .. n)
+    fields[2 * n] = string.sub(input, from, to)
+    from = to + 1
+  end
+  -- the workflow's own fields once it has run: 11 of its own, a record and an output per task
+  if n > INPUT_PIECES_MAX or 11 + 2 * ntasks + n > LISTPACK_ENTRIES then
+    return '#', nil, input
+  end
+  return '#' .. n, fields, nil
+end
+
+-- The input JSON ("" for none) of workflow hash wk, whose field `in` is `head` (as read,
+-- false when absent); pieces are joined and a key of its own read once per script call.
+local inputs = {}
+local function read_input(wk, head)
+  if not head then return '' end
+  if string.byte(head, 1) ~= 35 then return head end  -- not "#": the JSON itself
+  local v = inputs[wk]
+  if v == nil then
+    if head == '#' then
+      v = redis.call('GET', k_input(wk)) or ''
+    else
+      v = table.concat(redis.call('HMGET', wk, unpack(INPUT_FIELDS, 1, tonumber(string.sub(head, 2)))))
+    end
+    inputs[wk] = v
+  end
+  return v
 end
 
 -- HSET or ZADD a long flat argument list in slices (Lua's unpack stops near 8,000 values).
@@ -972,6 +1035,7 @@ end
 local item_defs = {}  -- an item's definition fields, read once per map and call
 local NO_EXTRAS = {}
 local function start_task(wid, wk, i, agent, agent_json, f)
+  f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local ct, rec = tonumber(f[2]), f[3]
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
@@ -1244,7 +1308,7 @@ local function remove_workflow(wid, wk, st, who)
     end
     if redis.call('HEXISTS', wk, i .. 'h') == 1 then forget_items(wid, wk, i) end
   end
-  redis.call('DEL', wk)
+  redis.call('DEL', wk, k_input(wk))
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
   redis.call('ZREM', k_state(st), wid)

@@ -12,7 +12,8 @@
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
 -- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
--- input JSON ("" for none; stored once per workflow, field `in`).
+-- input JSON ("" for none; stored once per workflow as input_layout in _lib.lua says: field
+-- `in`, maybe pieces beside it or a key of its own).
 -- Returns the new workflow ids, in order.
 -- Python validated every definition: nothing here can fail half-way, so the first write
 -- is safe.
@@ -94,10 +95,14 @@ for k = 0, nwf - 1 do
   local name = ARGV[pos + 3 * k + 1]
   local input = ARGV[pos + 3 * k + 2]
   local wid = tostring(first + shards * k)
+  local wk = wkey(wid)
+  local head, pieces, own = input_layout(input, def.ntasks)
   def.uses = def.uses + 1
   def.fields[2] = name
-  def.fields[6] = input
-  write_all('HSET', wkey(wid), def.fields)
+  def.fields[6] = head
+  write_all('HSET', wk, def.fields)
+  if pieces then redis.call('HSET', wk, unpack(pieces)) end
+  if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
   all[#all + 1] = wid
   all[#all + 1] = wid
   running[#running + 1] = NOW
