@@ -1034,13 +1034,19 @@ end
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
 local item_defs = {}  -- an item's definition fields, read once per map and call
 local NO_EXTRAS = {}
+local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 local function start_task(wid, wk, i, agent, agent_json, f)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local ct, rec = tonumber(f[2]), f[3]
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
   local d
-  if h == wk and not has_feature(dk, 'K') and not has_feature(dk, 'Y') then
+  local plain = plain_defs[dk]
+  if plain == nil then
+    plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y')
+    plain_defs[dk] = plain
+  end
+  if h == wk and plain then
     d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
   elseif h == wk then
     d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
