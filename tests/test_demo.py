@@ -91,13 +91,13 @@ def test_demo_map_shape(redis_url: str) -> None:
     above the window (no timing asserted)."""
     proc = subprocess.run(
         [sys.executable, "-m", "demos.demo_main", "--url", redis_url, "--json", "--shape", "map",
-         "--items", "3000", "--window", "100", "--agents", "1"],
+         "--items", "3000", "--window", "100", "--agents", "1", "--element-bytes", "100"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["state"] == "succeeded" and out["gathered"] == {"items": 3000}
-    assert out["max_ready"] <= 100
+    assert out["max_ready"] <= 100 and out["element_bytes"] == 100
 
 
 @pytest.mark.slow
@@ -105,6 +105,7 @@ def test_demo_map_shape(redis_url: str) -> None:
     "extra",
     [
         ["--distinct"],
+        ["--distinct", "--input-bytes", "500"],
         ["--distinct", "payloads", "--task-io"],
         ["--task-io", "--concurrency", "4"],
         ["--task-io", "--async", "--concurrency", "8"],
@@ -127,6 +128,10 @@ def test_demo_realistic_work(redis_url: str, extra: list[str]) -> None:
         assert io  # the handlers' own keys, one per agent
     if "--fail-rate" not in extra:
         assert out["succeeded"] == out["tasks"]
+    if "--input-bytes" in extra:
+        assert out["input_bytes"] == 500
+    elif extra == ["--distinct"]:
+        assert out["input_bytes"] == 105
 
 
 def test_demo_distinct_inputs_reach_the_handlers(redis_url: str) -> None:
@@ -137,6 +142,9 @@ def test_demo_distinct_inputs_reach_the_handlers(redis_url: str) -> None:
     one, two = make(1), make(2)
     assert [t.payload for t in one.tasks] != [t.payload for t in two.tasks]
     assert len(json.dumps(workflow_input(12345))) >= 90
+    for size in (300, 2000):  # --input-bytes: about that many bytes, each its own
+        assert len(json.dumps(workflow_input(7, size), separators=(",", ":"))) == size
+        assert workflow_input(7, size) != workflow_input(8, size)
     engine = Engine.connect(redis_url)
     try:
         wid = engine.push_many([make(3)], inputs=[workflow_input(3)])[0]

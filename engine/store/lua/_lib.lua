@@ -331,7 +331,8 @@ local function read_input(wk, head)
     if head == '#' then
       v = redis.call('GET', k_input(wk)) or ''
     else
-      v = table.concat(redis.call('HMGET', wk, unpack(INPUT_FIELDS, 1, tonumber(string.sub(head, 2)))))
+      local n = tonumber(string.sub(head, 2))
+      v = table.concat(redis.call('HMGET', wk, unpack(INPUT_FIELDS, 1, n)))
     end
     inputs[wk] = v
   end
