@@ -261,6 +261,7 @@ async def test_big_workflow_opens_grouped(
         await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
+        await wait_for(pilot, lambda: bool(screen.query(DagView)), what="the graph mounted")
         dag = screen.query_one(DagView)
         await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
         assert screen.view_mode == "groups"
@@ -305,7 +306,7 @@ async def test_agents_and_events_screens(
         from redisflow_tui.widgets.event_log import EventLogView
 
         log = app.screen.query_one(EventLogView)
-        await wait_for(pilot, lambda: len(log.events) >= 5, what="history")
+        await wait_for(pilot, lambda: len(log.events) >= 5, timeout=20, what="history")
         kinds = [e.kind for e in log.events]
         assert kinds[-1] == "workflow.pushed"  # newest first: the push is the oldest
         assert "workflow.failed" in kinds
