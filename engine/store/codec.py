@@ -220,22 +220,8 @@ def compile_workflow(
     types: list[str] = []
     ready = pack_record("ready", 0, 0)
     for i, t in enumerate(wf.tasks):
-        static += [f"{i}{D_NAME}", t.name]
-        if t.type:
-            static += [f"{i}{D_TYPE}", t.type]
-        if payloads[i]:
-            static += [f"{i}{D_PAYLOAD}", payloads[i]]
-        if t.priority:
-            static += [f"{i}{D_PRIORITY}", t.priority]
-        if t.max_attempts != 1:
-            static += [f"{i}{D_ATTEMPTS}", t.max_attempts]
-        if children[i]:
-            static += [f"{i}{D_CHILDREN}", ",".join(map(str, children[i]))]
-        if t.timeout is not None:
-            static += [f"{i}{D_TIMEOUT}", round(t.timeout * 1000)]
+        static += _task_fields(str(i), t, payloads[i], children[i])
         delay = round((t.delay or 0) * 1000)
-        if delay:
-            static += [f"{i}{D_DELAY}", delay]
         if t.map is not None:
             m = t.map
             static += [f"{i}{D_MAP}", f"{index[m.over]}|{m.key or ''}"]
@@ -285,6 +271,28 @@ def compile_workflow(
     return CompiledWorkflow(wf.name, digest, definition)
 
 
+def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
+    """The definition fields every task (and every step of a map) has, named with
+    ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
+    out: list[Any] = [f"{pre}{D_NAME}", t.name]
+    if t.type:
+        out += [f"{pre}{D_TYPE}", t.type]
+    if payload:
+        out += [f"{pre}{D_PAYLOAD}", payload]
+    if t.priority:
+        out += [f"{pre}{D_PRIORITY}", t.priority]
+    if t.max_attempts != 1:
+        out += [f"{pre}{D_ATTEMPTS}", t.max_attempts]
+    if kids:
+        out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids))]
+    if t.timeout is not None:
+        out += [f"{pre}{D_TIMEOUT}", round(t.timeout * 1000)]
+    delay = round((t.delay or 0) * 1000)
+    if delay:
+        out += [f"{pre}{D_DELAY}", delay]
+    return out
+
+
 def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[str]) -> list[Any]:
     """The definition fields of map ``c``'s steps (see D_STEPS); their types join
     ``types``."""
@@ -301,19 +309,7 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
     ]  # fmt: skip
     for j, s in enumerate(steps):
         pre = step_prefix(c, j)
-        out += [f"{pre}{D_NAME}", s.name]
-        if s.type:
-            out += [f"{pre}{D_TYPE}", s.type]
-        if payloads[j]:
-            out += [f"{pre}{D_PAYLOAD}", payloads[j]]
-        if s.priority:
-            out += [f"{pre}{D_PRIORITY}", s.priority]
-        if s.max_attempts != 1:
-            out += [f"{pre}{D_ATTEMPTS}", s.max_attempts]
-        if kids[j]:
-            out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids[j]))]
-        if s.timeout is not None:
-            out += [f"{pre}{D_TIMEOUT}", round(s.timeout * 1000)]
+        out += _task_fields(pre, s, payloads[j], kids[j])
         if s.after:
             out += [f"{pre}{D_PARENTS}", ",".join(str(at[p]) for p in s.after)]
             out += [f"{pre}{D_PARENT_NAMES}", _encode(s.after)]

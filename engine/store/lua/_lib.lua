@@ -890,6 +890,21 @@ local function item_ended(wid, wk, c, k, ok, live, queue)
   end
 end
 
+-- The ready steps (of `n`) of item k of map c leave the queues, cancelled: its item has
+-- ended (failed or cancelled); a step running goes on and starts nothing.
+local function cancel_ready_steps(wid, wk, c, k, n)
+  local mk = k_items(wk, c)
+  for t = 0, n - 1 do
+    local sr = redis.call('HGET', mk, k .. '.' .. t)
+    if tstate(sr) == 'ready' then
+      dequeue(wid, wk, c .. '.' .. k .. '.' .. t)
+      local r = tparse(sr)
+      r.s = 'cancelled'
+      redis.call('HSET', mk, k .. '.' .. t, tpack(r))
+    end
+  end
+end
+
 -- Step s of item k of map c ended: `ok` with its output JSON `value` ("" for none), or
 -- finally failed with the error `value`. Its children in the item whose parents have all
 -- succeeded become ready (queued if `queue`); the item succeeds with its last steps (its
@@ -906,16 +921,7 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
     local name = redis.call('HGET', dk, step_def(c, s) .. 'N') or s
     redis.call('HSET', mk, k, trec('failed', a, q, b, done_at, ''), k .. 'e',
       'step ' .. name .. ': ' .. value)
-    local n = tonumber(redis.call('HGET', dk, c .. 'S'))
-    for t = 0, n - 1 do
-      local sr = redis.call('HGET', mk, k .. '.' .. t)
-      if tstate(sr) == 'ready' then
-        dequeue(wid, wk, c .. '.' .. k .. '.' .. t)
-        local r = tparse(sr)
-        r.s = 'cancelled'
-        redis.call('HSET', mk, k .. '.' .. t, tpack(r))
-      end
-    end
+    cancel_ready_steps(wid, wk, c, k, tonumber(redis.call('HGET', dk, c .. 'S')))
     ended(false)
     return
   end
@@ -1371,15 +1377,7 @@ local function end_workflow(wid, wk, st, n, final, who, why)
         -- items of several steps: each in flight ends cancelled now (a step running goes
         -- on, its outcome recorded, and starts nothing); their ready steps leave the queues
         for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
-          for sn = 0, steps - 1 do
-            local r = redis.call('HGET', mk, k .. '.' .. sn)
-            if tstate(r) == 'ready' then
-              dequeue(wid, wk, c .. '.' .. k .. '.' .. sn)
-              local sr = tparse(r)
-              sr.s = 'cancelled'
-              redis.call('HSET', mk, k .. '.' .. sn, tpack(sr))
-            end
-          end
+          cancel_ready_steps(wid, wk, c, k, steps)
           local r = tparse(redis.call('HGET', mk, k))
           r.s = 'cancelled'
           redis.call('HSET', mk, k, tpack(r))
