@@ -17,9 +17,10 @@ import redis
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .reads import Reads
+from .schedules import ScheduleStore
 
 
-class Store(Calls, Reads):
+class Store(Calls, Reads, ScheduleStore):
     """Script calls and reads of one deployment."""
 
     def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:

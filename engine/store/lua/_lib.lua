@@ -75,6 +75,9 @@ local K_AGENTS_STATE = P .. ':agents:state'
 local K_EVENTS = P .. ':events'
 local K_EVCHAN = P .. ':ev'
 local K_EXPAND = P .. ':expand'
+local K_SDUE = P .. ':sdue'
+local K_SNAMES = P .. ':snames'
+local K_SCHED = P .. ':sched'
 local function wkey(wid) return P .. ':w:' .. wid end
 local function k_definition(digest) return P .. ':d:' .. digest end
 local function k_queue(typ) return P .. ':q:' .. typ end
@@ -91,6 +94,10 @@ local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
+-- A schedule (its hash: spec v nt nx lt cur paused pof ls le runs skipped missed buffered)
+-- and its fired ticks (a zset, the dedup of one run per tick).
+local function k_schedule(name) return P .. ':s:' .. name end
+local function k_sticks(name) return P .. ':stk:' .. name end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
@@ -1452,6 +1459,13 @@ local function each_held(agent, visit)
       redis.call('SREM', k_running(agent), member)
     end
   end
+end
+
+-- A schedule's event: ["schedule.<kind>", wid (its run, or 0), -1, {"schedule": name, ...}];
+-- `more` is the rest of that object as JSON (',"tick":123'), or ''.
+local function schedule_event(kind, wid, name, more)
+  events[#events + 1] = '["schedule.' .. kind .. '",' .. (wid or 0) .. ',-1,{"schedule":'
+    .. cjson.encode(name) .. more .. '}]'
 end
 
 -- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
