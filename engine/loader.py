@@ -534,7 +534,15 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
     )
 
 
-NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max", "deadline"}
+NATIVE_WORKFLOW = {
+    "name",
+    "tasks",
+    "retry_backoff",
+    "retry_backoff_max",
+    "deadline",
+    "ttl",
+    "concurrency",
+}
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
     "delay",
@@ -590,6 +598,8 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
         deadline=_seconds(doc.get("deadline"), f"{where}: deadline"),
+        ttl=_seconds(doc.get("ttl"), f"{where}: ttl"),
+        concurrency=doc.get("concurrency"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 STATE_STYLE = {
     "scheduled": "blue",
+    "queued": "blue",
     "running": "cyan",
     "paused": "yellow",
     "succeeded": "green",
