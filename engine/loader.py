@@ -854,11 +854,15 @@ def _load(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
 
 def load_file(path: str | Path, max_tasks: int = DEFAULT_MAX_TASKS) -> list[Workflow]:
     """Read and parse a workflow file (see :func:`load_text`)."""
+    return load_text(read_file(path), str(path), max_tasks)
+
+
+def read_file(path: str | Path) -> str:
+    """A workflow file's text (:class:`DefinitionError` naming it if it cannot be read)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DefinitionError(f"{one_line(str(p))}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise DefinitionError(one_line(f"{p}: cannot read: {e}")) from None
-    return load_text(text, str(p), max_tasks)
