@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DefinitionError, NotFoundError
 from .schedules.clock import Cadence, Plan, plan, run_input
 from .schedules.spec import ScheduleSpec
-from .store.codec import CompiledWorkflow, encode_input
+from .store.codec import CompiledWorkflow, encode_input, run_options
 from .store.schedules import DueSchedule, Run, TickOutcome, TickResult
 
 if TYPE_CHECKING:
@@ -35,12 +35,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("redisflow.scheduler")
 
-GATED = ("skip", "buffer_one", "buffer_all")  # overlap policies that hold the gate s:<name>
+GATED = ("skip", "buffer_one", "buffer_all")  # overlap policies that hold the gate s/<name>
 SAFETY_S = 1.0  # the longest sleep: pub/sub is only a hint
 DUE_BATCH = 1000  # due schedules read per shard and pass
 CALLS_PER_TRIP = 100  # tick.lua calls per pipelined round trip
 BACKFILL_CHUNK = 100  # ticks per tick.lua call of a backfill
 STUCK_MS = 200  # the pause after a pass whose calls all failed
+
+
+def gate_of(name: str) -> str:
+    """The gate a schedule's runs hold under overlap skip / buffer_one / buffer_all: one
+    run at a time, the next ones queued (buffer) or not pushed (skip)."""
+    return f"s/{name}"
 
 
 @dataclass
@@ -89,19 +95,25 @@ class Ticker:
             got = templates[spec.template] = self.engine.compile_template(spec.template)
         compiled, version = got
         shard = self.engine.keys.shard_of_schedule(spec.name)
-        rows: list[tuple[str, str, dict[str, Any]]] = []
+        rows: list[tuple[CompiledWorkflow, str, str]] = []
         for ticks in groups:
             value = run_input(k.cadence, list(ticks), first=first, count=count)
-            options: dict[str, Any] = {
-                "tp": spec.template,
-                "tv": version,
-                "sn": spec.name,
-                "tk": ticks[-1],
-            }
+            gates: list[tuple[str, int]] = []
+            if compiled.concurrency is not None:
+                gates.append(
+                    (compiled.concurrency.gate(compiled.name, value), compiled.concurrency.limit)
+                )
             if overlap in GATED:
-                options["g"] = [[f"s:{spec.name}", 1]]
-            rows.append((compiled.name, encode_input(value, self.engine.max_payload), options))
-        argv = self.engine.store.push_argv(shard, compiled, rows, 0)
+                gates.append((gate_of(spec.name), 1))
+            options = run_options(
+                template=spec.template,
+                version=version,
+                gates=gates,
+                schedule=spec.name,
+                tick_ms=ticks[-1],
+            )
+            rows.append((compiled, encode_input(value, self.engine.max_payload), options))
+        argv = self.engine.store.push_argv(shard, rows, self.who, 0)
         cut = len(argv) - 1 - 4 * len(rows)
         prefix, body = argv[:cut], argv[cut + 1 :]
         runs = [

@@ -18,6 +18,7 @@ from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .reads import Reads
 from .schedules import ScheduleStore
+from .templates import Templates  # noqa: E402
 
 
 class Store(Calls, Reads, ScheduleStore):
@@ -26,6 +27,7 @@ class Store(Calls, Reads, ScheduleStore):
     def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:
         Calls.__init__(self, client, keys, event_cap)
         Reads.__init__(self, client, keys)
+        self.templates = Templates(client, keys, self.scripts, event_cap)
 
 
 __all__ = ["DEFAULT_NAMESPACE", "Keyspace", "Outcome", "ShardKeys", "Store"]

@@ -67,6 +67,6 @@ else
     return redis.error_reply('RFSTATE unknown schedule operation ' .. what)
   end
 end
-redis.call('PUBLISH', K_SCHED, name)
+redis.call('PUBLISH', K_SCHEDCHAN, name)
 flush()
 return out

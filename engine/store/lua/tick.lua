@@ -10,12 +10,12 @@
 -- ARGV[7]  "due": the next tick ms and ARGV[8] its due ms ("" "": no tick is left);
 -- ARGV[9]  "due": ticks counted missed (catch-up), ARGV[10] some of them, a JSON list;
 -- ARGV[11] the overlap policy; ARGV[12] who (recorded in the pushed events);
--- ARGV[13] n, then n values: push.lua's ARGV from its token to the last definition
---          (push_workflows' table, without the workflows);
+-- ARGV[13] n, then n values: push.lua's ARGV from who pushes (ARGV[4]) to the last
+--          definition (push_workflows' table, without the workflows);
 -- then how many runs, and per run: its tick ms (the dedup: one run per tick), the other
 --          ticks it carries as a csv ("" for none: catchup coalesce), and its workflow as
 --          push_workflows takes it (definition number, name, input JSON, options JSON).
--- Runs whose overlap policy uses the gate "s:<name>" (skip, buffer_one, buffer_all) carry
+-- Runs whose overlap policy uses the gate "s/<name>" (skip, buffer_one, buffer_all) carry
 -- it in their options: a buffered run is pushed `queued` and starts when the run
 -- holding the gate ends.
 -- Returns {"ok", {tick, "fired" | "buffered" | "skipped" | "dup", run id or ""}...} or
@@ -32,13 +32,15 @@ end
 
 local overlap, who = ARGV[11], ARGV[12]
 local npre = tonumber(ARGV[13])
-local pre = {'', ''}  -- push.lua's ARGV[1] and [2] are the shard prefix and the cap
-for k = 1, npre do pre[k + 2] = ARGV[13 + k] end
+-- push_workflows reads its table from a[4] on, as push.lua its ARGV (after the prefix,
+-- the cap and the token)
+local pre = {'', '', ''}
+for k = 1, npre do pre[k + 3] = ARGV[13 + k] end
 local pos = 14 + npre
 local nruns = tonumber(ARGV[pos])
 pos = pos + 1
 
-local gate = 's:' .. name
+local gate = 's/' .. name
 local sticks = k_sticks(name)
 local cur, lt = h[2], tonumber(h[3]) or 0
 local out = {}
@@ -53,7 +55,7 @@ end
 
 -- How many of the schedule's runs wait for the gate (buffered, not started).
 local function waiting()
-  return gate_waiting(gate)
+  return redis.call('ZCARD', k_gate_queue(gate))
 end
 
 local function push_one(row)
