@@ -222,7 +222,7 @@ def run_input(
     out: dict[str, Any] = dict(spec.input or {})
     out["schedule"] = spec.name
     out["tick"] = cadence.iso(ticks[-1])
-    if len(ticks) > 1 or count > 1:
+    if len(ticks) > 1:
         out["ticks"] = [cadence.iso(x) for x in ticks]
         out["interval"] = [cadence.iso(first if first is not None else ticks[0]), out["tick"]]
         out["missed"] = max(count, len(ticks))
