@@ -271,8 +271,13 @@ def cmd_rm(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(engine: Engine, args: argparse.Namespace) -> int:
+    import logging
+
     from ..scheduler import Scheduler
 
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     scheduler = Scheduler(engine, scheduler_id=args.id)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
