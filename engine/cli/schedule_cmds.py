@@ -247,6 +247,8 @@ def cmd_preview(_: Engine | None, args: argparse.Namespace) -> int:
             now = int(engine.server_time() * 1000)
         finally:
             engine.close()
+    if args.start is not None:
+        now = int(_time_arg(args.start, ZoneInfo(spec.timezone), "--from").timestamp() * 1000)
     ticks = preview(Cadence(spec), now, args.next)
     if args.json:
         print_json({
@@ -362,6 +364,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("target", metavar="NAME|FILE")
     q.add_argument("--next", type=positive_int, default=10, metavar="N", help="how many (10)")
     q.add_argument("--schedule", metavar="NAME", help="a FILE of several: which one")
+    q.add_argument(
+        "--from", dest="start", metavar="TIME", help="the ticks after TIME (default: now)"
+    )
     q.set_defaults(run=cmd_preview, no_engine=True)
     q = ss.add_parser(
         "backfill",
