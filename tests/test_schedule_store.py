@@ -12,6 +12,7 @@ from engine import Engine
 from engine.errors import NotFoundError
 from engine.scheduler import Scheduler, Ticker
 from engine.schedules import parse_schedule
+from engine.store.schedules import ScheduleTick
 
 HOUR = 3_600_000
 TEMPLATE = "name: job\ntasks:\n  - name: work\n"
@@ -111,12 +112,14 @@ def test_two_schedulers_planning_the_same_tick_fire_it_once(eng: Engine) -> None
     set_due(eng, "s", tick)
     shard = eng.keys.shard_of_schedule("s")
     now, due, _ = eng.store.due_schedules(shard, 10)
+    [head] = eng.store.schedule_heads(shard, due)
     calls = []
     for who in ("one", "two"):
-        made = Ticker(eng, who).due_call(due[0], now, {})
-        assert made is not None
-        calls.append(made[0])
-    first, second = (eng.store.scripts.run(c) for c in calls)
+        ticker = Ticker(eng, who)
+        part = ticker.due_part(head, now)
+        assert part is not None
+        calls.append(ticker.call(shard, "due", [part], {}))
+    [first], [second] = (eng.store.scripts.run(c) for c in calls)
     assert first.status == "ok" and first.outcomes[0].what == "fired"
     assert second.status == "taken"
     assert len(runs_of(eng)) == 1
@@ -129,10 +132,13 @@ def test_a_plan_from_an_old_version_is_refused(eng: Engine) -> None:
     set_due(eng, "s", (eng.store.now_ms() // HOUR) * HOUR)
     shard = eng.keys.shard_of_schedule("s")
     now, due, _ = eng.store.due_schedules(shard, 10)
-    made = Ticker(eng, "one").due_call(due[0], now, {})
-    assert made is not None
+    ticker = Ticker(eng, "one")
+    part = ticker.due_part(eng.store.schedule_heads(shard, due)[0], now)
+    assert part is not None
+    call = ticker.call(shard, "due", [part], {})
     put(eng, overlap="allow_all", input={"changed": True})
-    assert eng.store.scripts.run(made[0]).status == "taken"
+    [result] = eng.store.scripts.run(call)
+    assert result.status == "taken"
     assert runs_of(eng) == []
 
 
@@ -140,11 +146,12 @@ def test_a_call_before_its_due_time_is_refused(eng: Engine) -> None:
     put(eng, overlap="allow_all")
     future = eng.store.now_ms() + 10 * HOUR
     set_due(eng, "s", future)
-    call = eng.store.tick_call(
-        "s", "due", version="1", overlap="allow_all", who="x", prefix=[], runs=[],
-        expected_due=future, next_tick=future + HOUR, next_due=future + HOUR,
-    )  # fmt: skip
-    assert eng.store.scripts.run(call).status == "early"
+    shard = eng.keys.shard_of_schedule("s")
+    prefix = eng.store.push_argv(shard, [], "x", 0)[:-1]
+    tick = ScheduleTick("s", "1", "allow_all", expected_due=future, next_tick=future + HOUR,
+                        next_due=future + HOUR)  # fmt: skip
+    [result] = eng.store.scripts.run(eng.store.tick_call(shard, "due", prefix, [tick]))
+    assert result.status == "early"
     assert eng.schedule("s").next_due == future / 1000
 
 
