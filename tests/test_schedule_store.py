@@ -342,3 +342,14 @@ def test_events_name_the_schedule_and_tick(eng: Engine) -> None:
     [fired] = [e for e in eng.events(20) if e.kind == "schedule.fired"]
     assert fired.wid == o.run and fired.data == {"schedule": "s", "tick": o.tick}
     assert [e.kind for e in eng.events(20) if e.kind == "schedule.put"] == ["schedule.put"]
+
+
+def test_the_console_demo_schedules(engine: Engine) -> None:
+    from demos.console_demo import put_demo_schedules
+
+    put_demo_schedules(engine)
+    infos = {i.name: i for i in engine.schedules()}
+    assert set(infos) == {"report-each-minute", "report-every-20s"}
+    assert all(i.template == "nightly-report" and i.next_due for i in infos.values())
+    o = engine.trigger_schedule("report-every-20s")
+    assert o.what == "fired" and engine.status(o.run or "").name == "nightly-report"
