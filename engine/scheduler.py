@@ -130,6 +130,8 @@ class Ticker:
             try:
                 built = self._rows(part, templates)
             except (NotFoundError, DefinitionError) as e:
+                if part.plan is None:  # a trigger or backfill: the caller hears of it
+                    raise
                 # its template is gone or broken: the ticks are missed, the schedule goes on
                 log.warning("schedule %s: %s; its due ticks are missed", part.known.spec.name, e)
                 if part.plan is not None:

@@ -353,3 +353,27 @@ def test_the_console_demo_schedules(engine: Engine) -> None:
     assert all(i.template == "nightly-report" and i.next_due for i in infos.values())
     o = engine.trigger_schedule("report-every-20s")
     assert o.what == "fired" and engine.status(o.run or "").name == "nightly-report"
+
+
+def test_a_removed_template_misses_ticks_and_the_schedule_goes_on(eng: Engine) -> None:
+    put(eng, overlap="allow_all")
+    eng.remove_template("job")
+    with pytest.raises(NotFoundError, match="job"):
+        eng.trigger_schedule("s")
+    tick = (eng.store.now_ms() // HOUR) * HOUR
+    set_due(eng, "s", tick)
+    assert Scheduler(eng).run_due() == 1
+    info = eng.schedule("s")
+    assert (info.runs, info.missed, info.next_due) == (0, 1, (tick + HOUR) / 1000)
+    eng.put_template(TEMPLATE, name="job")
+    assert eng.trigger_schedule("s").what == "fired"
+
+
+def test_brief_events_of_a_schedule_name_no_workflow(eng: Engine) -> None:
+    from engine.store.codec import brief_batch
+
+    put(eng)
+    body = eng.redis.xrevrange(eng.keys.shard(0).events, count=1)[0][1]["e"]
+    import json
+
+    assert list(brief_batch(json.loads(body))) == [("schedule.put", "", -1)]
