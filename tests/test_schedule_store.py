@@ -3,6 +3,7 @@ dedup, each overlap policy, each catch-up mode, trigger, backfill, pause_on_fail
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -374,6 +375,4 @@ def test_brief_events_of_a_schedule_name_no_workflow(eng: Engine) -> None:
 
     put(eng)
     body = eng.redis.xrevrange(eng.keys.shard(0).events, count=1)[0][1]["e"]
-    import json
-
     assert list(brief_batch(json.loads(body))) == [("schedule.put", "", -1)]
