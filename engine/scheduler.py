@@ -164,11 +164,21 @@ class Ticker:
             )
         return self.engine.store.tick_call(shard, how, prefix, ticks)
 
+    def has(self, name: str, version: str) -> bool:
+        """Whether the spec of ``name`` at ``version`` is parsed already."""
+        k = self._known.get(name)
+        return k is not None and k.version == version
+
     def due_part(self, d: DueSchedule, now: int) -> _Part | None:
         """A due schedule's plan at ``now`` (None: it changed since it was read)."""
-        if d.spec is None or d.version is None or d.next_tick is None:
+        if d.version is None or d.next_tick is None:
             return None
-        k = self.known(d.name, d.version, d.spec)
+        if d.spec is None:
+            k = self._known.get(d.name)
+            if k is None or k.version != d.version:
+                return None
+        else:
+            k = self.known(d.name, d.version, d.spec)
         p = plan(k.cadence, d.next_tick, now)
         return _Part(k, p.runs, k.spec.overlap, d.due, p)
 
@@ -276,7 +286,7 @@ class Scheduler:
         ticked, moved = 0, False
         for chunk in chunks[turn:] + chunks[:turn]:
             parts = []
-            for d in self.engine.store.schedule_heads(shard, chunk):
+            for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.has):
                 part = self.ticker.due_part(d, now)
                 if part is not None:
                     parts.append(part)

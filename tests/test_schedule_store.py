@@ -376,3 +376,23 @@ def test_brief_events_of_a_schedule_name_no_workflow(eng: Engine) -> None:
     put(eng)
     body = eng.redis.xrevrange(eng.keys.shard(0).events, count=1)[0][1]["e"]
     assert list(brief_batch(json.loads(body))) == [("schedule.put", "", -1)]
+
+
+def test_a_scheduler_reads_a_spec_once_per_version(eng: Engine) -> None:
+    # each pass starts an hour earlier: one new tick, the later ones ran (dup)
+    put(eng, overlap="allow_all", catchup="all")
+    scheduler = Scheduler(eng)
+    tick = (eng.store.now_ms() // HOUR) * HOUR
+    shard = eng.keys.shard_of_schedule("s")
+    for k in range(3):
+        set_due(eng, "s", tick - k * HOUR)
+        if k == 2:
+            put(eng, overlap="allow_all", catchup="all", input={"v": 2})  # read again
+            set_due(eng, "s", tick - k * HOUR)
+        due = [("s", tick - k * HOUR)]
+        [head] = eng.store.schedule_heads(shard, due, scheduler.ticker.has)
+        assert (head.spec is None) == (k == 1)
+        assert scheduler.run_due() == 1
+    inputs = [r.input for r in runs_of(eng)]
+    assert [i.get("v") for i in inputs] == [None, None, 2]
+    assert eng.store.fired_ticks("s") == [tick - 2 * HOUR, tick - HOUR, tick]

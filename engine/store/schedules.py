@@ -9,7 +9,7 @@ previous run and push the next. :class:`ScheduleStore` is a part of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -96,7 +96,7 @@ class DueSchedule:
 
     name: str
     due: int  # P:sdue's score, the CAS value of tick.lua
-    spec: str | None
+    spec: str | None  # None when the reader has it (schedule_heads' known) or it is gone
     version: str | None
     next_tick: int | None
 
@@ -241,16 +241,30 @@ class ScheduleStore:
             later = now  # more are due than were read: come back at once
         return now, due, later
 
-    def schedule_heads(self, shard: ShardKeys, due: Sequence[tuple[str, int]]) -> list[DueSchedule]:
-        """What a plan needs of each due schedule (spec, version, next tick), one round
-        trip."""
+    def schedule_heads(
+        self,
+        shard: ShardKeys,
+        due: Sequence[tuple[str, int]],
+        known: Callable[[str, str], bool] = lambda name, version: False,
+    ) -> list[DueSchedule]:
+        """What a plan needs of each due schedule: its version and next tick, and its
+        spec unless ``known(name, version)`` says the caller has it (a second round trip
+        for those only)."""
         pipe = self.redis.pipeline(transaction=False)
         for name, _ in due:
-            pipe.hmget(shard.schedule(name), [S_SPEC, S_VERSION, S_NEXT_TICK])
-        rows = pipe.execute()
+            pipe.hmget(shard.schedule(name), [S_VERSION, S_NEXT_TICK])
+        heads = pipe.execute()
+        want = [k for k, ((name, _), (v, _)) in enumerate(zip(due, heads, strict=True))
+                if v is not None and not known(name, v)]  # fmt: skip
+        specs: dict[int, str | None] = {}
+        if want:
+            pipe = self.redis.pipeline(transaction=False)
+            for k in want:
+                pipe.hget(shard.schedule(due[k][0]), S_SPEC)
+            specs = dict(zip(want, pipe.execute(), strict=True))
         return [
-            DueSchedule(name, score, spec, v, int(nt) if nt else None)
-            for (name, score), (spec, v, nt) in zip(due, rows, strict=True)
+            DueSchedule(name, score, specs.get(k), v, int(nt) if nt else None)
+            for k, ((name, score), (v, nt)) in enumerate(zip(due, heads, strict=True))
         ]
 
     def now_ms(self) -> int:
