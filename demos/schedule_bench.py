@@ -45,6 +45,20 @@ def setup(engine: Engine, n: int) -> int:
     return due
 
 
+def _redis_cpu(engine: Engine) -> float:
+    info = engine.redis.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds a process used (Linux /proc; 0 elsewhere), its start included."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(url: str, n: int, schedulers: int) -> dict[str, Any]:
     with Engine.connect(url) as engine:
         engine.redis.flushdb()
@@ -64,6 +78,7 @@ def measure(url: str, n: int, schedulers: int) -> dict[str, Any]:
             for k in range(schedulers)
         ]
         try:
+            cpu0 = _redis_cpu(engine)
             while True:
                 left = sum(
                     int(engine.redis.zcount(s.schedules_due, "-inf", due))
@@ -81,6 +96,8 @@ def measure(url: str, n: int, schedulers: int) -> dict[str, Any]:
             rows = pipe.execute()
             created = [int(ct) for ct, _ in rows]
             per_schedule = Counter(sn for _, sn in rows)
+            redis_cpu = _redis_cpu(engine) - cpu0
+            sched_cpu = sum(_proc_cpu(p.pid) for p in procs)
         finally:
             for p in procs:
                 p.terminate()
@@ -101,6 +118,9 @@ def measure(url: str, n: int, schedulers: int) -> dict[str, Any]:
         "last_run_after_due_s": round((max(created) - due) / 1000, 3),
         "pushed_by": by,
         "refused_calls_by": left,
+        "redis_cpu_s": round(redis_cpu, 2),
+        "schedulers_cpu_s": round(sched_cpu, 2),
+        "load_avg_1m": os.getloadavg()[0],
         "setup_s": round(setup_s, 1),
     }
 

@@ -40,7 +40,7 @@ AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "
 # --scheduler needs the operator's commands too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template",
-    "schedule", "tick",
+    "schedule", "tick", "heads",
 )  # fmt: skip
 
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")

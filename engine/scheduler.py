@@ -40,7 +40,7 @@ log = logging.getLogger("redisflow.scheduler")
 GATED = ("skip", "buffer_one", "buffer_all")  # overlap policies that hold the gate s/<name>
 SAFETY_S = 1.0  # the longest sleep: pub/sub is only a hint
 DUE_BATCH = 10_000  # due schedules read per shard and pass (names and due times)
-SCHEDULES_PER_CALL = 200  # schedules one tick.lua call ticks
+SCHEDULES_PER_CALL = 100  # schedules one tick.lua call ticks
 BACKFILL_CHUNK = 100  # ticks per tick.lua call of a backfill
 STUCK_MS = 200  # the pause after a pass whose calls all failed
 
@@ -164,15 +164,15 @@ class Ticker:
             )
         return self.engine.store.tick_call(shard, how, prefix, ticks)
 
-    def has(self, name: str, version: str) -> bool:
-        """Whether the spec of ``name`` at ``version`` is parsed already."""
+    def version_of(self, name: str) -> str | None:
+        """The version of the spec of ``name`` parsed already (None: none)."""
         k = self._known.get(name)
-        return k is not None and k.version == version
+        return None if k is None else k.version
 
     def due_part(self, d: DueSchedule, now: int) -> _Part | None:
         """A due schedule's plan at ``now`` (None: it changed since it was read)."""
-        if d.version is None or d.next_tick is None:
-            return None
+        if d.version is None or d.next_tick is None or d.stored_due != d.due:
+            return None  # removed, ended, or ticked by another scheduler since it was read
         if d.spec is None:
             k = self._known.get(d.name)
             if k is None or k.version != d.version:
@@ -286,11 +286,15 @@ class Scheduler:
         ticked, moved = 0, False
         for chunk in chunks[turn:] + chunks[:turn]:
             parts = []
-            for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.has):
+            for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.version_of):
                 part = self.ticker.due_part(d, now)
                 if part is not None:
                     parts.append(part)
+            gone = len(chunk) - len(parts)  # mostly ticked by another scheduler: move on
+            moved = moved or gone > 0
             if not parts:
+                if gone * 2 > len(chunk):
+                    break
                 continue
             try:
                 results = self.engine.store.scripts.run(
@@ -309,7 +313,7 @@ class Scheduler:
                     taken += r.status == "taken"
                     self.refused += 1
             moved = moved or taken > 0
-            if taken * 2 > len(results):
+            if (taken + gone) * 2 > len(chunk):
                 break  # another scheduler works here: read what is left
         return ticked, moved
 

@@ -390,7 +390,7 @@ def test_a_scheduler_reads_a_spec_once_per_version(eng: Engine) -> None:
             put(eng, overlap="allow_all", catchup="all", input={"v": 2})  # read again
             set_due(eng, "s", tick - k * HOUR)
         due = [("s", tick - k * HOUR)]
-        [head] = eng.store.schedule_heads(shard, due, scheduler.ticker.has)
+        [head] = eng.store.schedule_heads(shard, due, scheduler.ticker.version_of)
         assert (head.spec is None) == (k == 1)
         assert scheduler.run_due() == 1
     inputs = [r.input for r in runs_of(eng)]

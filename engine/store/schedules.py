@@ -99,6 +99,7 @@ class DueSchedule:
     spec: str | None  # None when the reader has it (schedule_heads' known) or it is gone
     version: str | None
     next_tick: int | None
+    stored_due: int | None = None  # nx as stored now: not `due`, another scheduler ticked it
 
 
 class ScheduleStore:
@@ -245,26 +246,25 @@ class ScheduleStore:
         self,
         shard: ShardKeys,
         due: Sequence[tuple[str, int]],
-        known: Callable[[str, str], bool] = lambda name, version: False,
+        known: Callable[[str], str | None] = lambda name: None,
     ) -> list[DueSchedule]:
-        """What a plan needs of each due schedule: its version and next tick, and its
-        spec unless ``known(name, version)`` says the caller has it (a second round trip
-        for those only)."""
-        pipe = self.redis.pipeline(transaction=False)
+        """What a plan needs of each due schedule, in one call (heads.lua): its version,
+        next tick and due time as stored now, and its spec unless ``known(name)`` (the
+        version the caller has parsed) is its version."""
+        args: list[Any] = [shard.prefix, self.event_cap]
         for name, _ in due:
-            pipe.hmget(shard.schedule(name), [S_VERSION, S_NEXT_TICK])
-        heads = pipe.execute()
-        want = [k for k, ((name, _), (v, _)) in enumerate(zip(due, heads, strict=True))
-                if v is not None and not known(name, v)]  # fmt: skip
-        specs: dict[int, str | None] = {}
-        if want:
-            pipe = self.redis.pipeline(transaction=False)
-            for k in want:
-                pipe.hget(shard.schedule(due[k][0]), S_SPEC)
-            specs = dict(zip(want, pipe.execute(), strict=True))
+            args += [name, known(name) or ""]
+        rows = self.scripts.run(Call("heads", [shard.schedules_due], args, list))
         return [
-            DueSchedule(name, score, specs.get(k), v, int(nt) if nt else None)
-            for k, ((name, score), (v, nt)) in enumerate(zip(due, heads, strict=True))
+            DueSchedule(
+                name,
+                score,
+                spec or None,
+                v or None,
+                int(nt) if nt else None,
+                int(nx) if nx else None,
+            )
+            for (name, score), (v, nt, nx, spec) in zip(due, rows, strict=True)
         ]
 
     def now_ms(self) -> int:

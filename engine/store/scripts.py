@@ -42,6 +42,7 @@ SCRIPT_NAMES = (
     "expand",
     "schedule",
     "tick",
+    "heads",
     "template",
 )
 
