@@ -27,8 +27,10 @@ key                           type    holds
                                       creation ms, finished states by finish ms
 ``P:wn:<name>``               zset    workflow ids of one name, scored by sequence number
 ``P:names``                   zset    workflow names, scored by how many workflows exist
-``P:stats``                   hash    counters: ``t:<task state>``, ``w:<workflow state>``,
-                                      ``t:pushed``, ``w:pushed``
+``P:stats``                   hash    counters: ``t:<task state>``, ``w:<workflow state>``
+                                      (how many are in it now), ``t:pushed``, ``w:pushed``,
+                                      ``n:succeeded``, ``n:failed`` (tasks that ever ended
+                                      so: they only grow)
 ``P:types``                   set     every task type ever pushed (queue discovery)
 ``P:agents``                  hash    agent id -> JSON (types, concurrency, lease, host, pid)
 ``P:agents:seen``             zset    agent id -> last heartbeat ms (kept after death)
@@ -47,6 +49,15 @@ key                           type    holds
 ``P:w:<wid>:x:<i>``           set     map i's items that failed
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
+``P:trig:<name>``             hash    a webhook trigger (shard 0 only): template, auth
+                                      scheme, secret, idempotency header (field names:
+                                      ``store/triggers.py``)
+``P:trigs``                   zset    trigger names (shard 0 only), scored by creation ms
+``P:http``                    hash    the HTTP server's counters (shard 0 only):
+                                      ``rejected:<reason>``, ``accepted:<trigger>``,
+                                      ``duplicate:<trigger>``
+``P:sdue``                    zset    schedule name -> its next due ms (read by /metrics
+                                      for the schedule lag)
 ============================  ======  =====================================================
 
 Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
@@ -183,6 +194,24 @@ class ShardKeys:
     @property
     def event_channel(self) -> str:
         return f"{self.prefix}:ev"
+
+    # -- http: webhook triggers and the HTTP server's counters live in shard 0 ----------
+
+    def trigger(self, name: str) -> str:
+        return f"{self.prefix}:trig:{name}"
+
+    @property
+    def triggers(self) -> str:
+        return f"{self.prefix}:trigs"
+
+    @property
+    def http_counters(self) -> str:
+        return f"{self.prefix}:http"
+
+    @property
+    def schedules_due(self) -> str:
+        """Schedule name -> next due ms (written by the schedules; /metrics reads it)."""
+        return f"{self.prefix}:sdue"
 
 
 @dataclass(frozen=True)
