@@ -37,7 +37,9 @@ READS = (
 AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
 # (a retry expands a map it reset again)
-OPERATOR_SCRIPTS = ("push", "pause", "release", "cancel", "retry", "cleanup", "expand")
+OPERATOR_SCRIPTS = (
+    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template"
+)  # fmt: skip
 
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")
 

@@ -25,20 +25,24 @@ from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from .events import EventListener
+from .flow import Pushed, RunRequest, check_key, check_template_name
+from .loader import load_text
 from .model import (
     AgentInfo,
     Event,
     ItemStatus,
+    RunResult,
     Stats,
+    TemplateInfo,
     WorkflowState,
     WorkflowStatus,
     WorkflowSummary,
 )
 from .rules import Plan
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
-from .store.codec import CompiledWorkflow, compile_workflow, encode_input
+from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
 from .store.reads import FINISHED_STATES
-from .store.scripts import ScriptBatch
+from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
 from .timing import start_delay_ms
 
@@ -98,6 +102,7 @@ class Engine:
         self.actor = actor or default_actor()
         self.push_retry_s = push_retry_s
         self._rr = itertools.count()
+        self._templates: dict[str, tuple[CompiledWorkflow, int]] = {}
 
     # -- connecting ---------------------------------------------------------------------
 
@@ -171,6 +176,7 @@ class Engine:
         *,
         start_in: float | None = None,
         start_at: datetime | None = None,
+        key: str | None = None,
     ) -> str:
         """Validate ``wf`` and store it; its root tasks become ready. Returns its id.
 
@@ -180,10 +186,13 @@ class Engine:
 
         ``start_in`` (seconds) or ``start_at`` (an aware datetime) starts it later: until
         then it is ``scheduled`` (visible, cancellable; ``release`` starts it at once).
+
+        ``key`` makes the push idempotent: while a workflow pushed with the same key
+        exists (until it is cleaned up), pushing again returns its id and writes nothing.
         """
-        return self.push_many(
-            [wf], None if input is None else [input], start_in=start_in, start_at=start_at
-        )[0]
+        return self.push_runs(
+            [RunRequest(wf, input, key=key)], start_in=start_in, start_at=start_at
+        )[0].id
 
     def push_many(
         self,
@@ -203,45 +212,92 @@ class Engine:
         ``push_retry_s`` seconds; each call carries a token, so a call whose reply was
         lost is not applied twice. ``start_in`` / ``start_at``: as :meth:`push`.
         """
-        later_ms = start_delay_ms(start_in, start_at)
-        compiled: list[tuple[CompiledWorkflow, str]] = []
-        seen: dict[int, CompiledWorkflow] = {}
         workflows = list(workflows)
-        given = [""] * len(workflows)
+        values: builtins.list[Any] = [None] * len(workflows)
         if inputs is not None:
             values = list(inputs)
             if len(values) != len(workflows):
                 raise DefinitionError(
                     f"{len(values)} inputs for {len(workflows)} workflows: give one per workflow"
                 )
-            given = [encode_input(v, self.max_payload) for v in values]
-        for wf, text in zip(workflows, given, strict=True):
+        runs = [RunRequest(wf, v) for wf, v in zip(workflows, values, strict=True)]
+        return [r.id for r in self.push_runs(runs, start_in=start_in, start_at=start_at)]
+
+    def push_runs(
+        self,
+        runs: Iterable[RunRequest],
+        *,
+        start_in: float | None = None,
+        start_at: datetime | None = None,
+    ) -> builtins.list[Pushed]:
+        """:meth:`push_many` for runs that carry their own options (idempotency key,
+        template): one :class:`Pushed` each, in order, saying whether it already existed.
+
+        A run whose workflow declares a concurrency key goes to the shard of its gate, and
+        one with an idempotency key to the shard of that key, so each check is one script
+        on one shard.
+        """
+        later_ms = start_delay_ms(start_in, start_at)
+        seen: dict[int, CompiledWorkflow] = {}
+        rows: builtins.list[tuple[CompiledWorkflow, str, str]] = []
+        routes: builtins.list[str | None] = []
+        for run in runs:
+            text = "" if run.input is None else encode_input(run.input, self.max_payload)
+            wf = run.workflow
             if isinstance(wf, CompiledWorkflow):
-                compiled.append((wf, text))
-                continue
-            c = seen.get(id(wf))
-            if c is None:
+                c = wf
+            elif id(wf) in seen:
+                c = seen[id(wf)]
+            else:
                 c = seen[id(wf)] = self.compile(wf)
-            compiled.append((c, text))
-        ids: list[str] = []
-        batch = self.store.batch()
-        start = 0
-        while start < len(compiled):
-            end, tasks = start, 0
-            while end < len(compiled) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
-                tasks += compiled[end][0].tasks
-                end += 1
-            shard = self.keys.shard(next(self._rr) % self.keys.shards)
-            token = secrets.token_hex(8)
-            batch.add(self.store.push_call(shard, compiled[start:end], token, self.actor, later_ms))
-            start = end
-            if len(batch) >= PUSH_PIPELINE or start >= len(compiled):
-                for result in self._send_push(batch):
-                    if isinstance(result, Exception):
-                        raise result
-                    ids.extend(result)
-                batch = self.store.batch()
-        return ids
+            gates: builtins.list[tuple[str, int]] = []
+            if c.concurrency is not None:
+                gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
+            gates += run.gates
+            if run.key is not None:
+                check_key(run.key)
+            options = run_options(
+                template=run.template, version=run.version, key=run.key, gates=gates
+            )
+            rows.append((c, text, options))
+            routes.append(gates[0][0] if gates else run.key)
+        out: builtins.list[Pushed | None] = [None] * len(rows)
+        calls: builtins.list[tuple[builtins.list[int], Call[Any]]] = []
+        plain = [n for n, r in enumerate(routes) if r is None]
+        routed: dict[int, builtins.list[int]] = {}
+        for n, r in enumerate(routes):
+            if r is not None:
+                routed.setdefault(self.keys.shard_for(r), []).append(n)
+        groups = [(None, plain), *routed.items()]
+        for shard_no, members in groups:
+            start = 0
+            while start < len(members):
+                end, tasks = start, 0
+                while end < len(members) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
+                    tasks += rows[members[end]][0].tasks
+                    end += 1
+                if shard_no is None:
+                    shard = self.keys.shard(next(self._rr) % self.keys.shards)
+                else:
+                    shard = self.keys.shard(shard_no)
+                part = members[start:end]
+                call = self.store.push_call(
+                    shard, [rows[n] for n in part], secrets.token_hex(8), self.actor, later_ms
+                )
+                calls.append((part, call))
+                start = end
+        for at in range(0, len(calls), PUSH_PIPELINE):
+            batch = self.store.batch()
+            chunk = calls[at : at + PUSH_PIPELINE]
+            for _, call in chunk:
+                batch.add(call)
+            for (part, _), result in zip(chunk, self._send_push(batch), strict=True):
+                if isinstance(result, Exception):
+                    raise result
+                for n, wid in zip(part, result, strict=True):
+                    existing = wid.startswith("=")
+                    out[n] = Pushed(wid[1:] if existing else wid, existing)
+        return [p for p in out if p is not None]
 
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
         """Run a batch of push calls, sending it again while Redis is unreachable."""
@@ -255,6 +311,82 @@ class Engine:
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 2.0)
+
+    # -- templates --------------------------------------------------------------------
+
+    def put_template(
+        self, text: str, *, name: str | None = None, source: str = "<text>"
+    ) -> TemplateInfo:
+        """Store a workflow file's ``text`` (YAML or JSON, one workflow) as the next
+        version of template ``name`` (default: the workflow's name). Putting the latest
+        version's text again stores nothing. The workflow is validated first
+        (:class:`DefinitionError`: nothing written)."""
+        wfs = load_text(text, source)
+        if len(wfs) != 1:
+            raise DefinitionError(f"{source}: a template is one workflow; this file has {len(wfs)}")
+        wf = wfs[0]
+        name = wf.name if name is None else name
+        check_template_name(name, source)
+        if not wf.name:
+            wf.name = name
+        self.compile(wf)
+        version, _ = self.store.templates.put(name, text, source)
+        return self.store.templates.get(name, version)
+
+    def templates(self) -> builtins.list[TemplateInfo]:
+        """Every template's latest version (without its text), by name."""
+        return self.store.templates.all()
+
+    def template(self, name: str, version: int | None = None) -> TemplateInfo:
+        """One version of a template (the latest by default), its text included
+        (:class:`NotFoundError` if there is none)."""
+        return self.store.templates.get(name, version)
+
+    def remove_template(self, name: str) -> None:
+        """Delete template ``name``, every version; its runs stay as they are."""
+        self.store.templates.remove(name)
+        self._templates.pop(name, None)
+
+    def compile_template(
+        self, name: str, version: int | None = None
+    ) -> tuple[CompiledWorkflow, int]:
+        """Template ``name`` (its latest version by default) compiled for pushing, and
+        the version: compiled once per version and kept."""
+        v = self.store.templates.latest(name) if version is None else version
+        cached = self._templates.get(name)
+        if cached is not None and cached[1] == v:
+            return cached[0], v
+        text = self.store.templates.text(name, v)
+        if text is None:
+            raise NotFoundError(f"template {name!r} has no version {v}")
+        wf = load_text(text, f"template {name} v{v}")[0]
+        if not wf.name:
+            wf.name = name
+        compiled = self.compile(wf)
+        self._templates[name] = (compiled, v)
+        return compiled, v
+
+    def run(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        key: str | None = None,
+        version: int | None = None,
+        start_in: float | None = None,
+        start_at: datetime | None = None,
+    ) -> RunResult:
+        """Push a run of template ``name`` (its latest version, or ``version``) with
+        ``input``. With ``key`` it is idempotent (:meth:`push`): a live run pushed with
+        the same key is returned (``existing``) and nothing is written. The run records
+        its template and version (``list(template=name)``)."""
+        compiled, v = self.compile_template(name, version)
+        pushed = self.push_runs(
+            [RunRequest(compiled, input, key=key, template=name, version=v)],
+            start_in=start_in,
+            start_at=start_at,
+        )[0]
+        return RunResult(pushed.id, pushed.existing, name, v)
 
     def plan(self, wf: Workflow, assume: dict[str, str] | None = None) -> Plan:
         """What would happen if the tasks named in ``assume`` ended so (``"failed"``,
@@ -404,9 +536,12 @@ class Engine:
         name: str | None = None,
         offset: int = 0,
         limit: int = 50,
+        template: str | None = None,
+        oldest_first: bool = False,
     ) -> builtins.list[str]:
-        """Workflow ids, newest first, one page at a time; filter by state and/or name."""
-        return self.store.list_ids(state, name, offset, limit)
+        """Workflow ids, newest first (or oldest first), one page at a time; filter by
+        state, name and/or the template they run."""
+        return self.store.list_ids(state, name, offset, limit, template, oldest_first)
 
     # This method shadows the builtin inside the class body: annotations here say
     # ``builtins.list``.
@@ -416,14 +551,18 @@ class Engine:
         name: str | None = None,
         offset: int = 0,
         limit: int = 50,
+        template: str | None = None,
+        oldest_first: bool = False,
     ) -> builtins.list[WorkflowSummary]:
         """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
-        return self.summaries(self.list_ids(state, name, offset, limit))
+        return self.summaries(self.list_ids(state, name, offset, limit, template, oldest_first))
 
-    def count(self, state: str | None = None, name: str | None = None) -> int:
-        """How many workflows match: O(1) per shard for one filter; with both, a walk of
-        the name's index."""
-        return self.store.count(state, name)
+    def count(
+        self, state: str | None = None, name: str | None = None, template: str | None = None
+    ) -> int:
+        """How many workflows match: O(1) per shard for one filter; with more, a walk of
+        the name's (or template's) index."""
+        return self.store.count(state, name, template)
 
     def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""

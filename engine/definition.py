@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DefinitionError
+from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
 from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
 
@@ -121,8 +122,13 @@ class Workflow:
         retry_backoff_max: float = DEFAULT_BACKOFF_MAX,
         where: str | None = None,
         deadline: float | None = None,
+        ttl: float | None = None,
+        concurrency: Concurrency | dict[str, Any] | None = None,
     ):
         self.name = name
+        self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
+        # at most `limit` runs at once per value of an input field (engine/flow.py)
+        self.concurrency = concurrency
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self.deadline = deadline  # seconds from its start: past it the workflow fails
@@ -340,6 +346,18 @@ def validate(
             f"workflow {name!r}: deadline must be a number of seconds above 0 and at most "
             f"{MAX_TIMEOUT:.0f}, not {show_value(deadline)}",
         )
+    ttl = getattr(wf, "ttl", None)
+    if ttl is not None and (
+        isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL
+    ):
+        raise _fail(
+            where,
+            f"workflow {name!r}: ttl must be a number of seconds above 0 and at most "
+            f"{MAX_TTL:.0f}, not {show_value(ttl)}",
+        )
+    wf.concurrency = concurrency_from(
+        getattr(wf, "concurrency", None), f"{_at(where)}workflow {name!r}"
+    )
     seen: dict[str, TaskDef] = {}
     types: set[str] = set()
     payloads: list[str] = []
@@ -441,6 +459,7 @@ def validate(
 
 MAX_STEPS = 100  # steps per item of a map
 MAX_TIMEOUT = 30 * 86400.0  # seconds: a task's timeout
+MAX_TTL = 10 * 365 * 86400.0  # seconds: how long a finished workflow may be kept
 
 
 def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]:

@@ -534,7 +534,15 @@ def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where:
     )
 
 
-NATIVE_WORKFLOW = {"name", "tasks", "retry_backoff", "retry_backoff_max", "deadline"}
+NATIVE_WORKFLOW = {
+    "name",
+    "tasks",
+    "retry_backoff",
+    "retry_backoff_max",
+    "deadline",
+    "ttl",
+    "concurrency",
+}
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
     "delay",
@@ -590,6 +598,8 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
         deadline=_seconds(doc.get("deadline"), f"{where}: deadline"),
+        ttl=_seconds(doc.get("ttl"), f"{where}: ttl"),
+        concurrency=doc.get("concurrency"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]
@@ -844,11 +854,15 @@ def _load(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
 
 def load_file(path: str | Path, max_tasks: int = DEFAULT_MAX_TASKS) -> list[Workflow]:
     """Read and parse a workflow file (see :func:`load_text`)."""
+    return load_text(read_file(path), str(path), max_tasks)
+
+
+def read_file(path: str | Path) -> str:
+    """A workflow file's text (:class:`DefinitionError` naming it if it cannot be read)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DefinitionError(f"{one_line(str(p))}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise DefinitionError(one_line(f"{p}: cannot read: {e}")) from None
-    return load_text(text, str(p), max_tasks)

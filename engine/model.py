@@ -45,6 +45,7 @@ class WorkflowState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     SCHEDULED = "scheduled"  # pushed to start later (push --at / --in)
+    QUEUED = "queued"  # waiting for a slot of its concurrency key (or its schedule's)
 
     @property
     def finished(self) -> bool:
@@ -261,3 +262,30 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+@dataclass
+class TemplateInfo:
+    """One version of a stored template (``redisflow template put``)."""
+
+    name: str
+    version: int
+    latest: int  # the newest version (runs start from it)
+    put_at: float  # when this version was stored, epoch seconds
+    source: str  # where its text came from (a file name)
+    runs: int = 0  # runs of the template pushed so far, every version
+    text: str | None = None  # the workflow file as it was put
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :meth:`Engine.run` did: the run's workflow id, whether it existed already
+    (its idempotency key named it: nothing was pushed), and the template version."""
+
+    id: str
+    existing: bool
+    template: str
+    version: int

@@ -22,6 +22,7 @@ from ..loader import load_file
 from ..model import TaskState, WorkflowState
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
+from . import template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 STATE_STYLE = {
     "scheduled": "blue",
+    "queued": "blue",
     "running": "cyan",
     "paused": "yellow",
     "succeeded": "green",
@@ -217,12 +219,28 @@ def read_input(text: str | None, max_bytes: int) -> Any:
 def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     # compiled once, before connecting (see run)
     runs = [c for c in args.compiled for _ in range(args.copies)]
-    ids = engine.push_many(
-        runs,
-        None if args.input is None else [args.input] * len(runs),
-        start_in=args.start_in,
-        start_at=args.start_at,
-    )
+    if args.key is not None:
+        if len(runs) != 1:
+            raise DefinitionError(
+                f"--key names one run: push one workflow without --copies, not {len(runs)}"
+            )
+        ids = [
+            engine.push(
+                runs[0], args.input, key=args.key, start_in=args.start_in, start_at=args.start_at
+            )
+        ]
+    else:
+        ids = engine.push_many(
+            runs,
+            None if args.input is None else [args.input] * len(runs),
+            start_in=args.start_in,
+            start_at=args.start_at,
+        )
+    return report_pushed(engine, ids, args)
+
+
+def report_pushed(engine: Engine, ids: list[str], args: argparse.Namespace) -> int:
+    """Print the ids pushed, and with ``--wait`` wait for them (exit 1 if any failed)."""
     if args.json and not args.wait:
         print_json({"ids": ids})
     elif not args.json:
@@ -525,8 +543,15 @@ def cmd_viz(_: Engine | None, args: argparse.Namespace) -> int:
 
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     offset = (args.page - 1) * args.limit
-    rows = engine.list(args.state, args.name, offset=offset, limit=args.limit)
-    total = engine.count(args.state, args.name)
+    rows = engine.list(
+        args.state,
+        args.name,
+        offset=offset,
+        limit=args.limit,
+        template=args.template,
+        oldest_first=args.oldest,
+    )
+    total = engine.count(args.state, args.name, args.template)
     if args.json:
         print_json({"page": args.page, "total": total, "workflows": [r.to_dict() for r in rows]})
         return EXIT_OK
@@ -663,6 +688,16 @@ def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
 # -- parser -----------------------------------------------------------------------------
 
 
+def add_wait_options(p: argparse.ArgumentParser) -> None:
+    """``--wait`` and ``--timeout`` (see :func:`report_pushed`)."""
+    p.add_argument(
+        "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
+    )
+    p.add_argument(
+        "--timeout", type=parse_duration, default=None, help="give up waiting after this"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     conn = connection_options()
     js = argparse.ArgumentParser(add_help=False)
@@ -709,11 +744,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="start this long from now (10m, 1h30m, 2d)",
     )
     p.add_argument(
-        "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
+        "--key",
+        metavar="KEY",
+        help="idempotency key: while a workflow pushed with KEY exists, pushing again "
+        "prints its id and pushes nothing",
     )
-    p.add_argument(
-        "--timeout", type=parse_duration, default=None, help="give up waiting after this"
-    )
+    add_wait_options(p)
     p.add_argument(
         "--max-tasks",
         type=max_tasks,
@@ -734,6 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", parents=both, help="workflows, newest first, page by page")
     p.add_argument("--state", choices=[s.value for s in WorkflowState])
     p.add_argument("--name", type=name_arg)
+    p.add_argument("--template", type=name_arg, help="runs of this template only")
+    p.add_argument("--oldest", action="store_true", help="oldest first")
     p.add_argument("--page", type=positive_int, default=1)
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(run=cmd_list)
@@ -829,6 +867,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--user", default=None, help="user name (default: NAMESPACE-ROLE; with one --role)"
     )
     p.set_defaults(run=cmd_acl, no_engine=True)
+
+    template_cmds.register(sub, both)
 
     p = sub.add_parser("server", help="run a private redis-server and print its URL")
     p.add_argument("--port", type=int, default=None)

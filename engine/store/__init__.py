@@ -17,6 +17,7 @@ import redis
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .reads import Reads
+from .templates import Templates  # noqa: E402
 
 
 class Store(Calls, Reads):
@@ -25,6 +26,7 @@ class Store(Calls, Reads):
     def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:
         Calls.__init__(self, client, keys, event_cap)
         Reads.__init__(self, client, keys)
+        self.templates = Templates(client, keys, self.scripts, event_cap)
 
 
 __all__ = ["DEFAULT_NAMESPACE", "Keyspace", "Outcome", "ShardKeys", "Store"]

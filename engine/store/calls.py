@@ -112,33 +112,47 @@ class Calls:
     def push_call(
         self,
         shard: ShardKeys,
-        batch: Sequence[tuple[CompiledWorkflow, str]],
+        batch: Sequence[tuple[CompiledWorkflow, str] | tuple[CompiledWorkflow, str, str]],
         token: str = "",
         who: str = "",
         later_ms: int = 0,
     ) -> Call[list[str]]:
-        """push.lua: store ``batch`` (each a definition and an input as
-        :func:`~.codec.encode_input` gives it) in ``shard``; its reply is the new ids.
+        """push.lua: store ``batch`` (each a definition, an input as
+        :func:`~.codec.encode_input` gives it, and maybe the options JSON of
+        :func:`~.codec.run_options`) in ``shard``; its reply is the ids (``"=<id>"`` for a
+        workflow whose idempotency key named one already: nothing was pushed for it).
 
         A call sent again with the same ``token`` (its reply was lost) returns the first
         call's ids and writes nothing; ``who`` is recorded in the pushed events. With
         ``later_ms`` the workflows are scheduled to start that long after now (Redis's
         clock).
         """
+        args = [*self._common(shard), token, *self.push_argv(shard, batch, who, later_ms)]
+        return Call("push", [shard.seq], args, _ids)
+
+    def push_argv(
+        self,
+        shard: ShardKeys,
+        batch: Sequence[tuple[CompiledWorkflow, str] | tuple[CompiledWorkflow, str, str]],
+        who: str = "",
+        later_ms: int = 0,
+    ) -> list[Any]:
+        """The arguments push.lua takes from ``ARGV[4]`` on (who, shard count, shard,
+        delay, definitions, workflows): what any script that pushes (push_workflows in
+        _lib.lua) is given after its own."""
         numbers: dict[str, int] = {}
         defs: list[Any] = []
         rows: list[Any] = []
-        for c, given in batch:
+        for entry in batch:
+            c, given = entry[0], entry[1]
             n = numbers.get(c.digest)
             if n is None:
                 n = numbers[c.digest] = len(numbers) + 1
                 defs.extend(c.definition)
-            rows += (n, c.name, given)
-        args = [*self._common(shard), token, who, self.keys.shards, shard.shard, later_ms]
-        args.append(len(numbers))
-        args += defs
+            rows += (n, c.name, given, entry[2] if len(entry) > 2 else "")
+        args: list[Any] = [who, self.keys.shards, shard.shard, later_ms, len(numbers), *defs]
         args += [len(batch), *rows]
-        return Call("push", [shard.seq], args, _ids)
+        return args
 
     # -- steering one workflow ------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ..definition import (
     validate_steps,
 )
 from ..errors import DefinitionError
+from ..flow import Concurrency
 from ..handlers import Task
 from ..mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
 from ..model import (
@@ -68,6 +69,11 @@ F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds i
 F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
 F_DUE = "due"  # ... that time, epoch ms, once it started
 F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
+F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention
+F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it runs
+F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
+F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
+F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
 )  # fmt: skip
@@ -179,6 +185,8 @@ class CompiledWorkflow:
     name: str
     digest: str
     definition: list[Any]
+    # at most `limit` runs at once per value of an input field (engine/flow.py)
+    concurrency: Concurrency | None = None
 
     @property
     def tasks(self) -> int:
@@ -265,10 +273,35 @@ def compile_workflow(
             types.append(t.type)
     if wf.deadline is not None:  # ms after its start; push.lua arms it
         init += [F_DEADLINE, round(wf.deadline * 1000)]
+    if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in _lib.lua)
+        init += [F_TTL, round(wf.ttl * 1000)]
     digest = definition_digest(static) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
-    return CompiledWorkflow(wf.name, digest, definition)
+    gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
+    return CompiledWorkflow(wf.name, digest, definition, gate)
+
+
+def run_options(
+    *,
+    template: str | None = None,
+    version: int | None = None,
+    key: str | None = None,
+    gates: Sequence[tuple[str, int]] = (),
+    schedule: str | None = None,
+    tick_ms: int | None = None,
+) -> str:
+    """A pushed workflow's options as push.lua takes them (JSON; "" for none)."""
+    o: dict[str, Any] = {}
+    if template is not None:
+        o[F_TEMPLATE], o[F_TEMPLATE_VERSION] = template, version or 0
+    if key is not None:
+        o["key"] = key
+    if gates:
+        o[F_GATES] = [[g, limit] for g, limit in gates]
+    if schedule is not None:
+        o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
+    return json.dumps(o, separators=(",", ":")) if o else ""
 
 
 def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:

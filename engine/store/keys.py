@@ -49,15 +49,34 @@ key                           type    holds
 ``P:w:<wid>:x:<i>``           set     map i's items that failed
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
-``P:trig:<name>``             hash    a webhook trigger (shard 0 only): template, auth
-                                      scheme, secret, idempotency header (field names:
-                                      ``store/triggers.py``)
-``P:trigs``                   zset    trigger names (shard 0 only), scored by creation ms
-``P:http``                    hash    the HTTP server's counters (shard 0 only):
-                                      ``rejected:<reason>``, ``accepted:<trigger>``,
-                                      ``duplicate:<trigger>``
+``P:ik:<key>``                string  the workflow pushed with idempotency key <key>
+                                      (deleted with it)
+``P:cc``                      hash    gate -> how many workflows run holding it
+                                      (concurrency keys: ``c/<workflow>/<value>``;
+                                      a schedule's runs: ``s/<schedule>``)
+``P:cq:<gate>``               zset    workflows ``queued`` for the gate, scored by id
+``P:wt:<template>``           zset    workflow ids run from a template, scored by id
+``P:truns``                   hash    template -> how many runs were pushed here
+``P:expire``                  zset    finished workflows with a retention of their own
+                                      (field ``tl``), scored by when they go
+``P:sweep``                   hash    finished state -> the finish time up to which the
+                                      deployment's retention has looked
 ``P:sdue``                    zset    schedule name -> its next due ms (read by /metrics
                                       for the schedule lag)
+============================  ======  =====================================================
+
+Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
+
+============================  ======  =====================================================
+``T:tpl:<name>``              hash    a template's versions: ``v`` the latest; per version
+                                      n: ``<n>`` the file's text, ``<n>f`` its source,
+                                      ``<n>h`` the text's SHA-1, ``<n>t`` put ms
+``T:tpls``                    zset    template names, scored by their last put ms
+``T:trig:<name>``             hash    a webhook trigger: template, auth scheme, secret,
+                                      idempotency header (``store/triggers.py``)
+``T:trigs``                   zset    trigger names, scored by creation ms
+``T:http``                    hash    the HTTP server's counters: ``rejected:<reason>``,
+                                      ``accepted:<trigger>``, ``duplicate:<trigger>``
 ============================  ======  =====================================================
 
 Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
@@ -69,6 +88,7 @@ so ``shard = wid % N`` needs no lookup.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from ..errors import NotFoundError
@@ -111,6 +131,35 @@ class ShardKeys:
 
     def push_token(self, token: str) -> str:
         return f"{self.prefix}:pt:{token}"
+
+    def idem(self, key: str) -> str:
+        return f"{self.prefix}:ik:{key}"
+
+    @property
+    def gates(self) -> str:
+        return f"{self.prefix}:cc"
+
+    def gate_queue(self, gate: str) -> str:
+        return f"{self.prefix}:cq:{gate}"
+
+    def by_template(self, template: str) -> str:
+        return f"{self.prefix}:wt:{template}"
+
+    @property
+    def template_runs(self) -> str:
+        return f"{self.prefix}:truns"
+
+    @property
+    def expire(self) -> str:
+        return f"{self.prefix}:expire"
+
+    def template(self, name: str) -> str:
+        """A template's hash (shard 0 holds them)."""
+        return f"{self.prefix}:tpl:{name}"
+
+    @property
+    def templates(self) -> str:
+        return f"{self.prefix}:tpls"
 
     def workflow_input(self, wid: int | str) -> str:
         """The key of a workflow's input too long for pieces in its hash (k_input)."""
@@ -224,6 +273,11 @@ class Keyspace:
     def shard(self, index: int) -> ShardKeys:
         """Keys of shard ``index``."""
         return ShardKeys(self.namespace, index)
+
+    def shard_for(self, route: str) -> int:
+        """The shard of everything routed by ``route`` (an idempotency key, a gate, a
+        schedule's name): the same on every client."""
+        return zlib.crc32(route.encode()) % self.shards
 
     def shard_of(self, wid: int | str) -> ShardKeys:
         """Keys of the shard that holds workflow ``wid``.

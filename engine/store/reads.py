@@ -39,6 +39,7 @@ from .codec import (
     F_CREATED,
     F_DIGEST,
     F_INPUT,
+    F_NAME,
     F_STATE,
     I_ELEMENT,
     INPUT_OWN_KEY,
@@ -364,7 +365,11 @@ class Reads:
                 out.append(parse_summary(wid, row))
         return out
 
-    def _index_key(self, shard: ShardKeys, state: str | None, name: str | None) -> str:
+    def _index_key(
+        self, shard: ShardKeys, state: str | None, name: str | None, template: str | None = None
+    ) -> str:
+        if template is not None:
+            return shard.by_template(template)
         if name is not None:
             return shard.by_name(name)
         if state is not None:
@@ -377,50 +382,72 @@ class Reads:
         name: str | None = None,
         offset: int = 0,
         limit: int = 50,
+        template: str | None = None,
+        oldest_first: bool = False,
     ) -> builtins.list[str]:
-        """Workflow ids, newest first, one page at a time; filter by state and/or name."""
-        if self.keys.shards == 1 and (state is None or name is None):
-            key = self._index_key(self.keys.shard(0), state, name)
-            return list(cast("list[str]", self.redis.zrevrange(key, offset, offset + limit - 1)))
+        """Workflow ids, newest first (or oldest first), one page at a time; filter by
+        state, name and/or the template they run."""
+        if state is not None:
+            WorkflowState(state)  # ValueError for a state that does not exist
+        # the index walked, and what is checked of each workflow on it
+        checks: dict[str, str] = {}
+        if template is not None:
+            checks = {k: v for k, v in ((F_STATE, state), (F_NAME, name)) if v is not None}
+        elif state is not None and name is not None:
+            checks = {F_STATE: state}
+        index_state = None if (template is not None or name is not None) else state
+        if self.keys.shards == 1 and not checks:
+            key = self._index_key(self.keys.shard(0), index_state, name, template)
+            read = self.redis.zrange if oldest_first else self.redis.zrevrange
+            return list(cast("list[str]", read(key, offset, offset + limit - 1)))
         ids: list[str] = []
-        if state is not None and name is not None:
-            # both filters: walk each shard's name index newest first, keeping the ones in
-            # `state`, until a page's worth is found
-            for shard in self.keys.all_shards():
-                ids.extend(self._ids_in_state(shard.by_name(name), state, offset + limit))
-        else:
-            # several shards: merge newest-first across their indexes
-            for shard in self.keys.all_shards():
-                key = self._index_key(shard, state, name)
-                ids.extend(cast("list[str]", self.redis.zrevrange(key, 0, offset + limit - 1)))
-        ids.sort(key=int, reverse=True)
+        for shard in self.keys.all_shards():
+            key = self._index_key(shard, index_state, name, template)
+            if checks:
+                ids.extend(self._ids_matching(key, checks, offset + limit, oldest_first))
+            else:
+                read = self.redis.zrange if oldest_first else self.redis.zrevrange
+                ids.extend(cast("list[str]", read(key, 0, offset + limit - 1)))
+        ids.sort(key=int, reverse=not oldest_first)
         return ids[offset : offset + limit]
 
-    def _ids_in_state(self, index: str, state: str, want: int) -> builtins.list[str]:
-        """Up to ``want`` ids of ``index`` (newest first) whose workflow is in ``state``."""
+    def _ids_matching(
+        self, index: str, checks: dict[str, str], want: int, oldest_first: bool = False
+    ) -> builtins.list[str]:
+        """Up to ``want`` ids of ``index`` (newest first, or oldest) whose workflow has
+        the ``checks`` field values (state, name)."""
         found: list[str] = []
         start, chunk = 0, 500
+        fields = list(checks)
+        wanted = [checks[f] for f in fields]
+        read = self.redis.zrange if oldest_first else self.redis.zrevrange
         while len(found) < want:
-            wids = cast("list[str]", self.redis.zrevrange(index, start, start + chunk - 1))
+            wids = cast("list[str]", read(index, start, start + chunk - 1))
             if not wids:
                 break
             pipe = self.redis.pipeline(transaction=False)
             for wid in wids:
-                pipe.hget(self.keys.shard_of(wid).workflow(wid), F_STATE)
-            found += [w for w, st in zip(wids, pipe.execute(), strict=True) if st == state]
+                pipe.hmget(self.keys.shard_of(wid).workflow(wid), fields)
+            found += [w for w, got in zip(wids, pipe.execute(), strict=True) if list(got) == wanted]
             start += chunk
         return found[:want]
 
-    def count(self, state: str | None = None, name: str | None = None) -> int:
-        """How many workflows match: O(1) per shard for one filter; with both, a walk of
-        the name's index."""
-        if state is not None and name is not None:
+    def count(
+        self, state: str | None = None, name: str | None = None, template: str | None = None
+    ) -> int:
+        """How many workflows match: O(1) per shard for one filter; with more, a walk of
+        the name's (or template's) index."""
+        checks = {k: v for k, v in ((F_STATE, state), (F_NAME, name)) if v is not None}
+        if template is not None and checks or state is not None and name is not None:
+            if template is None:
+                checks = {F_STATE: str(state)}
             return sum(
-                len(self._ids_in_state(s.by_name(name), state, 1 << 62))
+                len(self._ids_matching(self._index_key(s, None, name, template), checks, 1 << 62))
                 for s in self.keys.all_shards()
             )
         return sum(
-            int(self.redis.zcard(self._index_key(s, state, name))) for s in self.keys.all_shards()
+            int(self.redis.zcard(self._index_key(s, state, name, template)))
+            for s in self.keys.all_shards()
         )
 
     def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:

@@ -40,6 +40,7 @@ SCRIPT_NAMES = (
     "retry",
     "cleanup",
     "expand",
+    "template",
 )
 
 T = TypeVar("T")

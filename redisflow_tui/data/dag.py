@@ -48,6 +48,7 @@ GLYPH = {
     "cancelled": "⊘",
     "paused": "‖",
     "scheduled": "◷",
+    "queued": "⋯",
 }
 # which state a group (or an edge to several tasks) shows: the first present wins
 PRECEDENCE = (

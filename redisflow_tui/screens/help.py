@@ -108,7 +108,7 @@ class HelpScreen(ModalScreen[None]):
                         yield Static(_keys(title, bindings, self.read_only), classes="help-section")
             legend = ["[b $text-primary]Task states[/]"]
             for look, glyph in GLYPH.items():
-                if look not in ("paused", "scheduled"):
+                if look not in ("paused", "scheduled", "queued"):
                     legend.append(f"  [{markup_var(look)}]{glyph} {look}[/]")
             legend.append(
                 "  retrying: failed an attempt, waiting out its backoff · skipped: a branch "

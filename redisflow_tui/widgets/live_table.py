@@ -34,6 +34,7 @@ LOOKS = (
     *TASK_LOOKS,
     "paused",
     "scheduled",
+    "queued",
     "online",
     "stale",
     "dead",

@@ -24,6 +24,7 @@ LOOK_VARS = {
     "cancelled": "text-secondary",
     "paused": "text-primary",
     "scheduled": "text-primary",
+    "queued": "text-primary",
     "online": "success",
     "stale": "warning",
     "dead": "error",
@@ -32,6 +33,7 @@ LOOK_VARS = {
 BOLD = frozenset({"running", "failed", "dead"})
 WORKFLOW_GLYPH = {
     "scheduled": "◷",
+    "queued": "⋯",
     "running": "▶",
     "paused": "‖",
     "succeeded": "✔",

@@ -10,7 +10,9 @@ from ..data.dag import GLYPH
 from .looks import WORKFLOW_GLYPH, markup_var
 from .text_line import TextLine
 
-WORKFLOW_ORDER = ("running", "paused", "scheduled", "succeeded", "failed", "cancelled")
+WORKFLOW_ORDER = (
+    "running", "paused", "queued", "scheduled", "succeeded", "failed", "cancelled"
+)  # fmt: skip
 TASK_ORDER = (
     "running", "ready", "waiting", "succeeded", "failed", "upstream_failed", "skipped", "cancelled",
 )  # fmt: skip

@@ -75,6 +75,12 @@ local K_AGENTS_STATE = P .. ':agents:state'
 local K_EVENTS = P .. ':events'
 local K_EVCHAN = P .. ':ev'
 local K_EXPAND = P .. ':expand'
+local K_CC = P .. ':cc'
+local K_EXPIRE = P .. ':expire'
+local K_SWEEP = P .. ':sweep'
+local K_TRUNS = P .. ':truns'
+local K_SDUE = P .. ':sdue'
+local K_SCHEDCHAN = P .. ':sched'
 local function wkey(wid) return P .. ':w:' .. wid end
 local function k_definition(digest) return P .. ':d:' .. digest end
 local function k_queue(typ) return P .. ':q:' .. typ end
@@ -91,6 +97,10 @@ local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
+local function k_gate_queue(g) return P .. ':cq:' .. g end
+local function k_idem(key) return P .. ':ik:' .. key end
+local function k_by_template(tp) return P .. ':wt:' .. tp end
+local function k_schedule(sn) return P .. ':s:' .. sn end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
@@ -591,6 +601,141 @@ local function failed_result(wk)
   return 'failed'
 end
 
+-- Flow control at a workflow's start and end: gates (concurrency keys), a schedule's
+-- runs, a workflow's own retention. A workflow's gates are its field `g`, JSON
+-- [[gate, limit], ...]: it runs only while it holds a slot of each; P:cc counts the
+-- running holders per gate, P:cq:<gate> queues the workflows waiting (scored by id:
+-- oldest first). Slots are taken all at once or not at all, so a waiting workflow holds
+-- none, and every end path (finish_if_done, end_workflow) gives them back.
+
+local function gate_busy(g, limit)
+  return tonumber(redis.call('HGET', K_CC, g) or '0') >= tonumber(limit)
+end
+
+-- The first of `gates` with no room, or nil.
+local function full_gate(gates)
+  for _, g in ipairs(gates) do
+    if gate_busy(g[1], g[2]) then return g[1] end
+  end
+  return nil
+end
+
+-- Take a slot of each gate and return true, or queue wid at the first full one.
+local function admit(wid, gates)
+  local full = full_gate(gates)
+  if full then
+    redis.call('ZADD', k_gate_queue(full), tonumber(wid), wid)
+    return false
+  end
+  for _, g in ipairs(gates) do redis.call('HINCRBY', K_CC, g[1], 1) end
+  return true
+end
+
+-- Start a workflow held back: `scheduled` (its time came, or it was released) or
+-- `queued` (its gates made room and it holds their slots). Its ready tasks go to their
+-- queues (or wait out their delay) and its deadline starts. A scheduled workflow with
+-- gates takes their slots first, or waits `queued`. Returns how many tasks it queued.
+local function start_held(wid, wk, who)
+  local m = redis.call('HMGET', wk, 'st', 'n', 'ct', 'g')
+  redis.call('ZREM', K_SCHEDULED, wid)
+  if m[1] ~= 'scheduled' and m[1] ~= 'queued' then return 0 end
+  if m[1] == 'scheduled' then
+    redis.call('HDEL', wk, 'at')
+    if m[4] and not admit(wid, cjson.decode(m[4])) then
+      set_wstate(wid, wk, 'scheduled', 'queued', tonumber(m[3]))
+      emit('queued', wid, -1)
+      return 0
+    end
+  end
+  set_wstate(wid, wk, m[1], 'running', tonumber(m[3]))
+  local dl = redis.call('HGET', wk, 'dl')
+  if dl then
+    redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid)
+    redis.call('HSET', wk, 'due', NOW + tonumber(dl))
+  end
+  local started = 0
+  for i = 0, tonumber(m[2]) - 1 do
+    local rec = redis.call('HGET', wk, i)
+    if tstate(rec) == 'ready' then
+      local delay = tonumber(redis.call('HGET', dkey(wk), i .. 'H') or '0')
+      if delay > 0 then
+        redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. i)
+        local t = tparse(rec)
+        t.q = NOW - tonumber(m[3]) + delay
+        redis.call('HSET', wk, i, tpack(t))
+      else
+        enqueue(wid, wk, tostring(i))
+        started = started + 1
+      end
+    end
+  end
+  if who then emit('started', wid, -1, {started, who}) else emit('started', wid, -1) end
+  return started
+end
+
+
+-- Gate g has a free slot: start the oldest workflow waiting for it, if all its gates
+-- have room; one that waits for another full gate moves to that gate's queue.
+local function open_gate(g)
+  local q = k_gate_queue(g)
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then return end
+    redis.call('ZREM', q, head)
+    local wk = wkey(head)
+    local gates = redis.call('HGET', wk, 'g')
+    if gates and redis.call('HGET', wk, 'st') == 'queued' then
+      gates = cjson.decode(gates)
+      local full = full_gate(gates)
+      if full == g then  -- no room after all: it stays first
+        redis.call('ZADD', q, tonumber(head), head)
+        return
+      elseif full then
+        redis.call('ZADD', k_gate_queue(full), tonumber(head), head)
+      else
+        for _, x in ipairs(gates) do redis.call('HINCRBY', K_CC, x[1], 1) end
+        start_held(head, wk, nil)
+        return
+      end
+    end
+  end
+end
+
+-- A run of schedule sn ended `final`: the schedule records it, and pauses itself on a
+-- failure when it says pause_on_failure (field pof).
+local function schedule_run_ended(sn, wid, final)
+  local sk = k_schedule(sn)
+  local s = redis.call('HMGET', sk, 'pof', 'paused', 'spec')
+  if not s[3] then return end  -- the schedule was removed: its runs go on alone
+  redis.call('HSET', sk, 'ls', final, 'le', NOW, 'lw', wid)
+  if final == 'failed' and s[1] == '1' and s[2] ~= '1' then
+    redis.call('HSET', sk, 'paused', '1')
+    redis.call('ZREM', K_SDUE, sn)
+    emit('schedule.paused', wid, -1, {sn, 'failed'})
+    redis.call('PUBLISH', K_SCHEDCHAN, sn)
+  end
+end
+
+-- Every end of a workflow (it was `prev`, it is `final`) comes here: its gates' slots go
+-- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
+-- of it, and its own retention starts.
+local function workflow_ended(wid, wk, prev, final)
+  local m = redis.call('HMGET', wk, 'g', 'sn', 'tl')
+  if m[1] then
+    local gates = cjson.decode(m[1])
+    if prev == 'queued' then
+      for _, g in ipairs(gates) do redis.call('ZREM', k_gate_queue(g[1]), wid) end
+    elseif prev ~= 'scheduled' then
+      for _, g in ipairs(gates) do
+        if redis.call('HINCRBY', K_CC, g[1], -1) <= 0 then redis.call('HDEL', K_CC, g[1]) end
+      end
+      for _, g in ipairs(gates) do open_gate(g[1]) end
+    end
+  end
+  if m[2] then schedule_run_ended(m[2], wid, final) end
+  if m[3] then redis.call('ZADD', K_EXPIRE, NOW + tonumber(m[3]), wid) end
+end
+
 -- Close a workflow whose last unfinished task just ended.
 local function finish_if_done(wid, wk)
   local m = redis.call('HMGET', wk, 'st', 'left', 'bad')
@@ -602,6 +747,7 @@ local function finish_if_done(wid, wk)
     set_wstate(wid, wk, m[1], final, NOW)
     redis.call('HSET', wk, 'ft', NOW)
     emit(final, wid, -1)
+    workflow_ended(wid, wk, m[1], final)
   end
 end
 
@@ -1169,37 +1315,6 @@ end
 
 -- Start workflow wid, scheduled to start later (or now: released early): its ready
 -- tasks (its roots) go to their queues. Returns how many.
-local function start_scheduled(wid, wk, who)
-  local m = redis.call('HMGET', wk, 'st', 'n', 'ct')
-  redis.call('ZREM', K_SCHEDULED, wid)
-  if m[1] ~= 'scheduled' then return 0 end
-  set_wstate(wid, wk, 'scheduled', 'running', tonumber(m[3]))
-  redis.call('HDEL', wk, 'at')
-  local dl = redis.call('HGET', wk, 'dl')
-  if dl then
-    redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid)
-    redis.call('HSET', wk, 'due', NOW + tonumber(dl))
-  end
-  local started = 0
-  for i = 0, tonumber(m[2]) - 1 do
-    local rec = redis.call('HGET', wk, i)
-    if tstate(rec) == 'ready' then
-      local delay = tonumber(redis.call('HGET', dkey(wk), i .. 'H') or '0')
-      if delay > 0 then
-        redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. i)
-        local t = tparse(rec)
-        t.q = NOW - tonumber(m[3]) + delay
-        redis.call('HSET', wk, i, tpack(t))
-      else
-        enqueue(wid, wk, tostring(i))
-        started = started + 1
-      end
-    end
-  end
-  if who then emit('started', wid, -1, {started, who}) else emit('started', wid, -1) end
-  return started
-end
-
 -- Attempts past their task's timeout (at most `limit`): {wid, i, attempt, agent,
 -- timeout ms} each, for the caller to fail as their agent would (complete.lua as that
 -- agent: the same retries, skips and counters; the agent's own late result is then
@@ -1226,7 +1341,7 @@ end
 -- Start the scheduled workflows whose time has come (at most `limit`).
 local function start_due(limit)
   local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', NOW, 'LIMIT', 0, limit)
-  for _, wid in ipairs(due) do start_scheduled(wid, wkey(wid), nil) end
+  for _, wid in ipairs(due) do start_held(wid, wkey(wid), nil) end
   return #due
 end
 
@@ -1323,6 +1438,10 @@ local function remove_workflow(wid, wk, st, who)
     end
     if redis.call('HEXISTS', wk, i .. 'h') == 1 then forget_items(wid, wk, i) end
   end
+  local o = redis.call('HMGET', wk, 'ik', 'tp')
+  if o[1] and redis.call('GET', k_idem(o[1])) == wid then redis.call('DEL', k_idem(o[1])) end
+  if o[2] then redis.call('ZREM', k_by_template(o[2]), wid) end
+  redis.call('ZREM', K_EXPIRE, wid)
   redis.call('DEL', wk, k_input(wk))
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
@@ -1417,6 +1536,7 @@ local function end_workflow(wid, wk, st, n, final, who, why)
   redis.call('HINCRBY', wk, 'left', 0 - cancelled)
   set_wstate(wid, wk, st, final, NOW)
   redis.call('HSET', wk, 'ft', NOW)
+  workflow_ended(wid, wk, st, final)
   if why then
     redis.call('HSET', wk, 'why', why)
     emit(final, wid, -1, why)
@@ -1439,6 +1559,209 @@ local function end_late(limit)
     end
   end
   return #due
+end
+
+-- Create workflows of this shard and queue their root tasks: push.lua's body, also run by
+-- the scripts that push on their own (a schedule's tick). `a` is laid out as push.lua's
+-- ARGV (see there) from a[4] on; `token` ("" for none) makes the call idempotent.
+-- Returns the ids in order: a workflow whose idempotency key already named one is not
+-- pushed, and its place holds "=<that id>".
+local function push_workflows(a, token)
+  if token ~= '' then
+    local done = redis.call('GET', k_push_token(token))
+    if done then return cjson.decode(done) end
+  end
+  local who_json = cjson.encode(a[4])
+  local shards = tonumber(a[5])
+  local shard = tonumber(a[6])
+  local later = tonumber(a[7])
+  local ndefs = tonumber(a[8])
+  local pos = 9
+  local st0 = 'running'
+  local start_at = NOW
+  if later > 0 then
+    st0 = 'scheduled'
+    start_at = NOW + later
+  end
+  local defs = {}
+  for d = 1, ndefs do
+    local digest = a[pos]
+    local dk = k_definition(digest)
+    local ntasks = tonumber(a[pos + 1])
+    local nroots = tonumber(a[pos + 2])
+    local roots_at = pos + 3
+    pos = roots_at + 3 * nroots
+    local ntypes = tonumber(a[pos])
+    for t = 1, ntypes do redis.call('SADD', K_TYPES, a[pos + t]) end
+    pos = pos + ntypes + 1
+    local nstatic = tonumber(a[pos])
+    if redis.call('EXISTS', dk) == 0 then
+      local static = {}
+      for k = pos + 1, pos + 2 * nstatic do static[#static + 1] = a[k] end
+      write_all('HSET', dk, static)
+    end
+    pos = pos + 2 * nstatic + 1
+    local ninit = tonumber(a[pos])
+    -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
+    -- workflow. `in` early and always there (empty: no input): a claim reads it for
+    -- every task, and a field that is missing costs a scan of the whole hash
+    local fields = {'name', '', 'st', st0, 'in', '', 'ct', NOW, 'd', digest, 'n', ntasks,
+      'left', ntasks, 'ok', 0, 'bad', 0, 'skip', 0}
+    if st0 == 'scheduled' then
+      fields[#fields + 1] = 'at'
+      fields[#fields + 1] = start_at
+    end
+    local deadline = nil  -- ms after its start (init field dl)
+    for k = pos + 1, pos + 2 * ninit do
+      fields[#fields + 1] = a[k]
+      if a[k] == 'dl' and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
+    end
+    pos = pos + 2 * ninit + 1
+    local roots = {}
+    for r = 0, nroots - 1 do
+      local at = roots_at + 3 * r
+      local idx, delay = string.match(a[at], '^([^@]*)@?(%d*)$')
+      roots[#roots + 1] = {idx, a[at + 1], tonumber(a[at + 2]), tonumber(delay)}
+    end
+    defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
+      deadline = deadline}
+  end
+
+  local nwf = tonumber(a[pos])
+  pos = pos + 1
+  -- Ids for the whole call at once: the same numbers nwf INCRBYs would hand out.
+  local last = redis.call('INCRBY', K_SEQ, shards * nwf)
+  local first = last - shards * (nwf - 1) + shard
+  local ids = {}
+  local all, by_state, state_order = {}, {}, {}
+  local by_name, name_order, name_json = {}, {}, {}
+  local by_type = {}
+  local deadlines = {}
+  local held = {}  -- roots with a delay: into P:delayed
+  for k = 0, nwf - 1 do
+    local at = pos + 4 * k
+    local def = defs[tonumber(a[at])]
+    local name = a[at + 1]
+    local input = a[at + 2]
+    local o = nil
+    if a[at + 3] ~= '' then o = cjson.decode(a[at + 3]) end
+    local wid = tostring(first + shards * k)
+    local existing = nil
+    if o and o.key then existing = redis.call('GET', k_idem(o.key)) end
+    if existing then
+      ids[#ids + 1] = '=' .. existing
+    else
+      local wk = wkey(wid)
+      local st = st0
+      if o and o.g and st == 'running' and not admit(wid, o.g) then st = 'queued' end
+      local head, pieces, own = input_layout(input, def.ntasks)
+      def.uses = def.uses + 1
+      def.fields[2] = name
+      def.fields[4] = st
+      def.fields[6] = head
+      write_all('HSET', wk, def.fields)
+      if pieces then redis.call('HSET', wk, unpack(pieces)) end
+      if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
+      if o then
+        if o.g then redis.call('HSET', wk, 'g', cjson.encode(o.g)) end
+        if o.key then
+          redis.call('HSET', wk, 'ik', o.key)
+          redis.call('APPEND', k_idem(o.key), wid)
+        end
+        if o.tp then
+          redis.call('HSET', wk, 'tp', o.tp, 'tv', o.tv)
+          redis.call('ZADD', k_by_template(o.tp), tonumber(wid), wid)
+          redis.call('HINCRBY', K_TRUNS, o.tp, 1)
+        end
+        if o.sn then redis.call('HSET', wk, 'sn', o.sn, 'tk', o.tk) end
+      end
+      all[#all + 1] = wid
+      all[#all + 1] = wid
+      local ws = by_state[st]
+      if ws == nil then
+        ws = {}
+        by_state[st] = ws
+        state_order[#state_order + 1] = st
+      end
+      ws[#ws + 1] = NOW
+      ws[#ws + 1] = wid
+      local same = by_name[name]
+      if same == nil then
+        same = {}
+        by_name[name] = same
+        name_order[#name_order + 1] = name
+        name_json[name] = '[' .. cjson.encode(name) .. ',' .. who_json .. ']'
+      end
+      same[#same + 1] = wid
+      same[#same + 1] = wid
+      if st == 'running' then
+        for _, root in ipairs(def.roots) do
+          if root[4] then
+            held[#held + 1] = NOW + root[4]
+            held[#held + 1] = wid .. ':' .. root[1]
+          else
+            local q = by_type[root[2]]
+            if q == nil then
+              q = {}
+              by_type[root[2]] = q
+            end
+            q[#q + 1] = queue_score(root[3], wid)
+            q[#q + 1] = wid .. ':' .. root[1]
+          end
+        end
+        if def.deadline then  -- a held one's counts from its start
+          deadlines[#deadlines + 1] = NOW + def.deadline
+          deadlines[#deadlines + 1] = wid
+          redis.call('HSET', wk, 'due', NOW + def.deadline)
+        end
+      end
+      emit_json('pushed', wid, -1, name_json[name])
+      if st == 'queued' then emit('queued', wid, -1) end
+      ids[#ids + 1] = wid
+    end
+  end
+  local pushed = #all / 2
+  if pushed > 0 then write_all('ZADD', K_ALL, all) end
+  for _, st in ipairs(state_order) do
+    local ws = by_state[st]
+    write_all('ZADD', k_state(st), ws)
+    count('w:' .. st, #ws / 2)
+  end
+  if st0 == 'scheduled' and by_state.scheduled then
+    local due = {}
+    for k = 2, #by_state.scheduled, 2 do
+      due[#due + 1] = start_at
+      due[#due + 1] = by_state.scheduled[k]
+    end
+    write_all('ZADD', K_SCHEDULED, due)
+  end
+  for _, name in ipairs(name_order) do
+    local same = by_name[name]
+    write_all('ZADD', k_name(name), same)
+    redis.call('ZINCRBY', K_NAMES, math.floor(#same / 2), name)
+  end
+  write_all('ZADD', K_DEADLINES, deadlines)
+  write_all('ZADD', K_DELAYED, held)
+  for typ, q in pairs(by_type) do
+    write_all('ZADD', k_queue(typ), q)
+    wake[typ] = true
+  end
+  for _, def in ipairs(defs) do
+    if def.uses > 0 then
+      redis.call('HINCRBY', def.key, 'r', def.uses)
+      local nroots = #def.roots
+      count('t:ready', nroots * def.uses)
+      count('t:waiting', (def.ntasks - nroots) * def.uses)
+      count('t:pushed', def.ntasks * def.uses)
+    end
+  end
+  count('w:pushed', pushed)
+  if token ~= '' then
+    -- long enough for any client's retries, short enough to cost nothing. SETEX, not SET:
+    -- Redis 7.0's acl_check_cmd('SET') (the permission guard) crashes the server.
+    redis.call('SETEX', k_push_token(token), 600, cjson.encode(ids))
+  end
+  return ids
 end
 
 -- Walk the tasks recorded as the agent's own (its running set): visit(member, wid, i,

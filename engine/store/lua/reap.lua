@@ -2,7 +2,7 @@
 --  1. agents whose lease expired: their running tasks go back to ready (or fail after
 --     too many lost leases), the agent is marked dead;
 --  2. retries whose backoff is over go to their queues;
---  3. finished workflows older than the retention period are cleaned up;
+--  3. finished workflows older than the retention period (or their own) are cleaned up;
 --  4. agents not seen for a day are forgotten;
 --  5. attempts past their task's timeout are returned, for the caller to fail (timed_out).
 -- KEYS[1]  P:agents:live
@@ -63,13 +63,40 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
 end
 local promoted = promote_due(1000) + start_due(1000)
 end_late(limit)
+-- Workflows with a retention of their own go when it ends (one retried since is running
+-- again: it is put back when it ends again).
+for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_EXPIRE, '-inf', NOW, 'LIMIT', 0, limit)) do
+  local st = redis.call('HGET', wkey(wid), 'st')
+  if st == 'succeeded' or st == 'failed' or st == 'cancelled' then
+    remove_workflow(wid, wkey(wid), st)
+    cleaned = cleaned + 1
+  else
+    redis.call('ZREM', K_EXPIRE, wid)
+  end
+end
+-- The deployment's retention, for the others: the finished workflows of each state in
+-- the order they finished, from where the last sweep stopped (those kept longer stay
+-- behind it, and are not read again).
 if retention > 0 then
   for _, st in ipairs({'succeeded', 'failed', 'cancelled'}) do
-    local old = redis.call('ZRANGEBYSCORE', k_state(st), '-inf', NOW - retention, 'LIMIT', 0, limit)
-    for _, wid in ipairs(old) do
-      remove_workflow(wid, wkey(wid), st)
-      cleaned = cleaned + 1
+    local from = redis.call('HGET', K_SWEEP, st) or '-inf'
+    local skip, mark = 0, nil
+    for _ = 1, 10 do
+      local old = redis.call('ZRANGEBYSCORE', k_state(st), from, NOW - retention,
+        'WITHSCORES', 'LIMIT', skip, limit)
+      for n = 1, #old, 2 do
+        local wid = old[n]
+        if redis.call('ZSCORE', K_EXPIRE, wid) then
+          skip = skip + 1
+        else
+          remove_workflow(wid, wkey(wid), st)
+          cleaned = cleaned + 1
+        end
+        mark = old[n + 1]
+      end
+      if #old < 2 * limit or cleaned >= limit then break end
     end
+    if mark and skip > 0 then redis.call('HSET', K_SWEEP, st, mark) end
   end
 end
 for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do

@@ -6,7 +6,7 @@ local m, refused = open_workflow(wid, wk, {'paused', 'scheduled'},
   'only a paused or scheduled workflow can be released', 'n', 'ct')
 if refused then return refused end
 if m[1] == 'scheduled' then
-  local started = start_scheduled(wid, wk, who)
+  local started = start_held(wid, wk, who)
   flush()
   return started
 end

@@ -23,6 +23,19 @@ if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'deadline' then
   return redis.error_reply('RFSTATE workflow ' .. wid .. ' failed past its deadline; push it again')
 end
 local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
+-- A failed workflow runs again only in a slot of each of its gates (concurrency keys).
+local gates = nil
+if st == 'failed' then
+  gates = redis.call('HGET', wk, 'g')
+  if gates then
+    gates = cjson.decode(gates)
+    local full = full_gate(gates)
+    if full then
+      return redis.error_reply('RFSTATE workflow ' .. wid .. ' runs under concurrency key '
+        .. full .. ', which is at its limit; retry it when one of its runs ends')
+    end
+  end
+end
 local reset = {}
 local order = {}
 local function add(i) if not reset[i] then reset[i] = true; order[#order + 1] = i end end
@@ -137,6 +150,10 @@ end
 local live = (st == 'running')
 if st == 'failed' then
   set_wstate(wid, wk, 'failed', 'running', ct)
+  if gates then
+    for _, g in ipairs(gates) do redis.call('HINCRBY', K_CC, g[1], 1) end
+  end
+  redis.call('ZREM', K_EXPIRE, wid)
   redis.call('HDEL', wk, 'ft')
   live = true
 end

@@ -1,0 +1,119 @@
+"""``redisflow template put|list|show|rm`` and ``redisflow run NAME``: stored, versioned
+workflows and runs of them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..client import Engine
+from ..loader import read_file
+from .common import EXIT_OK, print_json
+
+
+def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
+    before = {t.name: t.version for t in engine.templates()}
+    info = engine.put_template(read_file(args.file), name=args.name, source=args.file)
+    new = before.get(info.name) != info.version
+    if args.json:
+        print_json({"name": info.name, "version": info.version, "new": new})
+    else:
+        what = "stored" if new else "unchanged, the latest is"
+        print(f"template {info.name}: {what} version {info.version}")
+    return EXIT_OK
+
+
+def cmd_template_list(engine: Engine, args: argparse.Namespace) -> int:
+    from .main import _ago, _table, esc, out
+
+    rows = engine.templates()
+    if args.json:
+        print_json({"templates": [t.to_dict() for t in rows]})
+        return EXIT_OK
+    now = engine.server_time()
+    table = _table("name", "version", "runs", "updated", "source")
+    for t in rows:
+        table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", _ago(t.put_at, now),
+                      esc(t.source))  # fmt: skip
+    out.print(table)
+    out.print(f"[dim]{len(rows)} templates[/]")
+    return EXIT_OK
+
+
+def cmd_template_show(engine: Engine, args: argparse.Namespace) -> int:
+    info = engine.template(args.name, args.version)
+    if args.json:
+        print_json(info.to_dict())
+        return EXIT_OK
+    print(
+        f"# template {info.name} version {info.version} of {info.latest} "
+        f"({info.runs:,} runs), from {info.source}"
+    )
+    sys.stdout.write(info.text or "")
+    if info.text and not info.text.endswith("\n"):
+        sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def cmd_template_rm(engine: Engine, args: argparse.Namespace) -> int:
+    engine.remove_template(args.name)
+    if args.json:
+        print_json({"removed": args.name})
+    else:
+        print(f"template {args.name}: removed (its runs stay)")
+    return EXIT_OK
+
+
+def cmd_run(engine: Engine, args: argparse.Namespace) -> int:
+    from .main import read_input, report_pushed
+
+    value: Any = read_input(args.input, engine.max_payload)
+    result = engine.run(
+        args.name,
+        value,
+        key=args.key,
+        version=args.version,
+        start_in=args.start_in,
+        start_at=args.start_at,
+    )
+    if result.existing and not args.json:
+        print(
+            f"redisflow: key {args.key!r} names run {result.id} already: nothing pushed",
+            file=sys.stderr,
+        )
+    return report_pushed(engine, [result.id], args)
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``template`` and ``run`` to the ``redisflow`` parser."""
+    from .main import add_wait_options, name_arg, parse_duration, parse_time, positive_int
+
+    p = sub.add_parser("template", help="stored, versioned workflows: put, list, show, rm")
+    ts = p.add_subparsers(dest="template_command", required=True, metavar="ACTION")
+    q = ts.add_parser("put", parents=parents, help="store a workflow file as a template")
+    q.add_argument("file", metavar="FILE")
+    q.add_argument("--name", type=name_arg, help="the template's name (default: the workflow's)")
+    q.set_defaults(run=cmd_template_put)
+    q = ts.add_parser("list", parents=parents, help="templates, their versions and run counts")
+    q.set_defaults(run=cmd_template_list)
+    q = ts.add_parser("show", parents=parents, help="a template's text")
+    q.add_argument("name", type=name_arg)
+    q.add_argument("--version", type=positive_int, help="this version (default: the latest)")
+    q.set_defaults(run=cmd_template_show)
+    q = ts.add_parser("rm", parents=parents, help="delete a template (its runs stay)")
+    q.add_argument("name", type=name_arg)
+    q.set_defaults(run=cmd_template_rm)
+
+    p = sub.add_parser("run", parents=parents, help="push a run of a template")
+    p.add_argument("name", type=name_arg, metavar="TEMPLATE")
+    p.add_argument("--input", metavar="JSON|@FILE", help="the run's input (any JSON value)")
+    p.add_argument("--key", metavar="KEY", help="idempotency key (see push --key)")
+    p.add_argument("--version", type=positive_int, help="run this version (default: latest)")
+    later = p.add_mutually_exclusive_group()
+    later.add_argument("--at", dest="start_at", type=parse_time, metavar="TIME",
+                       help="start at TIME (see push --at)")  # fmt: skip
+    later.add_argument("--in", dest="start_in", type=parse_duration, metavar="DURATION",
+                       help="start this long from now")  # fmt: skip
+    add_wait_options(p)
+    p.set_defaults(run=cmd_run)
