@@ -635,7 +635,9 @@ class Engine:
 
     def put_trigger(self, trigger: Trigger) -> None:
         """Store webhook ``trigger`` (build it with :func:`engine.http.triggers.new_trigger`,
-        which refuses one without a secret), replacing any trigger of its name."""
+        which refuses one without a secret), replacing any trigger of its name.
+        :class:`NotFoundError` when its template does not exist."""
+        self.template(trigger.template)
         self._triggers.put(trigger)
 
     def trigger(self, name: str) -> Trigger:

@@ -216,11 +216,9 @@ class Api:
         if not cursor.isdigit():
             raise HttpError(400, f"cursor {cursor[:40]!r} is not one this server gave")
         offset = int(cursor)
-        filters: dict[str, str] = {}
-        if q.get("template"):
-            filters["template"] = q["template"]
+        name, template = q.get("name") or None, q.get("template") or None
         rows = await run_in_threadpool(
-            lambda: self.engine.list(state, q.get("name") or None, offset, limit, **filters)
+            self.engine.list, state, name, offset, limit, template
         )
         return JSONResponse(
             {

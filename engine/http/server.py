@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,9 @@ def serve(
     import uvicorn
 
     check_bind(host, settings.config().tokens)
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn stops gracefully on SIGTERM, then raises it again: end with exit code 0
+        signal.signal(signal.SIGTERM, lambda *_: None)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
