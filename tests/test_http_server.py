@@ -491,3 +491,39 @@ def test_mounted_in_another_app(engine: Engine) -> None:
         assert r.status_code == 202
         assert r.json()["status_url"] == f"/flows/v1/workflows/{r.json()['id']}"
         assert http.get(r.json()["status_url"]).status_code == 200
+
+
+def test_concurrent_runs_are_answered_each_with_its_own_outcome(
+    engine: Engine, api: httpx.Client
+) -> None:
+    """Requests that arrive together are pushed together: a bad one fails alone, and one
+    idempotency key sent many times at once still makes one workflow."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine.put_template(
+        "name: gated\nconcurrency: {key: customer, limit: 1}\ntasks:\n  - name: a\n"
+    )
+
+    def post(n: int) -> httpx.Response:
+        if n % 10 == 3:  # no customer field: its concurrency key cannot be read
+            return api.post("/v1/templates/gated/runs", json={"n": n})
+        if n % 10 == 7:
+            return api.post("/v1/templates/nope/runs", json={"n": n})
+        if n % 2:
+            return api.post("/v1/templates/pipeline/runs", json={"n": n})
+        return api.post("/v1/templates/pipeline/runs", json={}, headers={"Idempotency-Key": "k"})
+
+    with ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(post, range(80)))
+    by_kind: dict[str, set[int]] = {}
+    for n, r in enumerate(replies):
+        kind = {3: "bad", 7: "unknown"}.get(n % 10, "keyed" if n % 2 == 0 else "plain")
+        by_kind.setdefault(kind, set()).add(r.status_code)
+    assert by_kind["bad"] == {400}
+    assert by_kind["unknown"] == {404}
+    assert by_kind["plain"] == {202}
+    keyed = [r.json() for n, r in enumerate(replies) if n % 2 == 0 and n % 10 not in (3, 7)]
+    assert len({r["id"] for r in keyed}) == 1
+    assert sum(not r.get("replayed") for r in keyed) == 1
+    plain = sum(1 for n in range(80) if n % 2 and n % 10 not in (3, 7))
+    assert engine.count() == plain + 1

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from ..errors import DefinitionError, NotFoundError, StateError, UnreachableError
 from ..model import WorkflowState, WorkflowStatus
 from .auth import Tokens, require
+from .batcher import RunBatcher
 from .bodies import check_key, check_length, parse_json, parse_limit, parse_wait, read_limited
 from .errors import HttpError
 from .finished import FinishWaiter
@@ -95,6 +96,7 @@ class Api:
         self.waiter = FinishWaiter(engine)
         self.registry = registry_for(engine)
         self._as_trigger: dict[str, Engine] = {}
+        self._batchers: dict[int, RunBatcher] = {}
 
     @asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
@@ -138,6 +140,13 @@ class Api:
         except (redis.RedisError, OSError) as e:  # a count lost is no reason to fail
             log.warning("could not count %s: %s", name, e)
 
+    def batcher(self, engine: Engine) -> RunBatcher:
+        """The batcher pushing runs through ``engine`` (one per actor)."""
+        batcher = self._batchers.get(id(engine))
+        if batcher is None:
+            batcher = self._batchers[id(engine)] = RunBatcher(engine)
+        return batcher
+
     def engine_as_trigger(self, trigger: Trigger) -> Engine:
         """The engine, recording ``trigger:<name>`` as who pushed (in the pushed events)."""
         eng = self._as_trigger.get(trigger.name)
@@ -177,9 +186,8 @@ class Api:
         wait = parse_wait(request.query_params.get("wait"), self.config.max_wait_s)
         key = check_key(request.headers.get("idempotency-key"), "Idempotency-Key")
         value = parse_json(await self.body(request))
-        name = request.path_params["name"]
-        wid, replayed = await run_in_threadpool(_run, self.engine, name, value, key)
-        return await self.answer(request, wid, replayed, wait)
+        pushed = await self.batcher(self.engine).run(request.path_params["name"], value, key)
+        return await self.answer(request, pushed.id, pushed.existing, wait)
 
     async def deliver(self, request: Request) -> Response:
         """POST /v1/triggers/{name}: verified by the trigger's own scheme."""
@@ -190,9 +198,17 @@ class Api:
         verify_delivery(trigger, request.headers, raw, time.time())
         key = delivery_key(trigger, request.headers)
         value = parse_json(raw)
-        eng = self.engine_as_trigger(trigger)
-        wid, replayed = await run_in_threadpool(_deliver, eng, trigger, value, key)
-        return await self.answer(request, wid, replayed, wait)
+        try:
+            pushed = await self.batcher(self.engine_as_trigger(trigger)).run(
+                trigger.template, value, key
+            )
+        except NotFoundError:
+            raise NotFoundError(
+                f"trigger {trigger.name} runs template {trigger.template!r}, which does not exist"
+            ) from None
+        outcome = "duplicate" if pushed.existing else "accepted"
+        await self._count(f"{outcome}:{trigger.name}")
+        return await self.answer(request, pushed.id, pushed.existing, wait)
 
     # -- workflows ------------------------------------------------------------------------
 
@@ -262,23 +278,6 @@ class Api:
 
     async def docs(self, _: Request) -> Response:
         return HTMLResponse(docs_page(SCHEMA))
-
-
-def _run(engine: Engine, name: str, value: Any, key: str | None) -> tuple[str, bool]:
-    result = engine.run(name, value, key=key)
-    return result.id, result.existing
-
-
-def _deliver(engine: Engine, trigger: Trigger, value: Any, key: str | None) -> tuple[str, bool]:
-    """Run the trigger's template and count the delivery (accepted or duplicate)."""
-    try:
-        wid, replayed = _run(engine, trigger.template, value, key)
-    except NotFoundError:
-        raise NotFoundError(
-            f"trigger {trigger.name} runs template {trigger.template!r}, which does not exist"
-        ) from None
-    engine.count_http(f"{'duplicate' if replayed else 'accepted'}:{trigger.name}")
-    return wid, replayed
 
 
 def _task_names(given: Any) -> list[str] | None:
