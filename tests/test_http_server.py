@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 import uvicorn
-from engine_helpers import agent_thread
+from engine_helpers import agent_thread, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -527,3 +527,19 @@ def test_concurrent_runs_are_answered_each_with_its_own_outcome(
     assert sum(not r.get("replayed") for r in keyed) == 1
     plain = sum(1 for n in range(80) if n % 2 and n % 10 not in (3, 7))
     assert engine.count() == plain + 1
+
+
+def test_the_wait_listener_stops_when_no_one_waits(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.http import finished
+
+    monkeypatch.setattr(finished, "IDLE_S", 0.2)
+    engine.put_template(PIPELINE)
+    app = create_app(engine)
+    waiter = app.state.redisflow.waiter
+    with serving(app) as base, httpx.Client(base_url=base, timeout=60) as http:
+        assert http.post("/v1/templates/pipeline/runs?wait=0.1s").status_code == 202
+        wait_for(lambda: waiter._listener is None, what="the listener to stop")
+        with agent_thread(engine, {"http": _fetch_and_total}):  # a later wait starts it again
+            assert http.post("/v1/templates/pipeline/runs?wait=30s").status_code == 200

@@ -2,7 +2,8 @@
 
 Each waiting request costs an :class:`asyncio.Event`, not a thread or a connection: one
 listener (a thread, one pub/sub connection) wakes the requests of the workflows that
-finish. Pub/sub is a hint: each wait also reads the state once a second.
+finish. Pub/sub is a hint: each wait also reads the state once a second. The listener
+runs from the first wait until :data:`IDLE_S` after the last one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ..events import EventListener
 
 RECHECK_S = 1.0
+IDLE_S = 30.0  # the listener stops this long after the last wait ended (it decodes every event)
 
 
 class FinishWaiter:
@@ -31,6 +33,7 @@ class FinishWaiter:
         self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._lock = threading.Lock()
         self._listener: EventListener | None = None
+        self._last_end = 0.0  # monotonic time the last wait ended
 
     def _on_event(self, event: Event) -> None:
         if not event.kind.startswith("workflow."):
@@ -72,6 +75,17 @@ class FinishWaiter:
                 entries.remove(entry)
                 if not entries:
                     self._waiting.pop(wid, None)
+                idle = not self._waiting
+            if idle:
+                self._last_end = time.monotonic()
+                asyncio.get_running_loop().call_later(IDLE_S, self._stop_if_idle)
+
+    def _stop_if_idle(self) -> None:
+        with self._lock:
+            idle = not self._waiting and time.monotonic() - self._last_end >= IDLE_S * 0.99
+        if idle and self._listener is not None:
+            # close() joins the listener's thread: not on the event loop
+            threading.Thread(target=self.close, name="redisflow-waits-close", daemon=True).start()
 
     def close(self) -> None:
         """Stop the listener (a later wait starts another)."""
