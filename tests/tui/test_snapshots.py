@@ -61,7 +61,7 @@ def test_home_failed_filter(snap_compare: Any, seeded: dict[str, str], console: 
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        await pilot.press("s", "s", "s", "s")
+        await pilot.press(*"ssssss")  # running, paused, queued, scheduled, succeeded, failed
         table = app.screen.query_one(WorkflowTable)
         await wait_for(pilot, lambda: table.wids == [seeded["bad"]])
 
