@@ -40,6 +40,8 @@ SCRIPT_NAMES = (
     "retry",
     "cleanup",
     "expand",
+    "schedule",
+    "tick",
     "template",
 )
 
