@@ -15,7 +15,9 @@ from ..data.dag import GLYPH
 from ..widgets.looks import markup_var
 from .agents import AgentsScreen
 from .base import WRITE_ACTIONS
+from .catalog_detail import ScheduleDetailScreen
 from .events import EventsScreen
+from .schedules import SchedulesScreen
 from .workflow import WorkflowScreen
 from .workflows import WorkflowsScreen
 
@@ -98,6 +100,14 @@ class HelpScreen(ModalScreen[None]):
                 "Events (3)",
                 [*_only(EventsScreen.BINDINGS), Binding("enter", "open", "Open its workflow")],
             ),
+            (
+                "Templates & Schedules (4)",
+                [
+                    Binding("tab", "focus_next", "Templates ⇄ schedules"),
+                    *_only(SchedulesScreen.BINDINGS),
+                ],
+            ),
+            ("Schedule (enter on a row)", _only(ScheduleDetailScreen.BINDINGS)),
         ]
         with VerticalScroll(id="help"):
             yield Static(Content.from_markup("[b]redisflow console — keys[/b]"), id="help-title")
