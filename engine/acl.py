@@ -36,9 +36,11 @@ READS = (
 # (expanding a map reads its parent's output and definition: HGET, HMGET, ZRANGEBYSCORE)
 AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
-# (a retry expands a map it reset again)
+# (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
+# --scheduler needs the operator's commands too)
 OPERATOR_SCRIPTS = (
-    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template"
+    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template",
+    "schedule", "tick",
 )  # fmt: skip
 
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")

@@ -24,11 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import DefinitionError, NotFoundError
+from .errors import DefinitionError, NotFoundError, StateError
 from .schedules.clock import Cadence, Plan, plan, run_input
 from .schedules.spec import ScheduleSpec
 from .store.codec import CompiledWorkflow, encode_input, run_options
-from .store.schedules import DueSchedule, Run, TickOutcome, TickResult
+from .store.keys import ShardKeys
+from .store.schedules import DueSchedule, Run, ScheduleTick, TickOutcome, TickResult
+from .store.scripts import Call
 
 if TYPE_CHECKING:
     from .client import Engine
@@ -37,8 +39,8 @@ log = logging.getLogger("redisflow.scheduler")
 
 GATED = ("skip", "buffer_one", "buffer_all")  # overlap policies that hold the gate s/<name>
 SAFETY_S = 1.0  # the longest sleep: pub/sub is only a hint
-DUE_BATCH = 1000  # due schedules read per shard and pass
-CALLS_PER_TRIP = 100  # tick.lua calls per pipelined round trip
+DUE_BATCH = 10_000  # due schedules read per shard and pass (names and due times)
+SCHEDULES_PER_CALL = 200  # schedules one tick.lua call ticks
 BACKFILL_CHUNK = 100  # ticks per tick.lua call of a backfill
 STUCK_MS = 200  # the pause after a pass whose calls all failed
 
@@ -56,8 +58,22 @@ class _Known:
     cadence: Cadence
 
 
+@dataclass
+class _Part:
+    """One schedule's part of a tick.lua call, before its runs are laid out."""
+
+    known: _Known
+    groups: list[list[int]]  # the ticks of each run
+    overlap: str
+    expected_due: int | None = None
+    plan: Plan | None = None
+
+
+Templates = dict[str, tuple[CompiledWorkflow, int]]
+
+
 class Ticker:
-    """Builds tick.lua calls for schedules: the runs' inputs and workflows from the
+    """Builds tick.lua calls for schedules: the runs' inputs and workflows from each
     schedule's template (its latest version). Shared by the scheduler loop, trigger and
     backfill."""
 
@@ -70,40 +86,29 @@ class Ticker:
         """The parsed spec and cadence of ``name`` at ``version`` (cached)."""
         k = self._known.get(name)
         if k is None or k.version != version:
-            spec = ScheduleSpec.from_json(spec_json)
-            k = self._known[name] = _Known(version, spec, Cadence(spec))
             if len(self._known) > 100_000:
                 self._known.clear()
+            spec = ScheduleSpec.from_json(spec_json)
+            k = self._known[name] = _Known(version, spec, Cadence(spec))
         return k
 
-    def build(
-        self,
-        k: _Known,
-        groups: Sequence[Sequence[int]],
-        overlap: str,
-        templates: dict[str, tuple[CompiledWorkflow, int]],
-        *,
-        first: int | None = None,
-        count: int = 0,
-    ) -> tuple[list[Any], list[Run]]:
-        """push.lua's ARGV prefix and the runs for ``groups`` of ticks (each one run)."""
-        spec = k.spec
-        if not groups:
-            return [], []
+    def _rows(self, part: _Part, templates: Templates) -> list[tuple[CompiledWorkflow, str, str]]:
+        """The workflows of a part's runs, as push_argv takes them."""
+        spec = part.known.spec
         got = templates.get(spec.template)
         if got is None:
             got = templates[spec.template] = self.engine.compile_template(spec.template)
         compiled, version = got
-        shard = self.engine.keys.shard_of_schedule(spec.name)
-        rows: list[tuple[CompiledWorkflow, str, str]] = []
-        for ticks in groups:
-            value = run_input(k.cadence, list(ticks), first=first, count=count)
+        first = part.plan.first if part.plan else None
+        count = part.plan.due if part.plan else 0
+        rows = []
+        for ticks in part.groups:
+            value = run_input(part.known.cadence, ticks, first=first, count=count)
             gates: list[tuple[str, int]] = []
             if compiled.concurrency is not None:
-                gates.append(
-                    (compiled.concurrency.gate(compiled.name, value), compiled.concurrency.limit)
-                )
-            if overlap in GATED:
+                gate = compiled.concurrency.gate(compiled.name, value)
+                gates.append((gate, compiled.concurrency.limit))
+            if part.overlap in GATED:
                 gates.append((gate_of(spec.name), 1))
             options = run_options(
                 template=spec.template,
@@ -113,82 +118,99 @@ class Ticker:
                 tick_ms=ticks[-1],
             )
             rows.append((compiled, encode_input(value, self.engine.max_payload), options))
+        return rows
+
+    def call(
+        self, shard: ShardKeys, how: str, parts: Sequence[_Part], templates: Templates
+    ) -> Call[list[TickResult]]:
+        """One tick.lua call for ``parts`` (schedules of ``shard``)."""
+        rows: list[tuple[CompiledWorkflow, str, str]] = []
+        spans: list[int] = []
+        for part in parts:
+            try:
+                built = self._rows(part, templates)
+            except (NotFoundError, DefinitionError) as e:
+                if part.plan is None:  # a trigger or backfill: the caller hears of it
+                    raise
+                # its template is gone or broken: the ticks are missed, the schedule goes on
+                log.warning("schedule %s: %s; its due ticks are missed", part.known.spec.name, e)
+                if part.plan is not None:
+                    part.plan.missed += sum(len(g) for g in part.groups)
+                part.groups, built = [], []
+            spans.append(len(rows))
+            rows += built
         argv = self.engine.store.push_argv(shard, rows, self.who, 0)
         cut = len(argv) - 1 - 4 * len(rows)
         prefix, body = argv[:cut], argv[cut + 1 :]
-        runs = [
-            Run(ticks[-1], list(ticks[:-1]), body[4 * n : 4 * n + 4])
-            for n, ticks in enumerate(groups)
-        ]
-        return prefix, runs
-
-    def due_call(
-        self, d: DueSchedule, now: int, templates: dict[str, tuple[CompiledWorkflow, int]]
-    ) -> tuple[Any, Plan] | None:
-        """The tick.lua call for a due schedule, and its plan (None: nothing to do)."""
-        if d.spec is None or d.version is None or d.next_tick is None:
-            return None
-        k = self.known(d.name, d.version, d.spec)
-        p = plan(k.cadence, d.next_tick, now)
-        try:
-            prefix, runs = self.build(
-                k, p.runs, k.spec.overlap, templates, first=p.first, count=p.due
+        ticks: list[ScheduleTick] = []
+        for part, at in zip(parts, spans, strict=True):
+            runs = [
+                Run(g[-1], g[:-1], body[4 * (at + i) : 4 * (at + i) + 4])
+                for i, g in enumerate(part.groups)
+            ]
+            p = part.plan
+            ticks.append(
+                ScheduleTick(
+                    part.known.spec.name,
+                    part.known.version,
+                    part.overlap,
+                    runs,
+                    expected_due=part.expected_due,
+                    next_tick=p.next_tick if p else None,
+                    next_due=p.next_due if p else None,
+                    missed=p.missed if p else 0,
+                    missed_shown=p.missed_shown if p else (),
+                )
             )
-        except (NotFoundError, DefinitionError) as e:
-            # its template is gone or broken: the ticks are missed, the schedule goes on
-            log.warning("schedule %s: %s; its due ticks are missed", d.name, e)
-            prefix, runs = [], []
-            p.missed += sum(len(r) for r in p.runs)
-            p.runs = []
-        call = self.engine.store.tick_call(
-            d.name,
-            "due",
-            version=d.version,
-            overlap=k.spec.overlap,
-            who=self.who,
-            prefix=prefix,
-            runs=runs,
-            expected_due=d.due,
-            next_tick=p.next_tick,
-            next_due=p.next_due,
-            missed=p.missed,
-            missed_shown=p.missed_shown,
-        )
-        return call, p
+        return self.engine.store.tick_call(shard, how, prefix, ticks)
+
+    def has(self, name: str, version: str) -> bool:
+        """Whether the spec of ``name`` at ``version`` is parsed already."""
+        k = self._known.get(name)
+        return k is not None and k.version == version
+
+    def due_part(self, d: DueSchedule, now: int) -> _Part | None:
+        """A due schedule's plan at ``now`` (None: it changed since it was read)."""
+        if d.version is None or d.next_tick is None:
+            return None
+        if d.spec is None:
+            k = self._known.get(d.name)
+            if k is None or k.version != d.version:
+                return None
+        else:
+            k = self.known(d.name, d.version, d.spec)
+        p = plan(k.cadence, d.next_tick, now)
+        return _Part(k, p.runs, k.spec.overlap, d.due, p)
 
     def fire(
         self, name: str, how: str, ticks: Sequence[int], overlap: str | None = None
     ) -> list[TickOutcome]:
-        """Fire ``ticks`` of schedule ``name`` now (``how``: ``now`` for a trigger,
+        """Fire ``ticks`` of schedule ``name`` (``how``: ``now`` for a trigger,
         ``backfill``), each its own run under the overlap policy (the schedule's, or
-        ``overlap``); ticks already fired are ``dup``. Sent again if the schedule changed
+        ``overlap``); ticks fired before are ``dup``. Sent again if the schedule changed
         meanwhile."""
         store = self.engine.store
+        shard = self.engine.keys.shard_of_schedule(name)
         out: list[TickOutcome] = []
-        templates: dict[str, tuple[CompiledWorkflow, int]] = {}
         for attempt in range(5):
             row = store.schedule_row(name)
             if row is None:
                 raise NotFoundError(f"schedule {name!r} does not exist")
             k = self.known(name, row["v"], row["spec"])
             policy = overlap or k.spec.overlap
-            result: TickResult | None = None
+            templates: Templates = {}
+            status = "ok"
             for at in range(len(out), len(ticks), BACKFILL_CHUNK):
-                part = ticks[at : at + BACKFILL_CHUNK]
-                prefix, runs = self.build(k, [[t] for t in part], policy, templates)
-                call = store.tick_call(
-                    name, how, version=k.version, overlap=policy, who=self.who,
-                    prefix=prefix, runs=runs,
-                )  # fmt: skip
-                result = store.scripts.run(call)
-                if result.status != "ok":
+                part = _Part(k, [[t] for t in ticks[at : at + BACKFILL_CHUNK]], policy)
+                [result] = store.scripts.run(self.call(shard, how, [part], templates))
+                status = result.status
+                if status != "ok":
                     break
                 out += result.outcomes
-            if result is None or result.status == "ok":
+            if status == "ok":
                 return out
-            if result.status == "gone":
+            if status == "gone":
                 raise NotFoundError(f"schedule {name!r} does not exist")
-            templates.clear()
             log.info("schedule %s changed while firing (attempt %d); again", name, attempt + 1)
         raise RuntimeError(f"schedule {name!r} kept changing while it was fired")
 
@@ -229,45 +251,67 @@ class Scheduler:
         self._stop.set()
 
     def run_due(self) -> int:
-        """One pass: fire everything due now on every shard. Returns how many schedules
-        were ticked (calls that wrote something)."""
-        store = self.engine.store
+        """One pass: fire what is due now on every shard. Returns how many schedules were
+        ticked (their calls wrote something)."""
         ticked = 0
         wait_ms: int | None = None
-        templates: dict[str, tuple[CompiledWorkflow, int]] = {}
         moved = False
         for shard in self.engine.keys.all_shards():
-            now, due, later = store.due_schedules(shard, self.batch)
+            now, due, later = self.engine.store.due_schedules(shard, self.batch)
             if later is not None:
                 gap = max(0, later - now)
                 wait_ms = gap if wait_ms is None else min(wait_ms, gap)
             if not due:
                 continue
-            # Schedulers that wake together start at different places of the due list:
-            # most of their calls then go to different schedules.
-            turn = self._rng.randrange(len(due))
-            due = due[turn:] + due[:turn]
-            for at in range(0, len(due), CALLS_PER_TRIP):
-                batch = store.batch()
-                for d in due[at : at + CALLS_PER_TRIP]:
-                    made = self.ticker.due_call(d, now, templates)
-                    if made is not None:
-                        batch.add(made[0])
-                for reply in batch.execute():
-                    if isinstance(reply, Exception):
-                        log.warning("scheduler %s: tick refused: %s", self.id, reply)
-                    elif reply.status == "ok":
-                        ticked += 1
-                        moved = True
-                        self.fired += sum(1 for o in reply.outcomes if o.run)
-                    else:
-                        moved = moved or reply.status == "taken"
-                        self.refused += 1
+            done, went_on = self._tick_shard(shard, now, due)
+            ticked += done
+            moved = moved or went_on
             # look again at once (more may be due by now), unless every call failed:
             # then not in a tight loop
             wait_ms = 0 if moved else min(wait_ms or STUCK_MS, STUCK_MS)
         self._wait_s = self.safety_s if wait_ms is None else min(self.safety_s, wait_ms / 1000)
         return ticked
+
+    def _tick_shard(
+        self, shard: ShardKeys, now: int, due: list[tuple[str, int]]
+    ) -> tuple[int, bool]:
+        """Tick ``due`` schedules of one shard, a chunk per call. Schedulers that wake
+        together start at different chunks; one that finds its chunk mostly taken by
+        another stops here, to read what is still due."""
+        chunks = [
+            due[at : at + SCHEDULES_PER_CALL] for at in range(0, len(due), SCHEDULES_PER_CALL)
+        ]
+        turn = self._rng.randrange(len(chunks))
+        templates: Templates = {}
+        ticked, moved = 0, False
+        for chunk in chunks[turn:] + chunks[:turn]:
+            parts = []
+            for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.has):
+                part = self.ticker.due_part(d, now)
+                if part is not None:
+                    parts.append(part)
+            if not parts:
+                continue
+            try:
+                results = self.engine.store.scripts.run(
+                    self.ticker.call(shard, "due", parts, templates)
+                )
+            except (NotFoundError, StateError) as e:
+                log.warning("scheduler %s: tick refused: %s", self.id, e)
+                continue
+            taken = 0
+            for r in results:
+                if r.status == "ok":
+                    ticked += 1
+                    moved = True
+                    self.fired += sum(1 for o in r.outcomes if o.run)
+                else:
+                    taken += r.status == "taken"
+                    self.refused += 1
+            moved = moved or taken > 0
+            if taken * 2 > len(results):
+                break  # another scheduler works here: read what is left
+        return ticked, moved
 
     def run(self) -> None:
         """Fire due ticks until :meth:`stop`; Redis going away only pauses the loop."""

@@ -129,9 +129,10 @@ def test_jitter_is_deterministic_and_within_bounds() -> None:
     assert all(0 <= d < 30_000 for d in delays)
     assert len(set(delays)) > 150  # spread, not one value
     assert delays == [jitter_of("s", t, 30_000) for t in ticks]  # any process: the same
-    assert jitter_of("other", ticks[0], 30_000) != delays[0] or jitter_of(
-        "other", ticks[1], 30_000
-    ) != delays[1]
+    assert (
+        jitter_of("other", ticks[0], 30_000) != delays[0]
+        or jitter_of("other", ticks[1], 30_000) != delays[1]
+    )
 
 
 # -- the catch-up plan ---------------------------------------------------------------------

@@ -3,6 +3,7 @@ dedup, each overlap policy, each catch-up mode, trigger, backfill, pause_on_fail
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from engine import Engine
 from engine.errors import NotFoundError
 from engine.scheduler import Scheduler, Ticker
 from engine.schedules import parse_schedule
+from engine.store.schedules import ScheduleTick
 
 HOUR = 3_600_000
 TEMPLATE = "name: job\ntasks:\n  - name: work\n"
@@ -111,12 +113,14 @@ def test_two_schedulers_planning_the_same_tick_fire_it_once(eng: Engine) -> None
     set_due(eng, "s", tick)
     shard = eng.keys.shard_of_schedule("s")
     now, due, _ = eng.store.due_schedules(shard, 10)
+    [head] = eng.store.schedule_heads(shard, due)
     calls = []
     for who in ("one", "two"):
-        made = Ticker(eng, who).due_call(due[0], now, {})
-        assert made is not None
-        calls.append(made[0])
-    first, second = (eng.store.scripts.run(c) for c in calls)
+        ticker = Ticker(eng, who)
+        part = ticker.due_part(head, now)
+        assert part is not None
+        calls.append(ticker.call(shard, "due", [part], {}))
+    [first], [second] = (eng.store.scripts.run(c) for c in calls)
     assert first.status == "ok" and first.outcomes[0].what == "fired"
     assert second.status == "taken"
     assert len(runs_of(eng)) == 1
@@ -129,10 +133,13 @@ def test_a_plan_from_an_old_version_is_refused(eng: Engine) -> None:
     set_due(eng, "s", (eng.store.now_ms() // HOUR) * HOUR)
     shard = eng.keys.shard_of_schedule("s")
     now, due, _ = eng.store.due_schedules(shard, 10)
-    made = Ticker(eng, "one").due_call(due[0], now, {})
-    assert made is not None
+    ticker = Ticker(eng, "one")
+    part = ticker.due_part(eng.store.schedule_heads(shard, due)[0], now)
+    assert part is not None
+    call = ticker.call(shard, "due", [part], {})
     put(eng, overlap="allow_all", input={"changed": True})
-    assert eng.store.scripts.run(made[0]).status == "taken"
+    [result] = eng.store.scripts.run(call)
+    assert result.status == "taken"
     assert runs_of(eng) == []
 
 
@@ -140,11 +147,12 @@ def test_a_call_before_its_due_time_is_refused(eng: Engine) -> None:
     put(eng, overlap="allow_all")
     future = eng.store.now_ms() + 10 * HOUR
     set_due(eng, "s", future)
-    call = eng.store.tick_call(
-        "s", "due", version="1", overlap="allow_all", who="x", prefix=[], runs=[],
-        expected_due=future, next_tick=future + HOUR, next_due=future + HOUR,
-    )  # fmt: skip
-    assert eng.store.scripts.run(call).status == "early"
+    shard = eng.keys.shard_of_schedule("s")
+    prefix = eng.store.push_argv(shard, [], "x", 0)[:-1]
+    tick = ScheduleTick("s", "1", "allow_all", expected_due=future, next_tick=future + HOUR,
+                        next_due=future + HOUR)  # fmt: skip
+    [result] = eng.store.scripts.run(eng.store.tick_call(shard, "due", prefix, [tick]))
+    assert result.status == "early"
     assert eng.schedule("s").next_due == future / 1000
 
 
@@ -335,3 +343,56 @@ def test_events_name_the_schedule_and_tick(eng: Engine) -> None:
     [fired] = [e for e in eng.events(20) if e.kind == "schedule.fired"]
     assert fired.wid == o.run and fired.data == {"schedule": "s", "tick": o.tick}
     assert [e.kind for e in eng.events(20) if e.kind == "schedule.put"] == ["schedule.put"]
+
+
+def test_the_console_demo_schedules(engine: Engine) -> None:
+    from demos.console_demo import put_demo_schedules
+
+    put_demo_schedules(engine)
+    infos = {i.name: i for i in engine.schedules()}
+    assert set(infos) == {"report-each-minute", "report-every-20s"}
+    assert all(i.template == "nightly-report" and i.next_due for i in infos.values())
+    o = engine.trigger_schedule("report-every-20s")
+    assert o.what == "fired" and engine.status(o.run or "").name == "nightly-report"
+
+
+def test_a_removed_template_misses_ticks_and_the_schedule_goes_on(eng: Engine) -> None:
+    put(eng, overlap="allow_all")
+    eng.remove_template("job")
+    with pytest.raises(NotFoundError, match="job"):
+        eng.trigger_schedule("s")
+    tick = (eng.store.now_ms() // HOUR) * HOUR
+    set_due(eng, "s", tick)
+    assert Scheduler(eng).run_due() == 1
+    info = eng.schedule("s")
+    assert (info.runs, info.missed, info.next_due) == (0, 1, (tick + HOUR) / 1000)
+    eng.put_template(TEMPLATE, name="job")
+    assert eng.trigger_schedule("s").what == "fired"
+
+
+def test_brief_events_of_a_schedule_name_no_workflow(eng: Engine) -> None:
+    from engine.store.codec import brief_batch
+
+    put(eng)
+    body = eng.redis.xrevrange(eng.keys.shard(0).events, count=1)[0][1]["e"]
+    assert list(brief_batch(json.loads(body))) == [("schedule.put", "", -1)]
+
+
+def test_a_scheduler_reads_a_spec_once_per_version(eng: Engine) -> None:
+    # each pass starts an hour earlier: one new tick, the later ones ran (dup)
+    put(eng, overlap="allow_all", catchup="all")
+    scheduler = Scheduler(eng)
+    tick = (eng.store.now_ms() // HOUR) * HOUR
+    shard = eng.keys.shard_of_schedule("s")
+    for k in range(3):
+        set_due(eng, "s", tick - k * HOUR)
+        if k == 2:
+            put(eng, overlap="allow_all", catchup="all", input={"v": 2})  # read again
+            set_due(eng, "s", tick - k * HOUR)
+        due = [("s", tick - k * HOUR)]
+        [head] = eng.store.schedule_heads(shard, due, scheduler.ticker.has)
+        assert (head.spec is None) == (k == 1)
+        assert scheduler.run_due() == 1
+    inputs = [r.input for r in runs_of(eng)]
+    assert [i.get("v") for i in inputs] == [None, None, 2]
+    assert eng.store.fired_ticks("s") == [tick - 2 * HOUR, tick - HOUR, tick]

@@ -8,6 +8,7 @@ membership, parents' countdowns and the agents' running sets.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 
@@ -75,13 +76,28 @@ class EngineMachine(RuleBasedStateMachine):
     def _state(self, wid: str) -> str | None:
         return self.engine.redis.hget(self.engine.keys.shard(0).workflow(wid), "st")
 
+    def _gate_full(self, wid: str) -> bool:
+        """Whether the run's concurrency key (if any) is at its limit."""
+        shard = self.engine.keys.shard(0)
+        raw = self.engine.redis.hget(shard.workflow(wid), "g")
+        if raw is None:
+            return False
+        return any(
+            int(self.engine.redis.hget(shard.gates, g) or 0) >= limit
+            for g, limit in json.loads(raw)
+        )
+
     def _steer(self, op: str, wid: str, allowed: set[str]) -> None:
         before = self._state(wid)
+        full = self._gate_full(wid)
         try:
             getattr(self.engine, op)(wid)
         except NotFoundError:
             assert before is None
-        except StateError:
+        except StateError as e:
+            if op == "retry" and before in allowed:
+                assert full and "at its limit" in str(e), (op, before, str(e))
+                return
             assert before is not None and before not in allowed, (op, before)
         else:
             assert before in allowed, (op, before)
@@ -91,6 +107,13 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(wf=small_dags())
     def push(self, wf: Workflow) -> None:
         self.wids.append(self.engine.push(wf))
+
+    @rule(wf=small_dags(), limit=st.integers(1, 2), key=st.sampled_from(["x", "y"]))
+    def push_gated(self, wf: Workflow, limit: int, key: str) -> None:
+        """A run under a concurrency key: over the limit it waits queued."""
+        wf.name = f"gated{limit}"  # one limit per workflow name, as a file would say
+        wf.concurrency = {"key": "k", "limit": limit}
+        self.wids.append(self.engine.push(wf, {"k": key}))
 
     @rule(
         agent=st.sampled_from(AGENTS),
@@ -170,7 +193,7 @@ class EngineMachine(RuleBasedStateMachine):
         allowed = {
             "pause": {"running"},
             "release": {"paused"},
-            "cancel": {"running", "paused"},
+            "cancel": {"running", "paused", "queued"},
             "retry": {"failed"},
             "cleanup": {"succeeded", "failed", "cancelled"},
         }[op]
@@ -184,9 +207,13 @@ class EngineMachine(RuleBasedStateMachine):
         wid = data.draw(st.sampled_from(self.wids))
         status = self.engine.status(wid)
         task = data.draw(st.sampled_from(status.tasks))
+        full = self._gate_full(wid)
         try:
             self.engine.retry(wid, tasks=[task.name])
-        except StateError:
+        except StateError as e:
+            if status.state == "failed" and task.state == "failed":
+                assert full and "at its limit" in str(e)
+                return
             assert task.state != "failed" or status.state not in ("running", "paused", "failed")
         else:
             assert task.state == "failed"
@@ -197,6 +224,35 @@ class EngineMachine(RuleBasedStateMachine):
     @invariant()
     def counters_agree(self) -> None:
         assert_stats_agree(self.engine)
+
+    @invariant()
+    def gates_agree(self) -> None:
+        """Each concurrency key counts exactly its running (or paused) runs, never more than
+        its limit; a queued run waits in its key's queue, and only while the key is full."""
+        r = self.engine.redis
+        shard = self.engine.keys.shard(0)
+        holders: Counter[str] = Counter()
+        waiting: dict[str, set[str]] = {}
+        limits: dict[str, int] = {}
+        for wid in r.zrange(shard.all, 0, -1):
+            st_, raw = r.hmget(shard.workflow(wid), ["st", "g"])
+            if raw is None:
+                continue
+            ((g, limit),) = json.loads(raw)
+            limits[g] = limit
+            if st_ in ("running", "paused"):
+                holders[g] += 1
+            elif st_ == "queued":
+                waiting.setdefault(g, set()).add(wid)
+        counted = {g: int(n) for g, n in r.hgetall(shard.gates).items()}
+        assert counted == {g: n for g, n in holders.items() if n}
+        for g, n in holders.items():
+            assert n <= limits[g], (g, n)
+        for g in limits:
+            queue = set(r.zrange(shard.gate_queue(g), 0, -1))
+            assert queue == waiting.get(g, set()), (g, queue, waiting.get(g))
+            if queue:
+                assert holders[g] >= limits[g], (g, "a run waits while its key has room")
 
     @invariant()
     def every_workflow_is_consistent(self) -> None:
@@ -223,6 +279,8 @@ class EngineMachine(RuleBasedStateMachine):
             assert r.zscore(shard.by_state(wst), wid) is not None
             if wst in ("running", "paused"):
                 assert unfinished > 0
+            elif wst == "queued":
+                assert unfinished > 0 and tally["running"] == 0
             elif wst in ("succeeded", "failed"):
                 assert unfinished == 0
                 ups = [[int(p) for p in raw.get(f"{i}U", "").split(",") if p] for i in range(n)]

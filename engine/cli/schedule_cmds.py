@@ -247,6 +247,8 @@ def cmd_preview(_: Engine | None, args: argparse.Namespace) -> int:
             now = int(engine.server_time() * 1000)
         finally:
             engine.close()
+    if args.start is not None:
+        now = int(_time_arg(args.start, ZoneInfo(spec.timezone), "--from").timestamp() * 1000)
     ticks = preview(Cadence(spec), now, args.next)
     if args.json:
         print_json({
@@ -271,8 +273,13 @@ def cmd_rm(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(engine: Engine, args: argparse.Namespace) -> int:
+    import logging
+
     from ..scheduler import Scheduler
 
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     scheduler = Scheduler(engine, scheduler_id=args.id)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -357,6 +364,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("target", metavar="NAME|FILE")
     q.add_argument("--next", type=positive_int, default=10, metavar="N", help="how many (10)")
     q.add_argument("--schedule", metavar="NAME", help="a FILE of several: which one")
+    q.add_argument(
+        "--from", dest="start", metavar="TIME", help="the ticks after TIME (default: now)"
+    )
     q.set_defaults(run=cmd_preview, no_engine=True)
     q = ss.add_parser(
         "backfill",

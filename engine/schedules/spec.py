@@ -122,8 +122,10 @@ class ScheduleSpec:
     def from_json(cls, text: str) -> ScheduleSpec:
         """A spec as :meth:`to_json` stored it."""
         data = json.loads(text)
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        try:
+            return cls(**data)
+        except TypeError:  # stored by another version: the fields this one knows
+            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 # -- parsing -------------------------------------------------------------------------------

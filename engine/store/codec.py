@@ -571,6 +571,8 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
                 yield public, str(wid), extra[0]
         elif public.startswith("task."):
             yield public, str(wid), idx
+        elif public.startswith("schedule.") and not wid:  # a schedule's own: no workflow
+            yield public, "", -1
         else:
             yield public, str(wid), -1
 

@@ -9,7 +9,7 @@ previous run and push the next. :class:`ScheduleStore` is a part of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -58,14 +58,32 @@ class Run:
     row: Sequence[Any]
 
 
-def _tick_result(reply: Any) -> TickResult:
-    status = str(reply[0])
-    if status != "ok":
-        return TickResult(status)
-    return TickResult(
-        status,
-        tuple(TickOutcome(int(t), str(w), str(r) or None) for t, w, r in reply[1]),
-    )
+@dataclass(frozen=True)
+class ScheduleTick:
+    """One schedule's part of a tick.lua call: what its runs were built from (``version``),
+    its runs, and with ``due`` the compare-and-set value and where it moves on to."""
+
+    name: str
+    version: str
+    overlap: str
+    runs: Sequence[Run] = ()
+    expected_due: int | None = None
+    next_tick: int | None = None
+    next_due: int | None = None
+    missed: int = 0
+    missed_shown: Sequence[int] = ()
+
+
+def _tick_results(reply: Any) -> list[TickResult]:
+    out: list[TickResult] = []
+    for item in reply:
+        status = str(item[0])
+        if status != "ok":
+            out.append(TickResult(status))
+            continue
+        outcomes = tuple(TickOutcome(int(t), str(w), str(r) or None) for t, w, r in item[1])
+        out.append(TickResult(status, outcomes))
+    return out
 
 
 def _int(reply: Any) -> int:
@@ -78,7 +96,7 @@ class DueSchedule:
 
     name: str
     due: int  # P:sdue's score, the CAS value of tick.lua
-    spec: str | None
+    spec: str | None  # None when the reader has it (schedule_heads' known) or it is gone
     version: str | None
     next_tick: int | None
 
@@ -151,35 +169,24 @@ class ScheduleStore:
     # -- tick.lua -----------------------------------------------------------------------
 
     def tick_call(
-        self,
-        name: str,
-        how: str,
-        *,
-        version: str,
-        overlap: str,
-        who: str,
-        prefix: Sequence[Any],
-        runs: Sequence[Run],
-        expected_due: int | None = None,
-        next_tick: int | None = None,
-        next_due: int | None = None,
-        missed: int = 0,
-        missed_shown: Sequence[int] = (),
-    ) -> Call[TickResult]:
-        """tick.lua for schedule ``name``: ``how`` is ``due`` (compare-and-set on
-        ``expected_due``, then the schedule moves on to ``next_tick``), ``now`` or
-        ``backfill``; ``prefix`` is push.lua's ARGV from the token to the definitions."""
-        shard = self.keys.shard_of_schedule(name)
-        args: list[Any] = [shard.prefix, self.event_cap, name, how]
-        args.append("" if expected_due is None else expected_due)
-        args.append(version)
-        args.append("" if next_tick is None else next_tick)
-        args.append("" if next_due is None else next_due)
-        args += [missed, json.dumps(list(missed_shown)), overlap, who, len(prefix), *prefix]
-        args.append(len(runs))
-        for run in runs:
-            args += [run.tick, ",".join(str(t) for t in run.carried), *run.row]
-        return Call("tick", [shard.schedule(name)], args, _tick_result)
+        self, shard: ShardKeys, how: str, prefix: Sequence[Any], ticks: Sequence[ScheduleTick]
+    ) -> Call[list[TickResult]]:
+        """tick.lua for ``ticks`` of schedules of ``shard``: ``how`` is ``due`` (each a
+        compare-and-set on its ``expected_due``, then it moves on to ``next_tick``),
+        ``now`` or ``backfill``; ``prefix`` is push.lua's ARGV from who pushes to the last
+        definition (:meth:`push_argv` without the workflows). One result per schedule."""
+
+        def opt(v: int | None) -> Any:
+            return "" if v is None else v
+
+        args: list[Any] = [shard.prefix, self.event_cap, how, len(prefix), *prefix, len(ticks)]
+        for t in ticks:
+            args += [t.name, opt(t.expected_due), t.version, opt(t.next_tick), opt(t.next_due)]
+            shown = json.dumps(list(t.missed_shown)) if t.missed_shown else "[]"
+            args += [t.missed, shown, t.overlap, len(t.runs)]
+            for run in t.runs:
+                args += [run.tick, ",".join(str(x) for x in run.carried), *run.row]
+        return Call("tick", [shard.schedules_due], args, _tick_results)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -219,10 +226,10 @@ class ScheduleStore:
 
     def due_schedules(
         self, shard: ShardKeys, limit: int
-    ) -> tuple[int, list[DueSchedule], int | None]:
-        """Redis's clock (ms), the schedules of ``shard`` due by then (at most ``limit``,
-        earliest first, with what a plan needs), and the earliest due time not yet come
-        (None: nothing waits). Two round trips when something is due, else one."""
+    ) -> tuple[int, list[tuple[str, int]], int | None]:
+        """Redis's clock (ms), the schedules of ``shard`` due by then (name and due ms, at
+        most ``limit``, earliest first), and the earliest due time still to come (None:
+        nothing waits; now: more are due than were read). One round trip."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.time()
         pipe.zrange(shard.schedules_due, 0, limit, withscores=True)
@@ -230,19 +237,35 @@ class ScheduleStore:
         now = int(sec) * 1000 + int(usec) // 1000
         due = [(str(n), int(s)) for n, s in first if s <= now][:limit]
         later = next((int(s) for _, s in first if s > now), None)
-        if len(due) == limit and later is None and len(first) > limit:
+        if len(first) > limit and later is None:
             later = now  # more are due than were read: come back at once
-        if not due:
-            return now, [], later
+        return now, due, later
+
+    def schedule_heads(
+        self,
+        shard: ShardKeys,
+        due: Sequence[tuple[str, int]],
+        known: Callable[[str, str], bool] = lambda name, version: False,
+    ) -> list[DueSchedule]:
+        """What a plan needs of each due schedule: its version and next tick, and its
+        spec unless ``known(name, version)`` says the caller has it (a second round trip
+        for those only)."""
         pipe = self.redis.pipeline(transaction=False)
         for name, _ in due:
-            pipe.hmget(shard.schedule(name), [S_SPEC, S_VERSION, S_NEXT_TICK])
-        rows = pipe.execute()
-        out = [
-            DueSchedule(name, score, spec, v, int(nt) if nt else None)
-            for (name, score), (spec, v, nt) in zip(due, rows, strict=True)
+            pipe.hmget(shard.schedule(name), [S_VERSION, S_NEXT_TICK])
+        heads = pipe.execute()
+        want = [k for k, ((name, _), (v, _)) in enumerate(zip(due, heads, strict=True))
+                if v is not None and not known(name, v)]  # fmt: skip
+        specs: dict[int, str | None] = {}
+        if want:
+            pipe = self.redis.pipeline(transaction=False)
+            for k in want:
+                pipe.hget(shard.schedule(due[k][0]), S_SPEC)
+            specs = dict(zip(want, pipe.execute(), strict=True))
+        return [
+            DueSchedule(name, score, specs.get(k), v, int(nt) if nt else None)
+            for k, ((name, score), (v, nt)) in enumerate(zip(due, heads, strict=True))
         ]
-        return now, out, later
 
     def now_ms(self) -> int:
         """Redis's clock in ms."""
