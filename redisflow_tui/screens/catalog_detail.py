@@ -165,7 +165,7 @@ class ScheduleDetailScreen(DetailScreen):
             text = Content.assemble(
                 f"{t.local:%a %Y-%m-%d %H:%M %Z}",
                 (f"  {sd.relative(due, now)}", "dim"),
-                (f" (+{jitter:g}s jitter)", "dim") if jitter else "",
+                (f" (+{jitter:.1f}s jitter)", "dim") if jitter else "",
                 (f"  {t.note}", "$warning") if t.note else "",
             )
             lines.append(text)
