@@ -3,8 +3,8 @@
 This is the one module of the console that names the engine's template and schedule API
 (``templates``, ``run``, ``schedules``, ``schedule``, ``pause_schedule``,
 ``unpause_schedule``, ``trigger_schedule``, ``preview_schedule``): a renamed call there
-is a one-place fix here. An engine without schedules (``schedules`` missing) still lists
-its templates. No Textual here; every function taking an engine runs in a worker thread.
+is a one-place fix here. No Textual here; every function taking an engine runs in a
+worker thread.
 """
 
 from __future__ import annotations
@@ -12,17 +12,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from engine import DefinitionError, Engine, WorkflowSummary
 from engine.model import RunResult, TemplateInfo
+from engine.schedules import PreviewTick, ScheduleInfo
 
 from .actions import Action
 from .clock import format_age
-
-if TYPE_CHECKING:  # on engines with schedules (engine.schedules)
-    from engine.schedules import PreviewTick, ScheduleInfo
 
 RUNS_SHOWN = 10  # recent runs in a schedule's detail
 TICKS_SHOWN = 10  # upcoming ticks in a schedule's detail
@@ -51,27 +49,21 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
-def has_schedules(engine: Engine) -> bool:
-    """Whether this engine has schedules (an engine of templates alone has not)."""
-    return callable(getattr(engine, "schedules", None))
-
-
 # -- reading ---------------------------------------------------------------------------
 
 
 @dataclass
 class Catalog:
-    """What the screen lists: every template, and every schedule (``None``: the engine
-    has no schedules)."""
+    """What the screen lists: every template and every schedule."""
 
     templates: list[TemplateInfo]
-    schedules: list[ScheduleInfo] | None
+    schedules: list[ScheduleInfo]
 
 
 def read_catalog(engine: Engine) -> Catalog:
     """Every template (latest version, run counts) and every schedule, by name."""
     templates = sorted(engine.templates(), key=lambda t: t.name)
-    schedules = sorted(engine.schedules(), key=lambda s: s.name) if has_schedules(engine) else None
+    schedules = sorted(engine.schedules(), key=lambda s: s.name)
     return Catalog(templates, schedules)
 
 
@@ -90,8 +82,8 @@ def read_detail(engine: Engine, name: str) -> ScheduleDetail:
     The engine lists runs by template, not by schedule: the runs shown are its
     template's, started by this schedule or otherwise.
     """
-    info = engine.schedule(name)  # type: ignore[attr-defined]
-    ticks = [] if info.paused else engine.preview_schedule(name, TICKS_SHOWN)  # type: ignore[attr-defined]
+    info = engine.schedule(name)
+    ticks = [] if info.paused else engine.preview_schedule(name, TICKS_SHOWN)
     runs = engine.list(template=info.template, limit=RUNS_SHOWN)
     return ScheduleDetail(info, ticks, runs)
 
@@ -232,10 +224,10 @@ def _latest(info: ScheduleInfo) -> str:
 
 def plan_pause(engine: Engine, name: str) -> Action:
     """Pause schedule ``name``, or unpause it if it is paused."""
-    info = engine.schedule(name)  # type: ignore[attr-defined]
+    info = engine.schedule(name)
     now = engine.server_time()
     if info.paused:
-        ticks = engine.preview_schedule(name, 1)  # type: ignore[attr-defined]
+        ticks = engine.preview_schedule(name, 1)
         nxt = (
             f"{local_time(ticks[0].tick_ms / 1000, info.timezone, now)} {info.timezone} "
             f"({relative(ticks[0].tick_ms / 1000, now)})"
@@ -249,7 +241,7 @@ def plan_pause(engine: Engine, name: str) -> Action:
         )
 
         def unpause(e: Engine) -> str:
-            done = e.unpause_schedule(name)  # type: ignore[attr-defined]
+            done = e.unpause_schedule(name)
             return f"Unpaused schedule {name}" if done else f"Schedule {name} was not paused"
 
         return Action(f"Unpause schedule {name}?", body, "Unpause", unpause)
@@ -265,7 +257,7 @@ def plan_pause(engine: Engine, name: str) -> Action:
     )
 
     def pause(e: Engine) -> str:
-        done = e.pause_schedule(name)  # type: ignore[attr-defined]
+        done = e.pause_schedule(name)
         return f"Paused schedule {name}" if done else f"Schedule {name} was paused already"
 
     return Action(f"Pause schedule {name}?", body, "Pause", pause)
@@ -273,7 +265,7 @@ def plan_pause(engine: Engine, name: str) -> Action:
 
 def plan_trigger(engine: Engine, name: str) -> Action:
     """Run one tick of schedule ``name`` now, under its overlap policy."""
-    info = engine.schedule(name)  # type: ignore[attr-defined]
+    info = engine.schedule(name)
     body = (
         f"Schedule “{name}” runs template “{info.template}” once now, as a tick of its own, "
         f"under its overlap policy {info.overlap}: "
@@ -282,7 +274,7 @@ def plan_trigger(engine: Engine, name: str) -> Action:
     )
 
     def trigger(e: Engine) -> str:
-        outcome = e.trigger_schedule(name)  # type: ignore[attr-defined]
+        outcome = e.trigger_schedule(name)
         return trigger_outcome(name, outcome.what, outcome.run)
 
     return Action(f"Trigger schedule {name} now?", body, "Trigger", trigger)

@@ -44,7 +44,6 @@ class DetailScreen(RunsTemplates):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name_ = name
-        self.gone = False
 
     def _reading(self) -> Content:
         return Content.from_markup("[b]$name[/b] · [dim]reading…[/]", name=self.name_)
@@ -61,7 +60,6 @@ class DetailScreen(RunsTemplates):
         self.query_one(WorkflowTable).show(runs, self.console.clock)
 
     def show_gone(self, what: str) -> None:
-        self.gone = True
         self.query_one("#detail-title", TextLine).set(
             Content.from_markup("[b $error]$what no longer exists[/]", what=what)
         )
@@ -80,12 +78,6 @@ class DetailScreen(RunsTemplates):
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
-
-    def _read_or_gone(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except NotFoundError:
-            return None
 
 
 class ScheduleDetailScreen(DetailScreen):
@@ -113,13 +105,15 @@ class ScheduleDetailScreen(DetailScreen):
         self.query_one(WorkflowTable).focus()
 
     def read(self, engine: Engine, changes: Changes) -> sd.ScheduleDetail | None:
-        return self._read_or_gone(sd.read_detail, engine, self.name_)
+        try:
+            return sd.read_detail(engine, self.name_)
+        except NotFoundError:
+            return None
 
     def apply(self, result: Any, changes: Changes) -> None:
         if result is None:
             self.show_gone(f"Schedule {self.name_}")
             return
-        self.gone = False
         detail: sd.ScheduleDetail = result
         info = detail.info
         now = self.console.clock.now()
@@ -205,8 +199,9 @@ class TemplateDetailScreen(DetailScreen):
         self.query_one(WorkflowTable).focus()
 
     def read(self, engine: Engine, changes: Changes) -> Any:
-        info = self._read_or_gone(engine.template, self.name_)
-        if info is None:
+        try:
+            info = engine.template(self.name_)
+        except NotFoundError:
             return None
         return info, engine.list(template=self.name_, limit=sd.RUNS_SHOWN)
 
@@ -214,7 +209,6 @@ class TemplateDetailScreen(DetailScreen):
         if result is None:
             self.show_gone(f"Template {self.name_}")
             return
-        self.gone = False
         info, runs = result
         self.info = info
         self.query_one("#detail-title", TextLine).set(

@@ -12,6 +12,7 @@ from textual.widgets import Footer
 
 from engine import Engine
 from engine.model import TemplateInfo
+from engine.schedules import ScheduleInfo
 
 from ..data import schedules as sd
 from ..data.feed import Changes
@@ -51,8 +52,8 @@ def template_row(t: TemplateInfo, age: str) -> Row:
     return (t.name, f"v{t.version}", f"{t.runs:,}", age, t.source)
 
 
-def schedule_row(s: Any, now: float) -> Row:
-    """The cells of one schedule (:class:`engine.schedules.ScheduleInfo`)."""
+def schedule_row(s: ScheduleInfo, now: float) -> Row:
+    """The cells of one schedule."""
     state = sd.schedule_state(s)
     glyph, look = sd.STATE_LOOKS[state]
     run, run_state = sd.last_run_parts(s)
@@ -126,7 +127,7 @@ class SchedulesScreen(RunsTemplates):
             [(t.name, template_row(t, clock.age(t.put_at))) for t in catalog.templates]
         )
         self.query_one("#schedules", LiveTable).set_rows(
-            [(s.name, schedule_row(s, now)) for s in catalog.schedules or []]
+            [(s.name, schedule_row(s, now)) for s in catalog.schedules]
         )
         self._titles(catalog, now)
 
@@ -149,8 +150,6 @@ class SchedulesScreen(RunsTemplates):
 
     def _schedules_title(self, catalog: sd.Catalog, now: float) -> Content:
         schedules = catalog.schedules
-        if schedules is None:
-            return Content.from_markup("[b]Schedules[/b] · [dim]this engine has no schedules[/]")
         if not schedules:
             return Content.from_markup(
                 "[b]Schedules[/b] · none yet [dim](redisflow schedule put FILE)[/]"
@@ -172,7 +171,7 @@ class SchedulesScreen(RunsTemplates):
                 )
         due = [s for s in schedules if sd.schedule_state(s) == "active"]
         if due:
-            first = min(due, key=lambda s: s.next_due)
+            first = min(due, key=lambda s: s.next_due or 0.0)
             parts.append(
                 Content.from_markup(
                     "next: [b]$name[/b] $when",

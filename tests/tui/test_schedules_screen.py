@@ -189,6 +189,9 @@ async def test_schedule_detail_shows_ticks_and_runs(
         await wait_for(pilot, lambda: runs.row_count == 2, what="the template's runs")
         ticks = str(screen.query_one("#detail-ticks", Static).content)
         assert ticks.count("02:00 CE") == sd.TICKS_SHOWN  # CET or CEST, every day at two
+        engine.remove_schedule("nightly")
+        title = screen.query_one("#detail-title", Static)
+        await wait_for(pilot, lambda: "no longer exists" in str(title.content), what="gone")
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, SchedulesScreen))
 
