@@ -32,6 +32,7 @@ from .common import (
     guarded,
     print_json,
 )
+from .http_cmds import add_http_commands
 
 if TYPE_CHECKING:
     from rich.console import OverflowMethod
@@ -873,6 +874,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("server", help="run a private redis-server and print its URL")
     p.add_argument("--port", type=int, default=None)
     p.set_defaults(run=cmd_server, no_engine=True)
+    add_http_commands(sub, both)
     return parser
 
 
