@@ -57,7 +57,8 @@ key                           type    holds
                                       ``le`` last run's final state and end ms, counters
                                       ``runs`` ``skipped`` ``missed`` ``buffered``
 ``P:sdue``                    zset    schedule name -> ``nx`` (absent while paused or
-                                      ended): what schedulers wait on
+                                      ended): what schedulers wait on; /metrics reads the
+                                      schedule lag from it
 ``P:stk:<name>``              zset    the schedule's ticks fired (or skipped), ms: one run
                                       per tick; the newest 10,000 kept
 ``P:snames``                  zset    schedule names, scored by creation ms
@@ -73,8 +74,6 @@ key                           type    holds
                                       (field ``tl``), scored by when they go
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
-``P:sdue``                    zset    schedule name -> its next due ms (read by /metrics
-                                      for the schedule lag)
 ============================  ======  =====================================================
 
 Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
@@ -202,6 +201,11 @@ class ShardKeys:
         return f"{self.prefix}:stk:{name}"
 
     @property
+    def schedules_due(self) -> str:
+        """Schedule name -> next due ms (schedulers wait on it; /metrics reads the lag)."""
+        return f"{self.prefix}:sdue"
+
+    @property
     def schedule_names(self) -> str:
         return f"{self.prefix}:snames"
 
@@ -285,11 +289,6 @@ class ShardKeys:
     @property
     def http_counters(self) -> str:
         return f"{self.prefix}:http"
-
-    @property
-    def schedules_due(self) -> str:
-        """Schedule name -> next due ms (written by the schedules; /metrics reads it)."""
-        return f"{self.prefix}:sdue"
 
 
 @dataclass(frozen=True)
