@@ -21,6 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -245,6 +246,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._wait_s = 0.0
         self._rng = random.Random()
+        self._pool: ThreadPoolExecutor | None = None
 
     def stop(self) -> None:
         """Stop after the current pass (:meth:`run` returns)."""
@@ -284,25 +286,22 @@ class Scheduler:
         turn = self._rng.randrange(len(chunks))
         templates: Templates = {}
         ticked, moved = 0, False
-        for chunk in chunks[turn:] + chunks[:turn]:
-            parts = []
-            for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.version_of):
-                part = self.ticker.due_part(d, now)
-                if part is not None:
-                    parts.append(part)
-            gone = len(chunk) - len(parts)  # mostly ticked by another scheduler: move on
-            moved = moved or gone > 0
-            if not parts:
-                if gone * 2 > len(chunk):
-                    break
-                continue
+        # The tick call of one chunk runs in Redis while the next chunk is read and laid
+        # out here (a second connection): the scheduler's Python and Redis overlap.
+        pending: tuple[Future[list[TickResult]], int, int] | None = None
+
+        def settle() -> bool:
+            """Count the pending call's results; True when another scheduler works here."""
+            nonlocal pending, ticked, moved
+            if pending is None:
+                return False
+            future, size, gone = pending
+            pending = None
             try:
-                results = self.engine.store.scripts.run(
-                    self.ticker.call(shard, "due", parts, templates)
-                )
+                results = future.result()
             except (NotFoundError, StateError) as e:
                 log.warning("scheduler %s: tick refused: %s", self.id, e)
-                continue
+                return False
             taken = 0
             for r in results:
                 if r.status == "ok":
@@ -313,9 +312,35 @@ class Scheduler:
                     taken += r.status == "taken"
                     self.refused += 1
             moved = moved or taken > 0
-            if (taken + gone) * 2 > len(chunk):
-                break  # another scheduler works here: read what is left
+            return (taken + gone) * 2 > size  # another scheduler works here
+
+        try:
+            for chunk in chunks[turn:] + chunks[:turn]:
+                parts = []
+                for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.version_of):
+                    part = self.ticker.due_part(d, now)
+                    if part is not None:
+                        parts.append(part)
+                gone = len(chunk) - len(parts)  # mostly ticked by another scheduler: move on
+                moved = moved or gone > 0
+                if not parts:
+                    if settle() or gone * 2 > len(chunk):
+                        break
+                    continue
+                call = self.ticker.call(shard, "due", parts, templates)
+                if settle():
+                    break
+                pending = (self._sender().submit(self.engine.store.scripts.run, call),
+                           len(chunk), gone)  # fmt: skip
+        finally:
+            settle()
         return ticked, moved
+
+    def _sender(self) -> ThreadPoolExecutor:
+        """The thread that sends tick calls (made on first use)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"ticks-{self.id}")
+        return self._pool
 
     def run(self) -> None:
         """Fire due ticks until :meth:`stop`; Redis going away only pauses the loop."""
@@ -344,6 +369,9 @@ class Scheduler:
         finally:
             if pubsub is not None:
                 pubsub.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def _sleep(self, pubsub: Any) -> None:
         """Until the next due time (at most the safety timer) or a change notice."""
