@@ -40,6 +40,7 @@ from .model import (
 from .rules import Plan
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
+from .store.layout import resolve as resolve_layout
 from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .timing import start_delay_ms
@@ -81,7 +82,7 @@ class Engine:
         client: redis.Redis,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        shards: int = 1,
+        shards: int | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         event_cap: int = DEFAULT_EVENT_CAP,
         retention_s: float = DEFAULT_RETENTION_S,
@@ -90,7 +91,8 @@ class Engine:
         push_retry_s: float = PUSH_RETRY_S,
     ) -> None:
         self.redis = client
-        self.keys = Keyspace(namespace, shards)
+        # the stored layout, or a new one (engine/store/layout.py)
+        self.keys: Keyspace = resolve_layout(client, namespace, shards)
         self.max_payload = max_payload
         self.event_cap = event_cap
         self.retention_s = retention_s
@@ -108,11 +110,17 @@ class Engine:
         """Connect to ``url``, else ``REDISFLOW_URL``, else a private embedded redis-server.
 
         ``rediss://`` URLs take their TLS files as query options (``ssl_ca_certs``,
-        ``ssl_certfile``, ``ssl_keyfile``). Messages show the URL with its password as ***.
+        ``ssl_certfile``, ``ssl_keyfile``). ``redis+cluster://host:port`` (or
+        ``rediss+cluster://``) connects to a Redis Cluster through any of its nodes.
+        Messages show the URL with its password as ***.
+
+        ``shards`` (option): the deployment's shard count, stored in Redis by the first
+        client that gives it (on a cluster: one per master by default) and checked by
+        every later one (:mod:`engine.store.layout`).
 
         Raises :class:`UnreachableError` when Redis does not answer.
         """
-        from .urls import redact
+        from .urls import open_client, redact
 
         url = url or url_from_env()
         embedded = None
@@ -120,9 +128,11 @@ class Engine:
             embedded = EmbeddedRedis().start()
             url = embedded.url
         try:
-            client = redis.Redis.from_url(
+            client = open_client(
                 url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
             )
+        except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
+            raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
         except ValueError as e:
             if embedded is not None:
                 embedded.stop()
