@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from cluster_support import cluster_url, cluster_wanted, flush, redis_cluster
 
 from engine import EmbeddedRedis, Engine
-from cluster_support import cluster_url, cluster_wanted, flush, redis_cluster
 
 __all__ = ["cluster_url", "redis_cluster"]  # fixtures of tests/cluster_support.py
 
