@@ -78,7 +78,11 @@ def resolve(client: Any, namespace: str, shards: int | None) -> Keyspace:
         raise DefinitionError(f"--shards must be 1 to {MAX_SHARDS}, not {shards}")
     base = Keyspace(namespace, 1)
     key = base.layout
-    stored = cast("str | None", client.hget(key, FIELD))
+    try:
+        stored = cast("str | None", client.hget(key, FIELD))
+    except redis.exceptions.NoPermissionError:
+        # a user outside this namespace: every later call is refused the same way
+        return Keyspace(namespace, shards or 1)
     cluster = is_cluster(client)
     if stored is None and (shards is not None or cluster):
         n = shards or (len(masters_in_slot_order(client)) if cluster else 1)

@@ -682,11 +682,14 @@ class Reads:
         """Seconds until the earliest retry backoff ends, or scheduled workflow starts, in
         ``shards`` (None: none waits)."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.time()
+        cluster = is_cluster(self.redis)  # a cluster pipeline takes keyed commands only
+        if not cluster:
+            pipe.time()
         for shard in shards:
             pipe.zrange(shard.delayed, 0, 0, withscores=True)
             pipe.zrange(shard.scheduled, 0, 0, withscores=True)
-        (sec, usec), *firsts = pipe.execute()
+        firsts = pipe.execute()
+        sec, usec = self.redis.time() if cluster else firsts.pop(0)
         now_ms = sec * 1000 + usec / 1000
         due = [first[0][1] for first in firsts if first]
         return max(0.0, (min(due) - now_ms) / 1000) if due else None
