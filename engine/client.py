@@ -470,12 +470,20 @@ class Engine:
         """How many workflows :meth:`cleanup_finished` would remove now."""
         return self.store.count_finished(int((self.server_time() - older_than_s) * 1000))
 
-    def maintain(self, max_lost: int = 5, limit: int = 200) -> builtins.list[int]:
-        """One round of housekeeping on every shard (see ``reap.lua``); agents call this."""
+    def maintain(
+        self, max_lost: int = 5, limit: int = 200, keeper: str = "", hold_s: float = 0.0
+    ) -> builtins.list[int]:
+        """One round of housekeeping on every shard (see ``reap.lua``); agents call this
+        as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
+        round) is left to it."""
         totals = [0, 0, 0, 0]
         retention_ms = int(self.retention_s * 1000)
+        hold_ms = int(hold_s * 1000)
         for shard in self.keys.all_shards():
-            out, late = self.store.reap(shard, retention_ms, max_lost, limit)
+            reaped = self.store.reap(shard, retention_ms, max_lost, limit, keeper, hold_ms)
+            if reaped is None:
+                continue
+            out, late = reaped
             totals = [a + b for a, b in zip(totals, out, strict=True)]
             if late:  # attempts past their task's timeout fail as their agents would
                 self.store.time_out(shard, late)

@@ -57,6 +57,8 @@ key                           type    holds
 ``P:truns``                   hash    template -> how many runs were pushed here
 ``P:expire``                  zset    finished workflows with a retention of their own
                                       (field ``tl``), scored by when they go
+``P:hk``                      string  the agent that does this shard's housekeeping, for
+                                      a few housekeeping rounds (reap.lua renews it)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
 ============================  ======  =====================================================
@@ -153,6 +155,10 @@ class ShardKeys:
     @property
     def template_runs(self) -> str:
         return f"{self.prefix}:truns"
+
+    @property
+    def housekeeper(self) -> str:
+        return f"{self.prefix}:hk"
 
     @property
     def expire(self) -> str:

@@ -87,13 +87,13 @@ def resolve(client: Any, namespace: str, shards: int | None) -> Keyspace:
     if stored is None and (shards is not None or cluster):
         n = shards or (len(masters_in_slot_order(client)) if cluster else 1)
         tags = spread_tags(client, namespace, n) if cluster else ()
-        if not cluster and n != 1 and client.exists(base.shard(0).seq):
-            raise DefinitionError(
-                f"namespace {namespace!r} already holds workflows pushed with 1 shard: "
-                f"it cannot have {n}"
-            )
         text = " ".join([str(n), *tags])
         try:
+            if not cluster and n != 1 and client.exists(base.shard(0).seq):
+                raise DefinitionError(
+                    f"namespace {namespace!r} already holds workflows pushed with 1 shard: "
+                    f"it cannot have {n}"
+                )
             if client.hsetnx(key, FIELD, text):
                 return Keyspace(namespace, n, tags)
         except redis.exceptions.NoPermissionError:
