@@ -7,6 +7,7 @@ waiting are :mod:`engine.events` and :mod:`engine.waiting`.
 from __future__ import annotations
 
 import builtins
+import functools
 import getpass
 import itertools
 import re
@@ -43,10 +44,12 @@ from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_o
 from .store.layout import resolve as resolve_layout
 from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
+from .store.triggers import Trigger, TriggerStore
 from .timing import start_delay_ms
 
 if TYPE_CHECKING:
     from .history import Timeline
+    from .store.gauges import Gauges
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
@@ -640,3 +643,44 @@ class Engine:
         from .waiting import wait
 
         return wait(self, wid, timeout)
+
+    # -- http -------------------------------------------------------------------------
+    # Webhook triggers and the reads of GET /metrics (engine.http serves them).
+
+    @functools.cached_property
+    def _triggers(self) -> TriggerStore:
+        return TriggerStore(self.redis, self.keys)
+
+    def put_trigger(self, trigger: Trigger) -> None:
+        """Store webhook ``trigger`` (build it with :func:`engine.http.triggers.new_trigger`,
+        which refuses one without a secret), replacing any trigger of its name.
+        :class:`NotFoundError` when its template does not exist."""
+        self.template(trigger.template)
+        self._triggers.put(trigger)
+
+    def trigger(self, name: str) -> Trigger:
+        """Webhook trigger ``name``; :class:`NotFoundError` when there is none."""
+        found = self._triggers.get(name)
+        if found is None:
+            raise NotFoundError(f"trigger {name!r} does not exist")
+        return found
+
+    def triggers(self) -> builtins.list[Trigger]:
+        """Every webhook trigger, oldest first."""
+        return self._triggers.all()
+
+    def remove_trigger(self, name: str) -> None:
+        """Delete webhook trigger ``name``; :class:`NotFoundError` when there is none."""
+        if not self._triggers.remove(name):
+            raise NotFoundError(f"trigger {name!r} does not exist")
+
+    def count_http(self, field: str, by: int = 1) -> None:
+        """Add to one of the HTTP server's counters (``rejected:<reason>``...)."""
+        self._triggers.count(field, by)
+
+    def gauges(self) -> Gauges:
+        """Counters, queue depths and ages, agents by state, schedule lag: what
+        ``GET /metrics`` reports (see :mod:`engine.store.gauges`)."""
+        from .store.gauges import read_gauges
+
+        return read_gauges(self.store)

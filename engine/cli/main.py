@@ -32,6 +32,7 @@ from .common import (
     guarded,
     print_json,
 )
+from .http_cmds import add_http_commands
 
 if TYPE_CHECKING:
     from rich.console import OverflowMethod
@@ -893,6 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--replicas", type=int, default=0, metavar="N", help="with --cluster: replicas per master"
     )
     p.set_defaults(run=cmd_server, no_engine=True)
+    add_http_commands(sub, both)
     return parser
 
 

@@ -27,8 +27,10 @@ key                           type    holds
                                       creation ms, finished states by finish ms
 ``P:wn:<name>``               zset    workflow ids of one name, scored by sequence number
 ``P:names``                   zset    workflow names, scored by how many workflows exist
-``P:stats``                   hash    counters: ``t:<task state>``, ``w:<workflow state>``,
-                                      ``t:pushed``, ``w:pushed``
+``P:stats``                   hash    counters: ``t:<task state>``, ``w:<workflow state>``
+                                      (how many are in it now), ``t:pushed``, ``w:pushed``,
+                                      ``n:succeeded``, ``n:failed`` (tasks that ever ended
+                                      so: they only grow)
 ``P:types``                   set     every task type ever pushed (queue discovery)
 ``P:agents``                  hash    agent id -> JSON (types, concurrency, lease, host, pid)
 ``P:agents:seen``             zset    agent id -> last heartbeat ms (kept after death)
@@ -61,6 +63,8 @@ key                           type    holds
                                       a few housekeeping rounds (reap.lua renews it)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
+``P:sdue``                    zset    schedule name -> its next due ms (read by /metrics
+                                      for the schedule lag)
 ============================  ======  =====================================================
 
 Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
@@ -70,6 +74,11 @@ Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
                                       n: ``<n>`` the file's text, ``<n>f`` its source,
                                       ``<n>h`` the text's SHA-1, ``<n>t`` put ms
 ``T:tpls``                    zset    template names, scored by their last put ms
+``T:trig:<name>``             hash    a webhook trigger: template, auth scheme, secret,
+                                      idempotency header (``store/triggers.py``)
+``T:trigs``                   zset    trigger names, scored by creation ms
+``T:http``                    hash    the HTTP server's counters: ``rejected:<reason>``,
+                                      ``accepted:<trigger>``, ``duplicate:<trigger>``
 ============================  ======  =====================================================
 
 The deployment's layout lives beside shard 0, under the fixed tag ``{<namespace>:0}``
@@ -254,6 +263,24 @@ class ShardKeys:
     @property
     def event_channel(self) -> str:
         return f"{self.prefix}:ev"
+
+    # -- http: webhook triggers and the HTTP server's counters live in shard 0 ----------
+
+    def trigger(self, name: str) -> str:
+        return f"{self.prefix}:trig:{name}"
+
+    @property
+    def triggers(self) -> str:
+        return f"{self.prefix}:trigs"
+
+    @property
+    def http_counters(self) -> str:
+        return f"{self.prefix}:http"
+
+    @property
+    def schedules_due(self) -> str:
+        """Schedule name -> next due ms (written by the schedules; /metrics reads it)."""
+        return f"{self.prefix}:sdue"
 
 
 @dataclass(frozen=True)

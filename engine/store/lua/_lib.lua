@@ -171,6 +171,8 @@ end
 local function move_count(old, new)
   count('t:' .. old, -1)
   count('t:' .. new, 1)
+  -- n:<state>: tasks that ever ended so, never decreased (rates for /metrics)
+  if new == 'succeeded' or new == 'failed' then count('n:' .. new, 1) end
 end
 
 -- move_count for task i: nothing for a step (see counted).

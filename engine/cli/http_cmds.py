@@ -1,0 +1,243 @@
+"""``redisflow serve`` (the HTTP server) and ``redisflow trigger put|list|show|rm``.
+
+Registered from :func:`engine.cli.main.build_parser` by :func:`add_http_commands`. The
+server's packages (the ``http`` extra) are imported only when ``serve`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DefinitionError
+from .common import EXIT_OK, connect, print_json
+
+if TYPE_CHECKING:
+    from ..client import Engine
+    from ..store.triggers import Trigger
+
+HTTP_EXTRA = "redisflow serve needs the http extra: pip install 'redisflow[http]'"
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (1 to 65535): {text!r}")
+    return int(text)
+
+
+def worker_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"not a worker count (1 to 64): {text!r}")
+    return int(text)
+
+
+def wait_limit(text: str) -> float:
+    from ..timing import parse_duration
+
+    try:
+        return parse_duration(text, "--max-wait")
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_http_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``serve`` and ``trigger`` to the ``redisflow`` parser."""
+    p = sub.add_parser(
+        "serve",
+        parents=parents,
+        help="the HTTP API: run templates, webhook triggers, workflows, /metrics",
+        description="Serve the HTTP API (see docs/http.md; /docs lists the endpoints). "
+        "Without a token (--token-file, REDISFLOW_HTTP_READ_TOKEN, "
+        "REDISFLOW_HTTP_WRITE_TOKEN) it serves loopback addresses only.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=port_number, default=8080, help="TCP port (default: 8080)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer tokens, one a line: 'read TOKEN' or 'write TOKEN' (write implies read)",
+    )
+    p.add_argument(
+        "--workers",
+        type=worker_count,
+        default=1,
+        metavar="N",
+        help="server processes (default 1; more need --url)",
+    )
+    p.add_argument(
+        "--max-wait",
+        type=wait_limit,
+        default=300.0,
+        metavar="DURATION",
+        help="the longest ?wait= a request may ask (default 5m)",
+    )
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    p.set_defaults(run=cmd_serve, no_engine=True)
+
+    p = sub.add_parser(
+        "trigger",
+        help="webhook triggers: put, list, show, rm",
+        description="A trigger runs a template for each delivery to POST /v1/triggers/NAME "
+        "that passes its auth. Every scheme but 'none' needs a secret: a trigger without "
+        "one is refused.",
+    )
+    tsub = p.add_subparsers(
+        dest="trigger_command", required=True, metavar="COMMAND", parser_class=type(p)
+    )
+    t = tsub.add_parser("put", parents=parents, help="create or replace a trigger")
+    t.add_argument("name")
+    t.add_argument("--template", required=True, help="the template each delivery runs")
+    t.add_argument(
+        "--auth",
+        required=True,
+        choices=["github", "standard-webhooks", "bearer", "none"],
+        help="github: X-Hub-Signature-256; standard-webhooks: webhook-signature (secret "
+        "whsec_...); bearer: Authorization: Bearer SECRET; none: anyone (say so explicitly)",
+    )
+    secret = t.add_mutually_exclusive_group()
+    secret.add_argument("--secret-env", metavar="VAR", help="read the secret from $VAR")
+    secret.add_argument("--secret-file", metavar="FILE", help="read the secret from FILE")
+    t.add_argument(
+        "--idempotency-header",
+        metavar="HEADER",
+        default="",
+        help="run each value of this header once (X-GitHub-Delivery, webhook-id); "
+        "default: every delivery runs",
+    )
+    t.set_defaults(run=cmd_trigger_put, no_engine=True)
+    t = tsub.add_parser("list", parents=parents, help="every trigger")
+    t.set_defaults(run=cmd_trigger_list)
+    t = tsub.add_parser("show", parents=parents, help="one trigger (not its secret)")
+    t.add_argument("name")
+    t.set_defaults(run=cmd_trigger_show)
+    t = tsub.add_parser("rm", parents=parents, help="delete a trigger")
+    t.add_argument("name")
+    t.set_defaults(run=cmd_trigger_rm)
+
+
+def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
+    try:
+        from ..http.auth import load_tokens
+        from ..http.server import PUSH_RETRY_S, Settings, check_bind, serve
+    except ImportError:
+        raise DefinitionError(HTTP_EXTRA) from None
+    from .common import connection_url
+
+    tokens = load_tokens(args.token_file)
+    check_bind(args.host, tokens)  # before connecting: bad input touches nothing
+    url = connection_url(args)
+    if args.workers > 1 and url is None:
+        raise DefinitionError("--workers above 1 needs --url (a Redis every worker reaches)")
+    settings = Settings(
+        url=url,
+        namespace=args.namespace,
+        max_payload=args.max_payload,
+        read_tokens=tuple(sorted(tokens.read)),
+        write_tokens=tuple(sorted(tokens.write)),
+        max_wait_s=args.max_wait,
+    )
+    if args.workers > 1:
+        serve(settings, args.host, args.port, args.workers, args.access_log)
+        return EXIT_OK
+    from ..http import create_app
+
+    engine = connect(args, push_retry_s=PUSH_RETRY_S)
+    try:
+        app = create_app(engine, settings.config())
+        auth = "bearer tokens" if tokens.configured else "no tokens (loopback only)"
+        print(
+            f"redisflow: serving http://{args.host}:{args.port} for {engine.url} with {auth}; "
+            f"API at /docs",
+            file=sys.stderr,
+            flush=True,
+        )
+        serve(settings, args.host, args.port, 1, args.access_log, app=app)
+    finally:
+        engine.close()
+    return EXIT_OK
+
+
+def cmd_trigger_put(_: Engine | None, args: argparse.Namespace) -> int:
+    """Checked before connecting: a bad trigger touches nothing."""
+    from ..http.triggers import new_trigger, read_secret
+
+    secret = read_secret(args.secret_env, args.secret_file)
+    trigger = new_trigger(args.name, args.template, args.auth, secret, args.idempotency_header)
+    engine = connect(args)
+    try:
+        return _put(engine, replace(trigger, created_by=engine.actor), args)
+    finally:
+        engine.close()
+
+
+def _put(engine: Engine, trigger: Trigger, args: argparse.Namespace) -> int:
+    engine.put_trigger(trigger)
+    if args.json:
+        print_json(engine.trigger(args.name).to_dict())
+    else:
+        dedup = (
+            f"each {trigger.idempotency_header} once"
+            if trigger.idempotency_header
+            else "every delivery runs"
+        )
+        print(
+            f"trigger {trigger.name}: POST /v1/triggers/{trigger.name} runs template "
+            f"{trigger.template} (auth {trigger.auth}; {dedup})"
+        )
+    return EXIT_OK
+
+
+def _row(d: dict[str, Any]) -> list[str]:
+    created = d["created_at"]
+    when = "-" if created is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(created))
+    return [
+        str(d["name"]),
+        str(d["template"]),
+        str(d["auth"]),
+        str(d["idempotency_header"] or "-"),
+        when,
+    ]
+
+
+def cmd_trigger_list(engine: Engine, args: argparse.Namespace) -> int:
+    triggers = [t.to_dict() for t in engine.triggers()]
+    if args.json:
+        print_json(triggers)
+        return EXIT_OK
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("trigger", "template", "auth", "idempotency", "created"):
+        table.add_column(col)
+    for d in triggers:
+        table.add_row(*(escape(cell) for cell in _row(d)))
+    Console(highlight=False).print(table)
+    return EXIT_OK
+
+
+def cmd_trigger_show(engine: Engine, args: argparse.Namespace) -> int:
+    d = engine.trigger(args.name).to_dict()
+    if args.json:
+        print_json(d)
+        return EXIT_OK
+    for key, value in d.items():
+        print(f"{key:<20} {'-' if value in (None, '') else value}")
+    return EXIT_OK
+
+
+def cmd_trigger_rm(engine: Engine, args: argparse.Namespace) -> int:
+    engine.remove_trigger(args.name)
+    if args.json:
+        print_json({"removed": args.name})
+    else:
+        print(f"trigger {args.name}: removed")
+    return EXIT_OK

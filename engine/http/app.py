@@ -1,0 +1,381 @@
+"""The ASGI app: run templates, deliver webhooks, read and steer workflows, metrics.
+
+``create_app(engine, config)`` returns a Starlette app; serve it with uvicorn
+(``redisflow serve``) or mount it in an ASGI app of your own::
+
+    from starlette.routing import Mount
+    app = Starlette(routes=[Mount("/flows", create_app(Engine.connect(url)))])
+
+Endpoints are async; each Redis call runs in the threadpool (the engine is synchronous)
+and a ``?wait=`` holds no thread while it waits (:mod:`.finished`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import DefinitionError, NotFoundError, StateError, UnreachableError
+from ..model import WorkflowState, WorkflowStatus
+from .auth import Tokens, require
+from .batcher import RunBatcher
+from .bodies import check_key, check_length, parse_json, parse_limit, parse_wait, read_limited
+from .errors import HttpError
+from .finished import FinishWaiter
+from .metrics import registry_for
+from .openapi import SCHEMA, docs_page
+from .triggers import delivery_key, verify_delivery
+
+if TYPE_CHECKING:
+    from ..client import Engine
+    from ..store.triggers import Trigger
+
+log = logging.getLogger("redisflow.http")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """How the app answers.
+
+    Attributes:
+        tokens: bearer tokens by role; none: every caller may read and write.
+        max_wait_s: the longest ``?wait=`` accepted.
+        max_page: the largest ``limit`` of a workflow list.
+    """
+
+    tokens: Tokens = field(default_factory=Tokens)
+    max_wait_s: float = 300.0
+    max_page: int = 1000
+
+
+def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
+    """The redisflow HTTP API over ``engine`` as a Starlette app (see the module doc)."""
+    api = Api(engine, config or HttpConfig())
+    routes = [
+        Route(
+            "/v1/templates/{name}/runs",
+            api.pushing(api.run_template, "unknown_template"),
+            methods=["POST"],
+        ),
+        Route("/v1/triggers/{name}", api.pushing(api.deliver, "unknown_trigger"), methods=["POST"]),
+        Route("/v1/workflows", api.list_workflows, methods=["GET"]),
+        Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
+        Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
+        Route("/metrics", api.metrics, methods=["GET"]),
+        Route("/healthz", api.health, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/docs", api.docs, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers=_HANDLERS, lifespan=api.lifespan)
+    app.state.redisflow = api
+    return app
+
+
+class Api:
+    """The endpoints of one app, over one engine."""
+
+    def __init__(self, engine: Engine, config: HttpConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self.waiter = FinishWaiter(engine)
+        self.registry = registry_for(engine)
+        self._as_trigger: dict[str, Engine] = {}
+        self._batchers: dict[int, RunBatcher] = {}
+
+    @asynccontextmanager
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        yield
+        self.waiter.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def auth(self, request: Request, role: str) -> None:
+        require(self.config.tokens, request.headers.get("authorization"), role)
+
+    async def body(self, request: Request) -> bytes:
+        """The raw body, refused (413) past the engine's payload limit."""
+        limit = self.engine.max_payload
+        check_length(request.headers.get("content-length"), limit)
+        return await read_limited(request.stream(), limit)
+
+    def pushing(self, endpoint: Endpoint, not_found: str) -> Endpoint:
+        """``endpoint`` with its refusals counted in ``redisflow_http_rejected_total``
+        (``not_found``: the reason of a 404)."""
+
+        async def counted(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except HttpError as e:
+                if e.reason:
+                    await self._count(f"rejected:{e.reason}")
+                raise
+            except NotFoundError:
+                await self._count(f"rejected:{not_found}")
+                raise
+            except DefinitionError:
+                await self._count("rejected:bad_input")
+                raise
+
+        return counted
+
+    async def _count(self, name: str) -> None:
+        try:
+            await run_in_threadpool(self.engine.count_http, name)
+        except (redis.RedisError, OSError) as e:  # a count lost is no reason to fail
+            log.warning("could not count %s: %s", name, e)
+
+    def batcher(self, engine: Engine) -> RunBatcher:
+        """The batcher pushing runs through ``engine`` (one per actor)."""
+        batcher = self._batchers.get(id(engine))
+        if batcher is None:
+            batcher = self._batchers[id(engine)] = RunBatcher(engine)
+        return batcher
+
+    def engine_as_trigger(self, trigger: Trigger) -> Engine:
+        """The engine, recording ``trigger:<name>`` as who pushed (in the pushed events)."""
+        eng = self._as_trigger.get(trigger.name)
+        if eng is None:
+            eng = copy.copy(self.engine)
+            eng.actor = f"trigger:{trigger.name}"
+            self._as_trigger[trigger.name] = eng
+        return eng
+
+    @staticmethod
+    def status_url(request: Request, wid: str) -> str:
+        return f"{request.scope.get('root_path', '')}/v1/workflows/{wid}"
+
+    async def answer(
+        self, request: Request, wid: str, replayed: bool, wait: float | None
+    ) -> Response:
+        """202 with the new run's id; 200 for a replay; with ``wait``, the run's outcome
+        (200 succeeded, 422 failed or cancelled) or 202 when the wait expires."""
+        body: dict[str, Any] = {"id": wid, "status_url": self.status_url(request, wid)}
+        if replayed:
+            body["replayed"] = True
+        if wait is None:
+            return JSONResponse(body, 200 if replayed else 202)
+        state = await self.waiter.wait(wid, wait)
+        if not state.finished:
+            body["state"] = state.value
+            return JSONResponse(body, 202)
+        status = await run_in_threadpool(self.engine.status, wid)
+        body.update(outcome(status))
+        return JSONResponse(body, 200 if status.state == WorkflowState.SUCCEEDED else 422)
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def run_template(self, request: Request) -> Response:
+        """POST /v1/templates/{name}/runs"""
+        self.auth(request, "write")
+        wait = parse_wait(request.query_params.get("wait"), self.config.max_wait_s)
+        key = check_key(request.headers.get("idempotency-key"), "Idempotency-Key")
+        value = parse_json(await self.body(request))
+        pushed = await self.batcher(self.engine).run(request.path_params["name"], value, key)
+        return await self.answer(request, pushed.id, pushed.existing, wait)
+
+    async def deliver(self, request: Request) -> Response:
+        """POST /v1/triggers/{name}: verified by the trigger's own scheme."""
+        wait = parse_wait(request.query_params.get("wait"), self.config.max_wait_s)
+        check_length(request.headers.get("content-length"), self.engine.max_payload)
+        trigger = await run_in_threadpool(self.engine.trigger, request.path_params["name"])
+        raw = await self.body(request)
+        verify_delivery(trigger, request.headers, raw, time.time())
+        key = delivery_key(trigger, request.headers)
+        value = parse_json(raw)
+        try:
+            pushed = await self.batcher(self.engine_as_trigger(trigger)).run(
+                trigger.template, value, key
+            )
+        except NotFoundError:
+            raise NotFoundError(
+                f"trigger {trigger.name} runs template {trigger.template!r}, which does not exist"
+            ) from None
+        outcome = "duplicate" if pushed.existing else "accepted"
+        await self._count(f"{outcome}:{trigger.name}")
+        return await self.answer(request, pushed.id, pushed.existing, wait)
+
+    # -- workflows ------------------------------------------------------------------------
+
+    async def workflow(self, request: Request) -> Response:
+        """GET /v1/workflows/{id}"""
+        self.auth(request, "read")
+        status = await run_in_threadpool(self.engine.status, request.path_params["id"])
+        return JSONResponse(status.to_dict())
+
+    async def list_workflows(self, request: Request) -> Response:
+        """GET /v1/workflows?state=&template=&name=&limit=&cursor="""
+        self.auth(request, "read")
+        q = request.query_params
+        state = q.get("state") or None
+        if state is not None and state not in {s.value for s in WorkflowState}:
+            raise HttpError(
+                400, f"state {state!r} is not one of {', '.join(s.value for s in WorkflowState)}"
+            )
+        limit = parse_limit(q.get("limit"), 50, self.config.max_page)
+        cursor = q.get("cursor") or "0"
+        if not cursor.isdigit():
+            raise HttpError(400, f"cursor {cursor[:40]!r} is not one this server gave")
+        offset = int(cursor)
+        name, template = q.get("name") or None, q.get("template") or None
+        rows = await run_in_threadpool(
+            self.engine.list, state, name, offset, limit, template
+        )
+        return JSONResponse(
+            {
+                "workflows": [r.to_dict() for r in rows],
+                "next_cursor": str(offset + len(rows)) if len(rows) == limit else None,
+            }
+        )
+
+    async def control(self, request: Request) -> Response:
+        """POST /v1/workflows/{id}/pause|release|cancel|retry"""
+        op = request.path_params["op"]
+        if op not in ("pause", "release", "cancel", "retry"):
+            raise HttpError(404, f"no operation {op[:40]!r}: pause, release, cancel or retry")
+        self.auth(request, "write")
+        wid = request.path_params["id"]
+        tasks = None
+        if op == "retry":
+            given = parse_json(await self.body(request))
+            tasks = _task_names(given)
+        if op == "retry":
+            count = await run_in_threadpool(self.engine.retry, wid, tasks)
+        else:
+            count = await run_in_threadpool(getattr(self.engine, op), wid)
+        return JSONResponse({"id": wid, "op": op, "count": count})
+
+    # -- operations -----------------------------------------------------------------------
+
+    async def metrics(self, request: Request) -> Response:
+        """GET /metrics"""
+        self.auth(request, "read")
+        data = await run_in_threadpool(generate_latest, self.registry)
+        return Response(data, media_type=CONTENT_TYPE_LATEST)
+
+    async def health(self, _: Request) -> Response:
+        """GET /healthz"""
+        await run_in_threadpool(self.engine.redis.ping)
+        return JSONResponse({"ok": True})
+
+    async def openapi(self, _: Request) -> Response:
+        return JSONResponse(SCHEMA)
+
+    async def docs(self, _: Request) -> Response:
+        return HTMLResponse(docs_page(SCHEMA))
+
+
+def _task_names(given: Any) -> list[str] | None:
+    """``{"tasks": [...]}`` of a retry (None: every failed task)."""
+    if given is None:
+        return None
+    tasks = given.get("tasks") if isinstance(given, dict) else given
+    if tasks is None:
+        return None
+    if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+        raise HttpError(400, 'give the tasks to retry as {"tasks": ["name", ...]}')
+    return tasks
+
+
+def outcome(status: WorkflowStatus) -> dict[str, Any]:
+    """A finished run as the waiting caller gets it: its state and its final tasks'
+    outputs (the tasks no other task depends on), or its error."""
+    out: dict[str, Any] = {"state": status.state.value}
+    if status.state == WorkflowState.SUCCEEDED:
+        out["outputs"] = {
+            t.name: t.output for t in status.tasks if not t.children and t.state == "succeeded"
+        }
+        return out
+    errors = {t.name: t.error for t in status.tasks if t.state == "failed"}
+    if status.state == WorkflowState.CANCELLED:
+        out["error"] = f"workflow {status.id} was cancelled"
+    else:
+        unhandled, _ = status.failures()
+        first = next((n for n in unhandled if errors.get(n)), None)
+        why = f" ({status.reason})" if status.reason else ""
+        out["error"] = f"workflow {status.id} failed{why}" + (
+            f": task {first}: {_last_line(errors[first])}" if first else ""
+        )
+    out["errors"] = errors
+    return out
+
+
+def _last_line(error: str | None) -> str:
+    return ((error or "").strip().splitlines() or [""])[-1][:500]
+
+
+# -- errors: every one is JSON {"error": ...} -------------------------------------------
+
+
+def _json_error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status)
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HttpError)
+    return _json_error(exc.status, exc.message)
+
+
+async def _starlette_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _json_error(exc.status_code, str(exc.detail))
+
+
+async def _not_found(_: Request, exc: Exception) -> Response:
+    return _json_error(404, str(exc))
+
+
+async def _conflict(_: Request, exc: Exception) -> Response:
+    return _json_error(409, str(exc))
+
+
+async def _bad_input(_: Request, exc: Exception) -> Response:
+    return _json_error(400, str(exc))
+
+
+async def _unreachable(_: Request, exc: Exception) -> Response:
+    return _json_error(503, f"Redis unreachable: {exc}")
+
+
+async def _redis_refused(request: Request, exc: Exception) -> Response:
+    from ..cli.common import server_refusal
+
+    assert isinstance(exc, redis.ResponseError)
+    message = server_refusal(exc)
+    if message is None:
+        return await _internal(request, exc)
+    return _json_error(503, message)
+
+
+async def _internal(_: Request, exc: Exception) -> Response:
+    log.error("internal error: %r", exc)
+    return _json_error(500, "internal error (see the server's log)")
+
+
+_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+    HttpError: _http_error,
+    HTTPException: _starlette_error,
+    NotFoundError: _not_found,
+    StateError: _conflict,
+    DefinitionError: _bad_input,
+    UnreachableError: _unreachable,
+    redis.ConnectionError: _unreachable,
+    redis.TimeoutError: _unreachable,
+    redis.ResponseError: _redis_refused,
+    Exception: _internal,
+}

@@ -1,0 +1,113 @@
+"""Request bodies and parameters: size limit, JSON with line and column, ``?wait=``.
+
+Pure functions (and one async reader over any chunk iterator), tested without a server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import DefinitionError
+from ..timing import parse_duration
+from .errors import HttpError
+
+MAX_KEY = 200  # characters of an idempotency key
+
+
+def check_length(header: str | None, limit: int) -> None:
+    """413 at once when ``Content-Length`` says the body is over ``limit`` bytes."""
+    if header is None:
+        return
+    try:
+        size = int(header)
+    except ValueError:
+        raise HttpError(400, f"Content-Length {header[:40]!r} is not a number") from None
+    if size > limit:
+        raise HttpError(413, _too_large(limit), "too_large")
+
+
+async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    """The whole body from ``chunks``, or a 413 :class:`HttpError` as soon as it passes
+    ``limit`` bytes (the rest is not read into memory)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, _too_large(limit), "too_large")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is over the {limit}-byte payload limit"
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON value of ``body`` (None for an empty body).
+
+    Raises a 400 :class:`HttpError` naming the line and column of a syntax error.
+    """
+    if not body.strip():
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HttpError(400, f"the body is not UTF-8 (byte {e.start})", "bad_json") from None
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as e:
+        raise HttpError(
+            400, f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", "bad_json"
+        ) from None
+    except RecursionError:
+        raise HttpError(400, "the JSON body is nested too deeply", "bad_json") from None
+    except ValueError as e:
+        raise HttpError(400, f"malformed JSON: {e}", "bad_json") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # made once: loads() makes one a call
+
+
+def parse_wait(value: str | None, most: float) -> float | None:
+    """``?wait=30s`` (or ``30``, ``1m``) as seconds, None when absent; a 400
+    :class:`HttpError` when it is not a duration or is over ``most`` seconds."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, "wait")
+    except DefinitionError as e:
+        raise HttpError(400, str(e)) from None
+    if seconds > most:
+        raise HttpError(400, f"wait {value!r} is over the {most:g}s the server allows")
+    return seconds
+
+
+def check_key(value: str | None, header: str) -> str | None:
+    """An idempotency key from header ``header``: None when absent; a 400
+    :class:`HttpError` when empty, longer than :data:`MAX_KEY` or not printable."""
+    if value is None:
+        return None
+    key = value.strip()
+    if not key or len(key) > MAX_KEY or not key.isprintable():
+        raise HttpError(
+            400,
+            f"{header} must be 1 to {MAX_KEY} printable characters",
+            "bad_idempotency_key",
+        )
+    return key
+
+
+def parse_limit(value: str | None, default: int, most: int) -> int:
+    """``?limit=`` as a whole number from 1 to ``most``."""
+    if value is None:
+        return default
+    if not value.isdigit() or not 1 <= int(value) <= most:
+        raise HttpError(400, f"limit must be a whole number from 1 to {most}, not {value!r}")
+    return int(value)
