@@ -83,6 +83,10 @@ def resolve(client: Any, namespace: str, shards: int | None) -> Keyspace:
     except redis.exceptions.NoPermissionError:
         # a user outside this namespace: every later call is refused the same way
         return Keyspace(namespace, shards or 1)
+    except (redis.ConnectionError, redis.TimeoutError):
+        # Redis away (a console started before it): the count given, or the single-Redis
+        # default; every later call fails the same way until it is back
+        return Keyspace(namespace, shards or 1)
     cluster = is_cluster(client)
     if stored is None and (shards is not None or cluster):
         n = shards or (len(masters_in_slot_order(client)) if cluster else 1)
