@@ -14,7 +14,7 @@ from engine.cli.main import run as cli_run
 from engine.errors import DefinitionError
 from engine.local_cluster import LocalCluster, slot_ranges
 from engine.store.layout import is_cluster, masters_in_slot_order
-from engine.urls import url_of
+from engine.urls import as_cluster_url, is_cluster_url, redact, url_of
 
 
 @pytest.fixture()
@@ -113,3 +113,40 @@ def test_cli_runs_on_the_cluster_with_the_cluster_flag(
     assert '"workflows"' in capsys.readouterr().out
     assert cli_run(["stats", "--url", cluster_url, "--shards", "4"]) == 2
     assert "--shards 4 but namespace 'rf' has 3 shards" in capsys.readouterr().err
+
+
+def test_cluster_urls() -> None:
+    assert as_cluster_url("redis://u:pw@h:7000") == "redis+cluster://u:pw@h:7000"
+    assert as_cluster_url("rediss://h:7000") == "rediss+cluster://h:7000"
+    assert is_cluster_url("redis+cluster://h:7000") and not is_cluster_url("redis://h:7000")
+    assert redact("redis+cluster://u:pw@h:7000?ssl_ca_certs=x") == "redis+cluster://u:***@h:7000"
+    with pytest.raises(ValueError, match="redis:// or rediss://"):
+        as_cluster_url("unix:///tmp/redis.sock")
+
+
+def test_server_cluster_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_run(["server", "--cluster", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--cluster needs 1 or more masters" in err
+    assert cli_run(["stats", "--cluster"]) == 2
+    assert "--cluster needs a --url" in capsys.readouterr().err
+
+
+def test_a_single_redis_stores_a_shard_count_only_when_given(redis_url: str) -> None:
+    with Engine.connect(redis_url) as plain:
+        assert plain.keys.shards == 1 and not plain.redis.exists(plain.keys.layout)
+        plain.push(chain(n=1))
+        with pytest.raises(DefinitionError, match="already holds workflows pushed with 1 shard"):
+            Engine.connect(redis_url, shards=3)
+    with Engine.connect(redis_url, namespace="other", shards=3) as three:
+        assert three.redis.hget(three.keys.layout, "shards") == "3"
+    with Engine.connect(redis_url, namespace="other") as later:
+        assert later.keys.shards == 3
+
+
+def test_each_shard_is_looked_after_by_one_agent_at_a_time(engine: Engine) -> None:
+    shard = engine.keys.shard(0)
+    assert engine.store.reap(shard, 0, 5, 10, "a1", 60_000) is not None
+    assert engine.store.reap(shard, 0, 5, 10, "a2", 60_000) is None  # a1 holds it
+    assert engine.store.reap(shard, 0, 5, 10, "a1", 60_000) is not None
+    assert engine.store.reap(shard, 0, 5, 10) is not None  # without a keeper: always

@@ -61,7 +61,7 @@ def connection_options() -> argparse.ArgumentParser:
     p.add_argument(
         "--shards",
         type=int,
-        default=int(os.environ["REDISFLOW_SHARDS"]) if os.environ.get("REDISFLOW_SHARDS") else None,
+        default=os.environ.get("REDISFLOW_SHARDS") or None,  # argparse applies type=int
         metavar="N",
         help="the deployment's shard count, stored in Redis the first time and checked "
         "after (default: the stored count; else 1, or one per master on a cluster)",
