@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -122,9 +123,31 @@ def connect(url: str, namespace: str = "rf") -> Engine:
     return Engine(client, namespace=namespace)
 
 
+REPORT = Path(__file__).with_name("report.yaml")
+
+
+def put_demo_schedules(engine: Engine) -> None:
+    """The demo's schedules: the nightly report template every 20 s (one at a time, the
+    next tick skipped while one runs), and a cron one every minute. The agents with a
+    scheduler fire them."""
+    from engine.schedules import parse_schedule
+
+    engine.put_template(REPORT.read_text(encoding="utf-8"), name="nightly-report")
+    for spec in (
+        {"name": "report-every-20s", "every": "20s", "input": {"region": "eu"}},
+        {"name": "report-each-minute", "cron": "* * * * *", "timezone": "Europe/Paris",
+         "overlap": "allow_all", "jitter": "5s"},
+    ):  # fmt: skip
+        engine.put_schedule(parse_schedule({"template": "nightly-report", **spec}))
+
+
 def run_pusher(url: str, rate: float, namespace: str, task_ms: tuple[int, int], limit: int) -> None:
     """Push demo workflows at ``rate`` per second until killed (or ``limit`` pushed)."""
     engine = connect(url, namespace)
+    try:
+        put_demo_schedules(engine)
+    except redis.RedisError:
+        pass  # the workflows go on without them
     rng = random.Random(42)
     seq = 0
     period = 1.0 / rate
@@ -152,11 +175,18 @@ def run_agent(
     concurrency: int,
     namespace: str,
     die_after: float,
+    scheduler: bool = False,
 ) -> None:
-    """Run one demo agent; with ``die_after`` it vanishes abruptly after that long."""
+    """Run one demo agent; with ``die_after`` it vanishes abruptly after that long; with
+    ``scheduler`` it fires the schedules' ticks too."""
     engine = connect(url, namespace)
     agent = Agent(
-        engine, agent_id, {t: demo_handler for t in types}, concurrency=concurrency, lease_s=15.0
+        engine,
+        agent_id,
+        {t: demo_handler for t in types},
+        concurrency=concurrency,
+        lease_s=15.0,
+        scheduler=scheduler,
     )
     if die_after > 0:
         threading.Timer(die_after, lambda: os._exit(1)).start()
@@ -213,6 +243,8 @@ class Demo:
             args += ["--type", t]
         if self.flaky and agent_id == FLAKY:
             args += ["--die-after", str(random.uniform(40, 70))]
+        else:
+            args.append("--scheduler")  # two schedulers: each tick still runs once
         self._spawn(agent_id, args)
 
     def start(self) -> Demo:
@@ -269,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     agent.add_argument("--type", action="append", dest="types")
     agent.add_argument("--concurrency", type=int, default=4)
     agent.add_argument("--die-after", type=float, default=0.0)
+    agent.add_argument("--scheduler", action="store_true", help="fire schedules' ticks too")
     for sp in (push, agent):
         sp.add_argument("--url", default=os.environ.get("REDISFLOW_URL"), required=False)
         sp.add_argument("--namespace", default="rf")
@@ -289,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.concurrency,
                 args.namespace,
                 args.die_after,
+                args.scheduler,
             )
     except KeyboardInterrupt:
         pass

@@ -39,9 +39,11 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 # EXISTS to refuse a shard count other than the one its workflows were pushed with.
 LAYOUT = ("HSETNX", "EXISTS")
 AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
-# (a retry expands a map it reset again)
+# (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
+# --scheduler needs the operator's commands too)
 OPERATOR_SCRIPTS = (
-    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template"
+    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template",
+    "schedule", "tick", "heads",
 )  # fmt: skip
 
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")

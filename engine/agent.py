@@ -98,6 +98,8 @@ class Agent:
         lease_s: how long the agent's tasks stay its own without a heartbeat.
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
+        scheduler: also fire schedules' ticks, in a thread of its own
+            (:mod:`engine.scheduler`; any number of agents may).
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class Agent:
         idle_check_s: float = 2.0,
         maintain_s: float = 2.0,
         max_lost: int = 5,
+        scheduler: bool = False,
     ) -> None:
         if not handlers:
             raise ValueError("an agent needs at least one handler")
@@ -168,6 +171,7 @@ class Agent:
         # tasks with a timeout, running here: their `cancelled` is set at the deadline
         self._watched: dict[int, tuple[float, Task]] = {}
         self._watch_lock = threading.Lock()
+        self.scheduler = scheduler
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -209,9 +213,17 @@ class Agent:
             self._event_loop = EventLoop(f"rf-{self.id}-loop")
         self._lease_lost.set()  # not registered yet: the loop's first step registers
         self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        ticking = None
+        if self.scheduler:
+            from .scheduler import start_thread
+
+            ticking = start_thread(self.engine, self.id)
         try:
             self._loop(until_idle)
         finally:
+            if ticking is not None:
+                ticking[0].stop()
+                ticking[1].join(timeout=5)
             self._stopping.set()
             if self._registered:
                 self._finish()

@@ -49,7 +49,9 @@ from .timing import start_delay_ms
 
 if TYPE_CHECKING:
     from .history import Timeline
+    from .schedules import PreviewTick, ScheduleInfo, ScheduleSpec
     from .store.gauges import Gauges
+    from .store.schedules import TickOutcome
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_EVENT_CAP = 2000
@@ -643,6 +645,66 @@ class Engine:
         from .waiting import wait
 
         return wait(self, wid, timeout)
+
+    # -- schedules ------------------------------------------------------------------------
+    # (engine/schedules: settings, ticks, catch-up; engine/scheduler.py fires them)
+
+    def put_schedule(self, spec: ScheduleSpec) -> bool:
+        """Store a schedule, or update it (its next due time is computed again from now;
+        counters and fired ticks stay). Returns True when new. Raises
+        :class:`NotFoundError` for an unknown template (nothing is written)."""
+        from .schedules import manage
+
+        return manage.put(self, spec)
+
+    def schedules(self) -> builtins.list[ScheduleInfo]:
+        """Every schedule, by name, with its next due time, last run and counters."""
+        from .schedules import manage
+
+        return manage.infos(self, self.store.schedule_names())
+
+    def schedule(self, name: str) -> ScheduleInfo:
+        """One schedule (:class:`NotFoundError` if there is none of that name)."""
+        from .schedules import manage
+
+        return manage.one(self, name)
+
+    def pause_schedule(self, name: str) -> bool:
+        """Stop firing its ticks (runs going on are left alone); False if already paused."""
+        return self.store.schedule_pause(name, self.actor)
+
+    def unpause_schedule(self, name: str, catchup: bool = False) -> bool:
+        """Fire its ticks again from now; with ``catchup``, from where it was paused
+        (the missed ticks handled as its catchup policy says). False if not paused."""
+        from .schedules import manage
+
+        return manage.unpause(self, name, catchup)
+
+    def remove_schedule(self, name: str) -> None:
+        """Delete a schedule; its runs are left alone."""
+        self.store.schedule_remove(name, self.actor)
+
+    def trigger_schedule(self, name: str) -> TickOutcome:
+        """Run one tick now, under the schedule's overlap policy (it may be skipped)."""
+        from .schedules import manage
+
+        return manage.trigger(self, name)
+
+    def backfill_schedule(
+        self, name: str, start: datetime, end: datetime, overlap: str | None = None
+    ) -> builtins.list[TickOutcome]:
+        """Run the ticks of ``[start, end]`` not run yet (default overlap ``buffer_all``:
+        one after another); twice does nothing new."""
+        from .schedules import manage
+
+        start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+        return manage.backfill(self, name, start_ms, end_ms, overlap)
+
+    def preview_schedule(self, name: str, count: int = 10) -> builtins.list[PreviewTick]:
+        """Its next ``count`` ticks, with what daylight saving does to each."""
+        from .schedules import manage
+
+        return manage.preview_stored(self, name, count)[1]
 
     # -- http -------------------------------------------------------------------------
     # Webhook triggers and the reads of GET /metrics (engine.http serves them).

@@ -37,6 +37,7 @@ from .screens.confirm import ConfirmScreen
 from .screens.events import EventsScreen
 from .screens.help import HelpScreen
 from .screens.prompt import PromptScreen
+from .screens.schedules import SchedulesScreen
 from .screens.workflow import WorkflowScreen
 from .screens.workflows import WorkflowsScreen
 
@@ -66,12 +67,18 @@ class RedisflowApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "redisflow"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
-    MODES = {"workflows": WorkflowsScreen, "agents": AgentsScreen, "events": EventsScreen}
+    MODES = {
+        "workflows": WorkflowsScreen,
+        "agents": AgentsScreen,
+        "events": EventsScreen,
+        "schedules": SchedulesScreen,
+    }
     DEFAULT_MODE = "workflows"
     BINDINGS = [
         Binding("1", "show('workflows')", "Workflows", show=False),
         Binding("2", "show('agents')", "Agents", show=False),
         Binding("3", "show('events')", "Events", show=False),
+        Binding("4", "show('schedules')", "Schedules", show=False),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key"),
         Binding("g", "goto", "Go to", tooltip="Go to a workflow by id"),
         Binding("o", "push_file", "Push", tooltip="Push a workflow file (YAML or JSON)"),
@@ -263,7 +270,7 @@ class RedisflowApp(App[None]):
         return True
 
     def action_show(self, mode: str) -> None:
-        """Show one of the three main screens."""
+        """Show one of the main screens."""
         if self.current_mode != mode:
             self.switch_mode(mode)
 

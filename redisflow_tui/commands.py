@@ -9,6 +9,8 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from .widgets.app_bar import TABS
+
 
 class ConsoleCommands(Provider):
     """Actions from the bindings of the screen and the app, plus ``Go to workflow N``."""
@@ -34,7 +36,7 @@ class ConsoleCommands(Provider):
                 key = b.key_display or b.key
                 title = b.tooltip or b.description
                 out.append((title, f"key: {key}", partial(node.run_action, b.action)))
-        for mode, label in (("workflows", "Workflows"), ("agents", "Agents"), ("events", "Events")):
+        for mode, _, label in TABS:
             out.append(
                 (f"Show {label}", f"the {label} screen", partial(app.run_action, f"show('{mode}')"))
             )

@@ -7,6 +7,7 @@ swapped for "DejaVu Sans Mono", which cairosvg finds offline; install it with
 
     python scripts/screenshots.py [--out screenshots] [--keep-svg]
     python scripts/screenshots.py --only rules   # workflow-rules.png alone, in seconds
+    python scripts/screenshots.py --only schedules   # schedules.png alone
 """
 
 from __future__ import annotations
@@ -212,18 +213,83 @@ async def shoot_rules(out: Path, keep_svg: bool) -> Path:
         server.stop()
 
 
+SCHEDULES = (
+    {"name": "nightly-report", "template": "nightly-report", "cron": "0 2 * * *",
+     "timezone": "Europe/Paris"},
+    {"name": "deploy-eu", "template": "deploy", "every": "15m", "offset": "5m",
+     "input": {"scope": "eu-west"}, "overlap": "buffer_one"},
+    {"name": "release-train", "template": "release", "cron": "30 9 * * 1-5",
+     "timezone": "America/New_York", "overlap": "cancel_other"},
+    {"name": "hourly-sync", "template": "nightly-report", "every": "1h", "jitter": "2m"},
+    {"name": "q1-audit", "template": "nightly-report", "cron": "0 6 * * 1",
+     "end_at": "2024-03-31T00:00"},
+)  # fmt: skip
+
+
+async def shoot_schedules(out: Path, keep_svg: bool) -> Path:
+    """Templates & Schedules: the demo's templates, schedules whose last runs succeeded,
+    failed, run, wait queued (buffer_one) or were skipped, one paused, one ended."""
+    from engine.schedules import parse_schedule
+
+    server = EmbeddedRedis().start()
+    engine = make_engine(server.url, "rf")
+
+    def handler(task: Task) -> str:
+        scheduled = isinstance(task.input, dict) and task.input.get("schedule")
+        if task.name == "gen-report" and scheduled == "nightly-report":
+            raise RuntimeError("gen-report: the orders table is locked (timeout after 30 s)")
+        return f"{task.name} done"
+
+    try:
+        for name in ("report.yaml", "deploy.yaml", "branch.yaml"):
+            engine.put_template((ROOT / "demos" / name).read_text(), source=f"demos/{name}")
+        for spec in SCHEDULES:
+            engine.put_schedule(parse_schedule(spec))
+        engine.run("release", None)
+        engine.trigger_schedule("nightly-report")
+        engine.trigger_schedule("release-train")
+        agent = Agent(engine, "agent-a", {"": handler, "io": handler}, idle_check_s=0.2)
+        agent.run(until_idle=True)
+        engine.pause_schedule("release-train")
+        engine.run("deploy", {"scope": "us-east", "version": "1.4.2"})
+        for name in ("deploy-eu", "deploy-eu", "hourly-sync", "hourly-sync"):
+            engine.trigger_schedule(name)
+        app = RedisflowApp(engine, label=f"{server.url}")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            while not app.screen.query("#schedules") or (
+                app.screen.query_one("#schedules").row_count < len(SCHEDULES)  # type: ignore[attr-defined]
+            ):
+                await pilot.pause(0.1)
+            await pilot.press("tab", "down")
+            await pilot.pause(0.6)
+            svg = app.export_screenshot(title="redisflow")
+        if keep_svg:
+            (out / "schedules.svg").write_text(svg)
+        png = out / "schedules.png"
+        svg_to_png(svg, png)
+        print(f"saved {png}")
+        return png
+    finally:
+        engine.redis.close()
+        server.stop()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
     p.add_argument("--keep-svg", action="store_true", help="keep the SVGs next to the PNGs")
     p.add_argument("--warmup", type=float, default=25.0, help="seconds of demo before shooting")
-    p.add_argument("--only", choices=["rules"], help="take this screenshot alone")
+    p.add_argument("--only", choices=["rules", "schedules"], help="take this screenshot alone")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.only != "rules":
+    if args.only is None:
         asyncio.run(shoot(out, args.keep_svg, args.warmup))
-    asyncio.run(shoot_rules(out, args.keep_svg))
+    if args.only in (None, "rules"):
+        asyncio.run(shoot_rules(out, args.keep_svg))
+    if args.only in (None, "schedules"):
+        asyncio.run(shoot_schedules(out, args.keep_svg))
 
 
 if __name__ == "__main__":

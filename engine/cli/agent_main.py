@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="with --exec: the timeout of tasks that set none (a task's own timeout wins)",
     )
+    p.add_argument(
+        "--scheduler",
+        action="store_true",
+        help="also fire schedules' ticks (any number of agents may; each tick runs once)",
+    )
     p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -128,6 +133,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     engine = _connect_patiently(args)
     try:
         missing = missing_commands(engine.redis, "agent")
+        if args.scheduler and not missing:
+            missing = missing_commands(engine.redis, "operator")  # it pushes runs
         if missing:
             # Before registering: an agent that cannot work must not half-start.
             return refuse(missing[0])
@@ -141,6 +148,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 concurrency=args.concurrency,
                 batch=args.batch,
                 lease_s=args.lease,
+                scheduler=args.scheduler,
             )
         except ValueError as e:
             return fail(str(e), EXIT_BAD_INPUT)

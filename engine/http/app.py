@@ -233,9 +233,7 @@ class Api:
             raise HttpError(400, f"cursor {cursor[:40]!r} is not one this server gave")
         offset = int(cursor)
         name, template = q.get("name") or None, q.get("template") or None
-        rows = await run_in_threadpool(
-            self.engine.list, state, name, offset, limit, template
-        )
+        rows = await run_in_threadpool(self.engine.list, state, name, offset, limit, template)
         return JSONResponse(
             {
                 "workflows": [r.to_dict() for r in rows],

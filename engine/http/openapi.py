@@ -55,7 +55,7 @@ def _control(op: str, text: str) -> dict[str, Any]:
                             "type": "object",
                             "properties": {"tasks": {"type": "array", "items": {"type": "string"}}},
                         },
-                        "optional: only these failed tasks (\"count[17]\": one map item)",
+                        'optional: only these failed tasks ("count[17]": one map item)',
                     )
                 }
                 if op == "retry"
@@ -77,7 +77,7 @@ SCHEMA: dict[str, Any] = {
         "title": "redisflow",
         "version": "1",
         "description": "Run workflow templates, deliver webhooks to triggers, read and steer "
-        "workflows. Every error is JSON {\"error\": \"...\"}. With tokens configured, "
+        'workflows. Every error is JSON {"error": "..."}. With tokens configured, '
         "every /v1 call except trigger deliveries needs Authorization: Bearer <token> "
         "(read, or write to push and steer).",
     },

@@ -117,9 +117,7 @@ def new_trigger(
     return Trigger(name, template, auth, secret, idempotency_header, None, created_by)
 
 
-def verify_delivery(
-    trigger: Trigger, headers: Mapping[str, str], body: bytes, now: float
-) -> None:
+def verify_delivery(trigger: Trigger, headers: Mapping[str, str], body: bytes, now: float) -> None:
     """Check a delivery's credentials against ``trigger`` (``headers`` looked up in lower
     case). Raises a 401 :class:`HttpError` when they do not pass; a trigger whose
     stored scheme or secret is unusable refuses every delivery."""

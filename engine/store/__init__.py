@@ -17,10 +17,11 @@ import redis
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .reads import Reads
+from .schedules import ScheduleStore
 from .templates import Templates  # noqa: E402
 
 
-class Store(Calls, Reads):
+class Store(Calls, Reads, ScheduleStore):
     """Script calls and reads of one deployment."""
 
     def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:

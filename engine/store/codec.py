@@ -523,7 +523,7 @@ BATCH_FIELD = "e"
 def event_kind(kind: str, idx: int) -> str:
     """The public kind of a stored event: ``task.<kind>``, ``workflow.<kind>``, or
     ``agent.<what>`` as stored."""
-    if kind.startswith(("agent.", "item.", "step.")):
+    if kind.startswith(("agent.", "item.", "step.", "schedule.")):
         return kind
     if idx >= 0 and kind in TASK_KINDS:
         return "task." + kind
@@ -550,6 +550,10 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
                 )
         elif public.startswith("task."):
             out.append(Event(public, str(wid), ts, idx, _extra(kind, extra), entry_id))
+        elif public.startswith("schedule."):  # {"schedule": name, ...}; wid: its run or 0
+            if isinstance(extra, list):  # [name, why]: paused by a failed run
+                extra = {"schedule": extra[0], "why": extra[1]}
+            out.append(Event(public, str(wid) if wid else "", ts, None, extra, entry_id))
         else:
             out.append(Event(public, str(wid), ts, None, _extra(kind, extra), entry_id))
     return out
@@ -567,6 +571,8 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
                 yield public, str(wid), extra[0]
         elif public.startswith("task."):
             yield public, str(wid), idx
+        elif public.startswith("schedule.") and not wid:  # a schedule's own: no workflow
+            yield public, "", -1
         else:
             yield public, str(wid), -1
 

@@ -49,6 +49,19 @@ key                           type    holds
 ``P:w:<wid>:x:<i>``           set     map i's items that failed
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
+``P:s:<name>``                hash    one schedule (in shard ``crc32(name) % N``, its runs
+                                      too): ``spec`` (JSON), ``v`` (its version), ``nt``
+                                      next tick ms, ``nx`` its due ms (jitter applied),
+                                      ``lt`` last tick, ``cur`` latest run id, ``paused``
+                                      "1"/"0", ``pof`` "1" for pause_on_failure, ``ls`` /
+                                      ``le`` last run's final state and end ms, counters
+                                      ``runs`` ``skipped`` ``missed`` ``buffered``
+``P:sdue``                    zset    schedule name -> ``nx`` (absent while paused or
+                                      ended): what schedulers wait on; /metrics reads the
+                                      schedule lag from it
+``P:stk:<name>``              zset    the schedule's ticks fired (or skipped), ms: one run
+                                      per tick; the newest 10,000 kept
+``P:snames``                  zset    schedule names, scored by creation ms
 ``P:ik:<key>``                string  the workflow pushed with idempotency key <key>
                                       (deleted with it)
 ``P:cc``                      hash    gate -> how many workflows run holding it
@@ -63,8 +76,6 @@ key                           type    holds
                                       a few housekeeping rounds (reap.lua renews it)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
-``P:sdue``                    zset    schedule name -> its next due ms (read by /metrics
-                                      for the schedule lag)
 ============================  ======  =====================================================
 
 Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
@@ -95,7 +106,8 @@ client picks tags (``<namespace>:S`` or ``<namespace>:S.<k>``) whose slots sprea
 shards evenly over the masters, and every client after it reads them.
 
 Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
-agents; ``P:ev`` the same JSON event batches that go into the stream.
+agents; ``P:ev`` the same JSON event batches that go into the stream; ``P:sched`` a
+schedule's name when it is put, paused, unpaused or removed (schedulers wake up).
 
 Workflow ids are decimal integers. Shard ``S`` of ``N`` hands out ``S, S+N, S+2N, ...``
 so ``shard = wid % N`` needs no lookup.
@@ -200,6 +212,27 @@ class ShardKeys:
     def map_failed(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:x:{c}"
 
+    # Schedules (engine/store/schedules.py; k_schedule, k_sticks in _lib.lua).
+
+    def schedule(self, name: str) -> str:
+        return f"{self.prefix}:s:{name}"
+
+    def schedule_ticks(self, name: str) -> str:
+        return f"{self.prefix}:stk:{name}"
+
+    @property
+    def schedules_due(self) -> str:
+        """Schedule name -> next due ms (schedulers wait on it; /metrics reads the lag)."""
+        return f"{self.prefix}:sdue"
+
+    @property
+    def schedule_names(self) -> str:
+        return f"{self.prefix}:snames"
+
+    @property
+    def schedule_channel(self) -> str:
+        return f"{self.prefix}:sched"
+
     @property
     def seq(self) -> str:
         return f"{self.prefix}:seq"
@@ -277,11 +310,6 @@ class ShardKeys:
     def http_counters(self) -> str:
         return f"{self.prefix}:http"
 
-    @property
-    def schedules_due(self) -> str:
-        """Schedule name -> next due ms (written by the schedules; /metrics reads it)."""
-        return f"{self.prefix}:sdue"
-
 
 @dataclass(frozen=True)
 class Keyspace:
@@ -318,6 +346,10 @@ class Keyspace:
                 f"workflow {wid!r} does not exist (workflow ids are whole numbers)"
             ) from None
         return self.shard(number % self.shards)
+
+    def shard_of_schedule(self, name: str) -> ShardKeys:
+        """Keys of the shard that holds schedule ``name`` (and its runs)."""
+        return self.shard(self.shard_for(name))
 
     def all_shards(self) -> list[ShardKeys]:
         return [self.shard(i) for i in range(self.shards)]

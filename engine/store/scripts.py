@@ -41,6 +41,9 @@ SCRIPT_NAMES = (
     "retry",
     "cleanup",
     "expand",
+    "schedule",
+    "tick",
+    "heads",
     "template",
 )
 

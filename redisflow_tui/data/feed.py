@@ -86,7 +86,8 @@ class Changes:
             self.agents = True
             return
         self.stats = True
-        self.wids.add(wid)
+        if wid:  # a schedule's own event (put, paused, missed) names no workflow
+            self.wids.add(wid)
         if task >= 0:
             if kind == "task.claimed":
                 self.agents = True

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine import Engine, Stats, WorkflowState, WorkflowSummary
+from engine import Engine, Stats, WorkflowSummary
 
-WORKFLOW_STATES = tuple(s.value for s in WorkflowState)
+# The order the totals line shows them and the state filter cycles through them: live
+# ones, then those waiting to start (a concurrency slot, a start time), then the ended.
+WORKFLOW_STATES = (
+    "running", "paused", "queued", "scheduled", "succeeded", "failed", "cancelled",
+)  # fmt: skip
 PAGE_SIZE = 50
 
 

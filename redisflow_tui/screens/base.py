@@ -47,6 +47,9 @@ WRITE_ACTIONS = frozenset(
         "cleanup",
         "cleanup_finished",
         "push_file",
+        "run_template",
+        "pause_schedule",
+        "trigger_schedule",
     }
 )
 

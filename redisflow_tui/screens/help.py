@@ -12,10 +12,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..data.dag import GLYPH
-from ..widgets.looks import markup_var
+from ..data.home import WORKFLOW_STATES
+from ..data.schedules import STATE_LOOKS
+from ..widgets.looks import WORKFLOW_GLYPH, markup_var
 from .agents import AgentsScreen
 from .base import WRITE_ACTIONS
+from .catalog_detail import ScheduleDetailScreen
 from .events import EventsScreen
+from .schedules import SchedulesScreen
 from .workflow import WorkflowScreen
 from .workflows import WorkflowsScreen
 
@@ -44,6 +48,35 @@ def _keys(title: str, bindings: list[Binding], read_only: bool) -> Content:
         key = KEY_NAMES.get(b.key, b.key_display or b.key)
         parts.append(Content.assemble("  ", (f"{key:<8}", "bold"), " ", b.description or action))
     return Content("\n").join(parts)
+
+
+def _states_legend() -> Content:
+    """Workflow states (the waiting ones explained) and schedule states, one line each."""
+    lines = [Content.from_markup("[b $text-primary]Workflow and schedule states[/]")]
+    workflows = [Content("  ")]
+    for state in WORKFLOW_STATES:
+        workflows.append(
+            Content.from_markup(
+                f"[{markup_var(state)}]$glyph $state[/]  ",
+                glyph=WORKFLOW_GLYPH[state],
+                state=state,
+            )
+        )
+    lines.append(Content("").join(workflows))
+    lines.append(
+        Content(
+            "  queued: waits for a slot of its concurrency key (or its schedule's) · "
+            "scheduled: pushed to start at a set time (push --at / --in)"
+        )
+    )
+    schedules = [Content("  a schedule is  ")]
+    for state, (glyph, look) in STATE_LOOKS.items():
+        schedules.append(
+            Content.from_markup(f"[{markup_var(look)}]$glyph $state[/]  ", glyph=glyph, state=state)
+        )
+    schedules.append(Content("(ended: no tick left, past its end_at)"))
+    lines.append(Content("").join(schedules))
+    return Content("\n").join(lines)
 
 
 def _only(bindings: Iterable[object]) -> list[Binding]:
@@ -98,6 +131,14 @@ class HelpScreen(ModalScreen[None]):
                 "Events (3)",
                 [*_only(EventsScreen.BINDINGS), Binding("enter", "open", "Open its workflow")],
             ),
+            (
+                "Templates & Schedules (4)",
+                [
+                    Binding("tab", "focus_next", "Templates ⇄ schedules"),
+                    *_only(SchedulesScreen.BINDINGS),
+                ],
+            ),
+            ("Schedule (enter on a row)", _only(ScheduleDetailScreen.BINDINGS)),
         ]
         with VerticalScroll(id="help"):
             yield Static(Content.from_markup("[b]redisflow console — keys[/b]"), id="help-title")
@@ -117,6 +158,7 @@ class HelpScreen(ModalScreen[None]):
                 "failure branch (on_failure, one_failed, all_failed)"
             )
             yield Static(Content.from_markup("\n".join(legend)), classes="help-section")
+            yield Static(_states_legend(), classes="help-section")
             if self.read_only:
                 yield Static(
                     Content.from_markup("[reverse $warning] read-only [/]: actions are hidden."),

@@ -6,11 +6,16 @@ from textual.content import Content
 
 from .text_line import TextLine
 
-TABS = (("workflows", "1", "Workflows"), ("agents", "2", "Agents"), ("events", "3", "Events"))
+TABS = (
+    ("workflows", "1", "Workflows"),
+    ("agents", "2", "Agents"),
+    ("events", "3", "Events"),
+    ("schedules", "4", "Schedules"),
+)
 
 
 class AppBar(TextLine):
-    """``redisflow  1 Workflows  2 Agents  3 Events ....  ● connected redis://...``."""
+    """``redisflow  1 Workflows  2 Agents  3 Events  4 Schedules ....  ● live redis://...``."""
 
     DEFAULT_CSS = """
     AppBar {

@@ -18,8 +18,16 @@ class TextLine(Static):
         self._last: Content | str | None = None
 
     def set(self, content: Content | str) -> None:
-        """Show ``content`` unless it is already shown."""
-        if content == self._last:
+        """Show ``content`` unless it is already shown (same text and same styles)."""
+        if _same(content, self._last):
             return
         self._last = content
         self.update(content, layout=False)
+
+
+def _same(a: Content | str, b: Content | str | None) -> bool:
+    # Content's == compares the plain text alone: a change of colour or of a
+    # highlighted part must still repaint
+    if isinstance(a, Content) and isinstance(b, Content):
+        return a.plain == b.plain and a.spans == b.spans
+    return type(a) is type(b) and a == b

@@ -7,12 +7,11 @@ from textual.content import Content
 from engine import Stats
 
 from ..data.dag import GLYPH
+from ..data.home import WORKFLOW_STATES
 from .looks import WORKFLOW_GLYPH, markup_var
 from .text_line import TextLine
 
-WORKFLOW_ORDER = (
-    "running", "paused", "queued", "scheduled", "succeeded", "failed", "cancelled"
-)  # fmt: skip
+WORKFLOW_ORDER = WORKFLOW_STATES
 TASK_ORDER = (
     "running", "ready", "waiting", "succeeded", "failed", "upstream_failed", "skipped", "cancelled",
 )  # fmt: skip
@@ -30,6 +29,9 @@ class StateTotals(TextLine):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        # the workflow states are links (filters): Textual would paint them all in the
+        # link colour; each keeps its state's colour instead
+        self.auto_links = False
         self.stats: Stats | None = None
         self.selected: str | None = None
         self._key: object = ()

@@ -86,7 +86,7 @@ async def test_state_filter_and_name_search(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: len(table(app).wids) == 3)
-        for _ in range(4):  # all → running → paused → succeeded → failed
+        for _ in range(6):  # all → running → paused → queued → scheduled → succeeded → failed
             await pilot.press("s")
         await wait_for(pilot, lambda: table(app).wids == [bad], what="failed only")
         await pilot.press("escape")

@@ -6,11 +6,11 @@ import pytest
 from support import drain
 
 from demos import shapes
-from engine import Engine, Event
+from engine import Engine, Event, WorkflowState
 from redisflow_tui.data import actions
 from redisflow_tui.data.clock import Clock, format_age, format_duration
 from redisflow_tui.data.events import EventLog, detail
-from redisflow_tui.data.home import HomeQuery, progress_bar, read_page
+from redisflow_tui.data.home import WORKFLOW_STATES, HomeQuery, progress_bar, read_page
 from redisflow_tui.data.rates import Rates
 
 
@@ -58,10 +58,14 @@ def test_formatting() -> None:
 def test_home_query_cycles_states() -> None:
     q = HomeQuery()
     seen = []
-    for _ in range(7):
+    for _ in range(8):
         q = q.next_state()
         seen.append(q.state)
-    assert seen == ["running", "paused", "succeeded", "failed", "cancelled", "scheduled", None]
+    # the totals line's order: live, waiting to start, ended; every state once
+    assert sorted(WORKFLOW_STATES) == sorted(s.value for s in WorkflowState)
+    assert seen == [
+        "running", "paused", "queued", "scheduled", "succeeded", "failed", "cancelled", None,
+    ]  # fmt: skip
     assert HomeQuery(state="failed", name="etl").describe() == 'failed workflows named "etl"'
 
 

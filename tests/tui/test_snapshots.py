@@ -61,7 +61,7 @@ def test_home_failed_filter(snap_compare: Any, seeded: dict[str, str], console: 
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        await pilot.press("s", "s", "s", "s")
+        await pilot.press(*"ssssss")  # running, paused, queued, scheduled, succeeded, failed
         table = app.screen.query_one(WorkflowTable)
         await wait_for(pilot, lambda: table.wids == [seeded["bad"]])
 
@@ -143,6 +143,66 @@ def test_confirm_cleanup_all(snap_compare: Any, seeded: dict[str, str], console:
         await settled(app)(pilot)
         await pilot.press("C")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+@pytest.fixture()
+def scheduled(seeded: dict[str, str], engine: Engine) -> None:
+    """Templates with runs, and schedules whose ticks fall at fixed times (from 2031)."""
+    from engine.schedules import parse_schedule
+
+    engine.put_template(
+        "name: report\ntasks:\n  - name: extract\n  - name: load\n    after: [extract]\n",
+        source="report.yaml",
+    )
+    engine.put_template(
+        "name: deploy\nconcurrency: {key: scope, limit: 1}\ntasks:\n  - name: ship\n",
+        source="templates/deploy.yaml",
+    )
+    later = "2031-01-01T00:00"
+    for spec in (
+        {"name": "nightly-report", "template": "report", "cron": "0 2 * * *",
+         "timezone": "Europe/Paris", "start_at": later},
+        {"name": "deploy-eu", "template": "deploy", "every": "15m", "offset": "5m",
+         "input": {"scope": "eu"}, "overlap": "buffer_one", "start_at": later},
+        {"name": "weekly-audit", "template": "report", "cron": "30 9 * * 1-5",
+         "timezone": "America/New_York", "overlap": "cancel_other", "paused": True},
+        {"name": "q1-backfill", "template": "report", "every": "1h", "end_at": "2024-03-31"},
+    ):  # fmt: skip
+        engine.put_schedule(parse_schedule(spec))
+    engine.run("deploy", {"scope": "eu"})
+    engine.trigger_schedule("nightly-report")
+    engine.trigger_schedule("nightly-report")  # skipped: the first run has not ended
+
+
+def _schedules(app: RedisflowApp, *keys: str) -> Callable[[Any], Any]:
+    async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.link[0] is True)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: len(app.screen.query("#schedules")) == 1)
+        await wait_for(pilot, lambda: app.screen.query_one("#schedules").row_count == 4)
+        await pilot.press(*keys)
+        await pilot.pause(0.4)
+
+    return run_before
+
+
+def test_schedules(snap_compare: Any, scheduled: None, console: Any) -> None:
+    app = console()
+    run_before = _schedules(app, "tab", "down")  # the schedules: nightly-report
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_schedule_detail(snap_compare: Any, scheduled: None, console: Any) -> None:
+    app = console()
+
+    async def run_before(pilot: Any) -> None:
+        # deploy-eu: nightly-report's last tick would show today's date
+        await _schedules(app, "tab", "enter")(pilot)
+        runs = app.screen.query_one("#detail-runs")
+        await wait_for(pilot, lambda: runs.row_count == 1)
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

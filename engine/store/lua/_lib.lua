@@ -75,6 +75,7 @@ local K_AGENTS_STATE = P .. ':agents:state'
 local K_EVENTS = P .. ':events'
 local K_EVCHAN = P .. ':ev'
 local K_EXPAND = P .. ':expand'
+local K_SNAMES = P .. ':snames'
 local K_CC = P .. ':cc'
 local K_EXPIRE = P .. ':expire'
 local K_SWEEP = P .. ':sweep'
@@ -98,6 +99,9 @@ local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
+-- A schedule's fired ticks (a zset, the dedup of one run per tick; its hash is
+-- k_schedule: spec v nt nx lt cur paused pof ls le runs skipped missed buffered).
+local function k_sticks(name) return P .. ':stk:' .. name end
 local function k_gate_queue(g) return P .. ':cq:' .. g end
 local function k_idem(key) return P .. ':ik:' .. key end
 local function k_by_template(tp) return P .. ':wt:' .. tp end
@@ -1778,6 +1782,13 @@ local function each_held(agent, visit)
       redis.call('SREM', k_running(agent), member)
     end
   end
+end
+
+-- A schedule's event: ["schedule.<kind>", wid (its run, or 0), -1, {"schedule": name, ...}];
+-- `more` is the rest of that object as JSON (',"tick":123'), or ''.
+local function schedule_event(kind, wid, name, more)
+  events[#events + 1] = '["schedule.' .. kind .. '",' .. (wid or 0) .. ',-1,{"schedule":'
+    .. cjson.encode(name) .. more .. '}]'
 end
 
 -- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
