@@ -148,7 +148,13 @@ class Engine:
             raise UnreachableError(f"cannot log in to Redis at {redact(url)}: {e}") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
-        return cls(client, embedded=embedded, **options)
+        try:
+            return cls(client, embedded=embedded, **options)
+        except Exception:  # e.g. a --shards other than the deployment's: close, then say so
+            client.close()
+            if embedded is not None:
+                embedded.stop()
+            raise
 
     @property
     def url(self) -> str:
