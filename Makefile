@@ -1,12 +1,13 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
 #   make test   installs into .venv (redis-server included) and runs the whole suite
+#   make test-cluster  the Redis-semantics tests on a local 3-master Redis Cluster
 #   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chaos lint bench screenshots clean
+.PHONY: demo test test-cluster chaos lint bench screenshots clean
 
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +22,12 @@ test: $(BIN)/redisflow
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict engine
 	$(BIN)/python -m pytest -q
+
+# The Redis-semantics tests again on a local 3-master Redis Cluster (tests/cluster_support.py)
+CLUSTER_TESTS := tests/test_cluster.py tests/test_transitions.py tests/test_dags.py \
+	tests/test_maps.py tests/test_agent.py tests/test_events.py tests/test_flow_control.py
+test-cluster: $(BIN)/redisflow
+	$(BIN)/python -m pytest -q --cluster $(CLUSTER_TESTS)
 
 chaos: $(BIN)/redisflow
 	RF_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s tests/test_chaos.py -k long

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -39,7 +39,8 @@ from engine.agent import ASYNC_CONCURRENCY, DEFAULT_CONCURRENCY
 from engine.store.codec import encode_input
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
-from engine.urls import url_of
+from engine.store.layout import is_cluster
+from engine.urls import open_client, url_of
 
 from .shapes import SHAPES, random_dag
 from .work import bench_handler
@@ -117,6 +118,8 @@ class BenchResult:
     push_cpu_s: float = 0.0
     agents_cpu_s: float = 0.0
     redis_cpu_s: float | None = None
+    # on a Redis Cluster: each master's share of the Redis CPU, in percent
+    redis_cpu_split: dict[str, float] | None = None
     agent_us_per_task: float | None = None
     redis_us_per_task: float | None = None
     problems: list[str] = field(default_factory=list)
@@ -292,6 +295,9 @@ def redis_cpu_seconds(r: redis.Redis) -> float | None:
     CPU time, unlike elapsed time, barely moves when other processes compete for the
     cores, so it is the steadier measure of what each task costs Redis.
     """
+    if is_cluster(r):
+        by = redis_cpu_by_master(r)
+        return None if by is None else sum(by.values())
     kw = r.connection_pool.connection_kwargs
     if kw.get("host") not in ("127.0.0.1", "localhost", "::1"):
         return None
@@ -305,6 +311,20 @@ def redis_cpu_seconds(r: redis.Redis) -> float | None:
         return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, KeyError, redis.RedisError):
         return None
+
+
+def redis_cpu_by_master(r: redis.Redis) -> dict[str, float] | None:
+    """:func:`redis_cpu_seconds` of each master (``host:port``; ``""`` for a single Redis)."""
+    if not is_cluster(r):
+        cpu = redis_cpu_seconds(r)
+        return None if cpu is None else {"": cpu}
+    out: dict[str, float] = {}
+    for node in cast(Any, r).get_primaries():
+        cpu = redis_cpu_seconds(node.redis_connection)
+        if cpu is None:
+            return None
+        out[node.name] = cpu
+    return out
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -416,7 +436,7 @@ def run_bench(
     # (engine.url is the printable form, without them).
     url = url_of(engine.redis)
     agent_cfg = replace(cfg, url=url)
-    r = redis.Redis.from_url(url, decode_responses=True)
+    r = open_client(url, decode_responses=True)
     shards = engine.keys.all_shards()
     make = shape_factory(cfg.shape, cfg.seed, cfg.distinct)
     tasks_total = (
@@ -447,7 +467,7 @@ def run_bench(
 
         base_counters = read_counters(r, shards)
         baseline, peak_before = used_memory(r)
-        redis_cpu_before = redis_cpu_seconds(r)
+        redis_cpu_before = redis_cpu_by_master(r)
         monitor = Monitor(r, shards)
         monitor.peak = baseline
         monitor.start()
@@ -492,7 +512,7 @@ def run_bench(
         monitor.join()
         final = delta(read_counters(r, shards), base_counters)
         progress("run", _finished_tasks(final), tasks_total)
-        redis_cpu_after = redis_cpu_seconds(r)
+        redis_cpu_after = redis_cpu_by_master(r)
         used_end, peak_end = used_memory(r)
         peak = max(monitor.peak, used_end)
         if peak_end > peak_before:
@@ -518,11 +538,12 @@ def run_bench(
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=5)
-    redis_cpu = (
-        None
-        if redis_cpu_before is None or redis_cpu_after is None
-        else redis_cpu_after - redis_cpu_before
-    )
+    redis_cpu = split = None
+    if redis_cpu_before is not None and redis_cpu_after is not None:
+        used = {n: redis_cpu_after[n] - redis_cpu_before.get(n, 0.0) for n in redis_cpu_after}
+        redis_cpu = sum(used.values())
+        if is_cluster(r):
+            split = {n: round(100 * v / max(redis_cpu, 1e-9), 1) for n, v in sorted(used.items())}
 
     counted = recount(engine, wids)
     lat = sample_latency(engine, wids, cfg.latency_sample)
@@ -573,6 +594,7 @@ def run_bench(
         push_cpu_s=round(push_cpu, 3),
         agents_cpu_s=round(agents_cpu, 3),
         redis_cpu_s=None if redis_cpu is None else round(redis_cpu, 3),
+        redis_cpu_split=split,
         agent_us_per_task=round(agents_cpu / max(1, tasks_total) * 1e6, 1),
         redis_us_per_task=(
             None if redis_cpu is None else round(redis_cpu / max(1, tasks_total) * 1e6, 1)

@@ -31,6 +31,7 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, Task, Workflow
+from engine.urls import open_client
 
 from . import shapes
 
@@ -116,7 +117,7 @@ def _die_with_parent() -> None:
 
 def connect(url: str, namespace: str = "rf") -> Engine:
     """An engine on ``url`` (no embedded fallback: the demo always has a server)."""
-    client = redis.Redis.from_url(
+    client = open_client(
         url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
     )
     return Engine(client, namespace=namespace)

@@ -39,6 +39,7 @@ from engine.cli.common import (
     guarded,
     print_json,
 )
+from engine.store.layout import resolve as resolve_layout
 
 from .bench import SHAPE_NAMES, BenchConfig, BenchResult, run_bench
 
@@ -199,6 +200,8 @@ def summary_table(res: BenchResult) -> Table:
         row("bytes per task (pushed, not run)", f"{res.bytes_per_task_pushed:.0f}")
     if res.redis_us_per_task is not None:
         row("Redis CPU per task", f"{res.redis_us_per_task:.1f} us")
+    if res.redis_cpu_split:
+        row("Redis CPU by master", "  ".join(f"{v:.0f}%" for v in res.redis_cpu_split.values()))
     row("agents' CPU per task", f"{res.agent_us_per_task:.1f} us")
     row("ready-to-start p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
     row(
@@ -222,6 +225,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         if args.flush:
             engine.redis.flushdb()
+            resolve_layout(engine.redis, args.namespace, args.shards)  # stored again
         elif engine.embedded is None and engine.redis.exists(*_shard_stats(engine)):
             return fail(
                 f"namespace {args.namespace!r} at {engine.url} already holds data: the demo's "

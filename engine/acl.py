@@ -35,6 +35,9 @@ READS = (
 # What the agent loop reads outside its scripts (next retry due, idle check).
 # (expanding a map reads its parent's output and definition: HGET, HMGET, ZRANGEBYSCORE)
 AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
+# Storing the deployment's layout the first time (engine/store/layout.py): HSETNX, and
+# EXISTS to refuse a shard count other than the one its workflows were pushed with.
+LAYOUT = ("HSETNX", "EXISTS")
 AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's commands too)
@@ -51,10 +54,10 @@ def role_commands(role: str) -> list[str]:
     if role == "reader":
         wanted = {*BASE, *READS}
     elif role == "agent":
-        wanted = {*BASE, *RUN_SCRIPTS, *AGENT_READS}
+        wanted = {*BASE, *RUN_SCRIPTS, *AGENT_READS, *LAYOUT}
         wanted.update(*(script_commands(s) for s in AGENT_SCRIPTS))
     elif role == "operator":
-        wanted = {*BASE, *RUN_SCRIPTS, *READS}
+        wanted = {*BASE, *RUN_SCRIPTS, *READS, *LAYOUT}
         wanted.update(*(script_commands(s) for s in OPERATOR_SCRIPTS))
     else:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")

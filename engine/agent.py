@@ -621,7 +621,10 @@ class Agent:
                         if not self._store.heartbeat(shard, self.id, int(self.lease_s * 1000)):
                             self._lease_lost.set()
                 if now >= next_maintain:
-                    self.engine.maintain(max_lost=self.max_lost)
+                    # each shard's housekeeping is one agent's while it lives (reap.lua)
+                    self.engine.maintain(
+                        max_lost=self.max_lost, keeper=self.id, hold_s=3 * self.maintain_s
+                    )
                     next_maintain = time.monotonic() + self.maintain_s
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
                 log.warning("agent %s heartbeat failed: %s", self.id, e)

@@ -41,6 +41,7 @@ from .model import (
 from .rules import Plan
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
+from .store.layout import resolve as resolve_layout
 from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
@@ -86,7 +87,7 @@ class Engine:
         client: redis.Redis,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        shards: int = 1,
+        shards: int | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         event_cap: int = DEFAULT_EVENT_CAP,
         retention_s: float = DEFAULT_RETENTION_S,
@@ -95,7 +96,8 @@ class Engine:
         push_retry_s: float = PUSH_RETRY_S,
     ) -> None:
         self.redis = client
-        self.keys = Keyspace(namespace, shards)
+        # the stored layout, or a new one (engine/store/layout.py)
+        self.keys: Keyspace = resolve_layout(client, namespace, shards)
         self.max_payload = max_payload
         self.event_cap = event_cap
         self.retention_s = retention_s
@@ -113,11 +115,17 @@ class Engine:
         """Connect to ``url``, else ``REDISFLOW_URL``, else a private embedded redis-server.
 
         ``rediss://`` URLs take their TLS files as query options (``ssl_ca_certs``,
-        ``ssl_certfile``, ``ssl_keyfile``). Messages show the URL with its password as ***.
+        ``ssl_certfile``, ``ssl_keyfile``). ``redis+cluster://host:port`` (or
+        ``rediss+cluster://``) connects to a Redis Cluster through any of its nodes.
+        Messages show the URL with its password as ***.
+
+        ``shards`` (option): the deployment's shard count, stored in Redis by the first
+        client that gives it (on a cluster: one per master by default) and checked by
+        every later one (:mod:`engine.store.layout`).
 
         Raises :class:`UnreachableError` when Redis does not answer.
         """
-        from .urls import redact
+        from .urls import open_client, redact
 
         url = url or url_from_env()
         embedded = None
@@ -125,9 +133,11 @@ class Engine:
             embedded = EmbeddedRedis().start()
             url = embedded.url
         try:
-            client = redis.Redis.from_url(
+            client = open_client(
                 url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
             )
+        except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
+            raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
         except ValueError as e:
             if embedded is not None:
                 embedded.stop()
@@ -138,7 +148,13 @@ class Engine:
             raise UnreachableError(f"cannot log in to Redis at {redact(url)}: {e}") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
-        return cls(client, embedded=embedded, **options)
+        try:
+            return cls(client, embedded=embedded, **options)
+        except Exception:  # e.g. a --shards other than the deployment's: close, then say so
+            client.close()
+            if embedded is not None:
+                embedded.stop()
+            raise
 
     @property
     def url(self) -> str:
@@ -465,12 +481,20 @@ class Engine:
         """How many workflows :meth:`cleanup_finished` would remove now."""
         return self.store.count_finished(int((self.server_time() - older_than_s) * 1000))
 
-    def maintain(self, max_lost: int = 5, limit: int = 200) -> builtins.list[int]:
-        """One round of housekeeping on every shard (see ``reap.lua``); agents call this."""
+    def maintain(
+        self, max_lost: int = 5, limit: int = 200, keeper: str = "", hold_s: float = 0.0
+    ) -> builtins.list[int]:
+        """One round of housekeeping on every shard (see ``reap.lua``); agents call this
+        as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
+        round) is left to it."""
         totals = [0, 0, 0, 0]
         retention_ms = int(self.retention_s * 1000)
+        hold_ms = int(hold_s * 1000)
         for shard in self.keys.all_shards():
-            out, late = self.store.reap(shard, retention_ms, max_lost, limit)
+            reaped = self.store.reap(shard, retention_ms, max_lost, limit, keeper, hold_ms)
+            if reaped is None:
+                continue
+            out, late = reaped
             totals = [a + b for a, b in zip(totals, out, strict=True)]
             if late:  # attempts past their task's timeout fail as their agents would
                 self.store.time_out(shard, late)

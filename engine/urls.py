@@ -1,5 +1,8 @@
 """Redis URLs: TLS files folded in, credentials kept out of messages.
 
+``redis+cluster://host:port`` (``rediss+cluster://`` with TLS) names a Redis Cluster by
+any of its nodes: :func:`open_client` opens a ``redis.cluster.RedisCluster`` for it.
+
 A URL is the one thing a redisflow process hands another (``redisflow-demo`` to its
 agents, the console to its simulated deployment), so everything needed to connect rides in
 it: user, password, ``rediss://`` and the TLS files as redis-py query options
@@ -10,13 +13,44 @@ printed.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import redis
 
 TLS_OPTIONS = {"ca": "ssl_ca_certs", "cert": "ssl_certfile", "key": "ssl_keyfile"}
-_USERINFO = re.compile(r"^([a-z]+://)([^@/?#]*)@")
+_USERINFO = re.compile(r"^([a-z+]+://)([^@/?#]*)@")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``)."""
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def as_cluster_url(url: str) -> str:
+    """``url`` as a cluster URL: ``redis://`` becomes ``redis+cluster://``."""
+    parts = urlsplit(url)
+    if parts.scheme in ("redis", "rediss"):
+        return urlunsplit(parts._replace(scheme=parts.scheme + "+cluster"))
+    if parts.scheme in CLUSTER_SCHEMES:
+        return url
+    raise ValueError(f"a cluster needs a redis:// or rediss:// URL, not {redact(url)}")
+
+
+def open_client(url: str, **options: Any) -> redis.Redis:
+    """A client for ``url``: ``redis.Redis``, or for a cluster URL a ``RedisCluster``
+    (typed as ``redis.Redis``: the engine uses the commands both share, and asks
+    :func:`engine.store.layout.is_cluster` where they differ). Raises ValueError for a
+    URL redis-py cannot read."""
+    if not is_cluster_url(url):
+        return redis.Redis.from_url(url, **options)
+    from redis.cluster import RedisCluster
+
+    parts = urlsplit(url)
+    plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
+    options.pop("health_check_interval", None)
+    return cast(redis.Redis, RedisCluster.from_url(plain, **options))
 
 
 def redact(url: str) -> str:
@@ -38,7 +72,7 @@ def with_tls(
     if not files:
         return url
     parts = urlsplit(url)
-    if parts.scheme != "rediss":
+    if parts.scheme not in ("rediss", "rediss+cluster"):
         raise ValueError(f"TLS options need a rediss:// URL, not {redact(url)}")
     if bool(cert) != bool(key):
         raise ValueError("a TLS client certificate needs its key, and a key its certificate")
@@ -49,6 +83,11 @@ def with_tls(
 def url_of(client: redis.Redis) -> str:
     """The full URL ``client`` connects with, credentials and TLS files included: to hand
     to another process of the same deployment, never to print (see :func:`redact`)."""
+    from .store.layout import is_cluster
+
+    if is_cluster(client):
+        node = cast(Any, client).get_default_node()
+        return as_cluster_url(url_of(node.redis_connection)).replace("/0", "", 1)
     kw: dict[str, Any] = client.connection_pool.connection_kwargs
     db = kw.get("db", 0)
     cls = client.connection_pool.connection_class

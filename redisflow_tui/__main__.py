@@ -22,7 +22,7 @@ from redis.retry import Retry
 from engine import DefinitionError, EmbeddedRedis, Engine, UnreachableError
 from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
 from engine.definition import DEFAULT_MAX_PAYLOAD
-from engine.urls import redact
+from engine.urls import open_client, redact
 
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
@@ -57,18 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_engine(url: str, namespace: str, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Engine:
+def make_engine(
+    url: str, namespace: str, max_payload: int = DEFAULT_MAX_PAYLOAD, shards: int | None = None
+) -> Engine:
     """An engine for the console: calls time out and retry briefly, so a hung or gone
     server shows as lost within a second or two instead of freezing a read."""
-    client = redis.Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_connect_timeout=3,
-        socket_timeout=10,
-        health_check_interval=15,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-    )
-    return Engine(client, namespace=namespace, max_payload=max_payload)
+    try:
+        client = open_client(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=3,
+            socket_timeout=10,
+            health_check_interval=15,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        )
+    except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
+        raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
+    return Engine(client, namespace=namespace, max_payload=max_payload, shards=shards)
 
 
 def missing_module(names: Sequence[str]) -> str | None:
@@ -140,7 +145,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             return 0
         from .app import RedisflowApp
 
-        engine = make_engine(url, args.namespace, args.max_payload)
+        engine = make_engine(url, args.namespace, args.max_payload, args.shards)
         shown = redact(url)
         label = f"{shown} (private)" if embedded and not args.demo else shown
         if args.demo:
@@ -158,6 +163,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     except UnreachableError as e:
         print(f"redisflow-tui: {e}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except DefinitionError as e:  # e.g. --shards other than the deployment's
+        print(f"redisflow-tui: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     finally:
         if demo is not None:
             demo.stop()

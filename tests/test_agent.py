@@ -69,6 +69,7 @@ def test_one_agent_claims_across_its_types_by_priority(engine: Engine) -> None:
     assert order == ["y-high", "x-mid", "x-low", "y-low"]
 
 
+@pytest.mark.single_redis
 def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
     engine: Engine, redis_url: str
 ) -> None:
@@ -324,6 +325,7 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
     return fired
 
 
+@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_claim_whose_reply_is_lost_is_taken_back(
     redis_url: str, engine: Engine, concurrency: int
@@ -341,6 +343,7 @@ def test_a_claim_whose_reply_is_lost_is_taken_back(
     assert_stats_agree(engine)
 
 
+@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_an_outcome_whose_report_fails_is_sent_again(
     redis_url: str, engine: Engine, concurrency: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from engine_helpers import Hand, run_agent, wait_for
 
 from engine import Engine, Event, Task, Workflow
@@ -145,6 +146,7 @@ def test_the_stream_is_capped(redis_url: str) -> None:
         assert 10 <= length <= 10 + 100 + 30
 
 
+@pytest.mark.single_redis
 def test_finished_workflow_callbacks(engine: Engine) -> None:
     done: list[str] = []
     failed: list[str] = []
@@ -169,6 +171,7 @@ def test_finished_workflow_callbacks(engine: Engine) -> None:
     assert done == [good_id] and failed == [bad_id]
 
 
+@pytest.mark.single_redis
 def test_live_listener_sees_every_batch(engine: Engine) -> None:
     got: list[Event] = []
     finished = threading.Event()

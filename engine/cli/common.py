@@ -16,7 +16,7 @@ from ..acl import denied_command, permission_message
 from ..client import Engine
 from ..definition import DEFAULT_MAX_PAYLOAD
 from ..errors import DefinitionError, RedisflowError, UnreachableError
-from ..urls import with_tls
+from ..urls import as_cluster_url, with_tls
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -52,6 +52,21 @@ def connection_options() -> argparse.ArgumentParser:
             help=f"with a rediss:// URL: {what} (default: $REDISFLOW_TLS_{name.upper()})",
         )
     p.add_argument(
+        "--cluster",
+        action="store_true",
+        default=os.environ.get("REDISFLOW_CLUSTER", "") not in ("", "0"),
+        help="the --url names a node of a Redis Cluster (as redis+cluster://host:port does; "
+        "default: $REDISFLOW_CLUSTER)",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=os.environ.get("REDISFLOW_SHARDS") or None,  # argparse applies type=int
+        metavar="N",
+        help="the deployment's shard count, stored in Redis the first time and checked "
+        "after (default: the stored count; else 1, or one per master on a cluster)",
+    )
+    p.add_argument(
         "--namespace",
         default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
         help="key prefix of the deployment (default: rf)",
@@ -75,9 +90,12 @@ def connection_url(args: argparse.Namespace) -> str | None:
     if not args.url:
         if any(tls):
             raise DefinitionError("--tls-ca/--tls-cert/--tls-key need a rediss:// --url")
+        if getattr(args, "cluster", False):
+            raise DefinitionError("--cluster needs a --url naming a node of the cluster")
         return None
     try:
-        return with_tls(args.url, *tls)
+        url = as_cluster_url(args.url) if getattr(args, "cluster", False) else args.url
+        return with_tls(url, *tls)
     except ValueError as e:
         raise DefinitionError(str(e)) from None
 
@@ -85,10 +103,12 @@ def connection_url(args: argparse.Namespace) -> str | None:
 def connect(args: argparse.Namespace, **options: Any) -> Engine:
     """Connect as the options say; say so on stderr when falling back to a private Redis."""
     global _user
+    options.setdefault("shards", getattr(args, "shards", None))
     engine = Engine.connect(
         connection_url(args), namespace=args.namespace, max_payload=args.max_payload, **options
     )
-    _user = engine.redis.connection_pool.connection_kwargs.get("username")
+    pool = getattr(engine.redis, "connection_pool", None)  # a cluster client has one per node
+    _user = pool.connection_kwargs.get("username") if pool is not None else None
     if engine.embedded is not None:
         print(
             f"redisflow: no --url or REDISFLOW_URL: using a private Redis at {engine.url} "

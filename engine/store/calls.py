@@ -64,7 +64,9 @@ class TimedOut:
     timeout_ms: int
 
 
-def _reaped(reply: Any) -> tuple[list[int], list[TimedOut]]:
+def _reaped(reply: Any) -> tuple[list[int], list[TimedOut]] | None:
+    if len(reply) == 1:  # another agent looks after this shard
+        return None
     *counts, late = reply
     return [int(x) for x in counts], [
         TimedOut(str(w), str(i), int(a), str(g), int(t)) for w, i, a, g, t in late
@@ -221,11 +223,19 @@ class Calls:
         self.scripts.run(Call("stop", [shard.agents_live], args, _int))
 
     def reap(
-        self, shard: ShardKeys, retention_ms: int, max_lost: int, limit: int
-    ) -> tuple[list[int], list[TimedOut]]:
+        self,
+        shard: ShardKeys,
+        retention_ms: int,
+        max_lost: int,
+        limit: int,
+        keeper: str = "",
+        hold_ms: int = 0,
+    ) -> tuple[list[int], list[TimedOut]] | None:
         """reap.lua: {agents reaped, tasks requeued, retries promoted, workflows cleaned},
-        and the attempts past their timeout, which :meth:`time_out` then fails."""
-        args = [*self._common(shard), retention_ms, max_lost, limit]
+        and the attempts past their timeout, which :meth:`time_out` then fails. With a
+        ``keeper`` (an agent id) the shard's housekeeping is that agent's for ``hold_ms``;
+        None when another agent holds it."""
+        args = [*self._common(shard), retention_ms, max_lost, limit, keeper, hold_ms]
         return self.scripts.run(Call("reap", [shard.agents_live], args, _reaped))
 
     def time_out(self, shard: ShardKeys, late: Sequence[TimedOut]) -> int:

@@ -14,6 +14,7 @@ from typing import cast
 from ..model import Stats
 from .codec import F_CREATED, parse_record, step_field
 from .keys import ShardKeys
+from .layout import is_cluster
 from .reads import Reads
 
 ENDED = ("succeeded", "failed")  # the P:stats counters n:<state> (they only grow)
@@ -47,12 +48,15 @@ def read_gauges(reads: Reads) -> Gauges:
     keys = reads.keys
     stats = reads.stats()
     pipe = reads.redis.pipeline(transaction=False)
-    pipe.time()
+    cluster = is_cluster(reads.redis)  # a cluster pipeline takes keyed commands only
+    if not cluster:
+        pipe.time()
     for shard in keys.all_shards():
         pipe.hmget(shard.stats, [f"n:{s}" for s in ENDED])
         pipe.zrange(shard.schedules_due, 0, 0, withscores=True)
     pipe.hgetall(keys.shard(0).http_counters)
-    (sec, usec), *rows = pipe.execute()
+    rows = pipe.execute()
+    sec, usec = reads.redis.time() if cluster else rows.pop(0)
     now_ms = int(sec) * 1000 + int(usec) // 1000
     http = cast("dict[str, str]", rows.pop())
     ended = dict.fromkeys(ENDED, 0)

@@ -72,6 +72,8 @@ key                           type    holds
 ``P:truns``                   hash    template -> how many runs were pushed here
 ``P:expire``                  zset    finished workflows with a retention of their own
                                       (field ``tl``), scored by when they go
+``P:hk``                      string  the agent that does this shard's housekeeping, for
+                                      a few housekeeping rounds (reap.lua renews it)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
 ============================  ======  =====================================================
@@ -89,6 +91,19 @@ Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
 ``T:http``                    hash    the HTTP server's counters: ``rejected:<reason>``,
                                       ``accepted:<trigger>``, ``duplicate:<trigger>``
 ============================  ======  =====================================================
+
+The deployment's layout lives beside shard 0, under the fixed tag ``{<namespace>:0}``
+(``C = <namespace>:{<namespace>:0}``), written once by the first client that sets it and
+read by every client (``engine/store/layout.py``):
+
+============================  ======  =====================================================
+``C:layout``                  hash    ``shards``: the shard count and each shard's hash
+                                      tag, ``"<n> <tag0> <tag1> ..."``
+============================  ======  =====================================================
+
+On a single Redis shard S's tag is ``<namespace>:S``; on a Redis Cluster the first
+client picks tags (``<namespace>:S`` or ``<namespace>:S.<k>``) whose slots spread the
+shards evenly over the masters, and every client after it reads them.
 
 Channels (pub/sub, fire-and-forget hints): ``P:wake:<type>`` contentless wake-ups for
 agents; ``P:ev`` the same JSON event batches that go into the stream; ``P:sched`` a
@@ -114,11 +129,12 @@ class ShardKeys:
 
     namespace: str
     shard: int
+    tag: str = ""  # the hash tag's text ("" for the default, "<namespace>:<shard>")
 
     @property
     def prefix(self) -> str:
         """The common prefix, hash tag included: ``ns:{ns:S}``."""
-        return f"{self.namespace}:{{{self.namespace}:{self.shard}}}"
+        return f"{self.namespace}:{{{self.tag or f'{self.namespace}:{self.shard}'}}}"
 
     def workflow(self, wid: int | str) -> str:
         return f"{self.prefix}:w:{wid}"
@@ -160,6 +176,10 @@ class ShardKeys:
     @property
     def template_runs(self) -> str:
         return f"{self.prefix}:truns"
+
+    @property
+    def housekeeper(self) -> str:
+        return f"{self.prefix}:hk"
 
     @property
     def expire(self) -> str:
@@ -297,10 +317,16 @@ class Keyspace:
 
     namespace: str = DEFAULT_NAMESPACE
     shards: int = 1
+    tags: tuple[str, ...] = ()  # each shard's hash tag, when not the default
 
     def shard(self, index: int) -> ShardKeys:
         """Keys of shard ``index``."""
-        return ShardKeys(self.namespace, index)
+        return ShardKeys(self.namespace, index, self.tags[index] if self.tags else "")
+
+    @property
+    def layout(self) -> str:
+        """The hash holding the deployment's shard count and tags (fixed tag of shard 0)."""
+        return f"{ShardKeys(self.namespace, 0).prefix}:layout"
 
     def shard_for(self, route: str) -> int:
         """The shard of everything routed by ``route`` (an idempotency key, a gate, a

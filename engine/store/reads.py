@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import json
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeAlias, cast
 
@@ -29,6 +30,7 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
+from .channels import ShardedPubSub
 from .codec import (
     BATCH_FIELD,
     D_MAP,
@@ -62,6 +64,8 @@ from .codec import (
     step_prefix,
 )
 from .keys import Keyspace, ShardKeys
+from .layout import is_cluster
+from .scripts import supports_shebang
 
 BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
 DEFINITION_CACHE = 400_000  # definition fields status() keeps between reads
@@ -88,6 +92,7 @@ class Reads:
         self._definitions: dict[str, dict[str, str]] = {}  # digest -> fields, oldest first
         self._definition_fields = 0
         self._lock = threading.Lock()
+        self._sharded: bool | None = None
 
     def server_time(self) -> float:
         """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
@@ -608,6 +613,8 @@ class Reads:
 
     def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
+        if is_cluster(self.redis) and self.keys.shards > 1:
+            return self._events_after_each(last_ids, block_ms)
         streams: dict[KeyT, StreamIdT] = {
             s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()
         }
@@ -623,6 +630,31 @@ class Reads:
                 last_ids[shard.shard] = entries[-1][0]
             out.extend(iter_stream(entries))
         return out
+
+    def _events_after_each(self, last_ids: dict[int, str], block_ms: int) -> list[Event]:
+        """events_after on a cluster: one XREAD per shard (a read cannot span slots),
+        pipelined, again every 50 ms until something arrives or ``block_ms`` passes;
+        merged by time."""
+        shards = self.keys.all_shards()
+        for s in shards:
+            if s.shard not in last_ids:  # "$" means "from now": take the last id now
+                last = cast(_Entries, self.redis.xrevrange(s.events, count=1))
+                last_ids[s.shard] = last[0][0] if last else "0-0"
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            pipe = self.redis.pipeline(transaction=False)
+            for s in shards:
+                pipe.xread({s.events: last_ids[s.shard]}, count=1000)
+            out: list[Event] = []
+            for s, reply in zip(shards, pipe.execute(), strict=True):
+                for _, entries in reply or []:
+                    if entries:
+                        last_ids[s.shard] = entries[-1][0]
+                    out.extend(iter_stream(entries))
+            if out or time.monotonic() >= deadline:
+                out.sort(key=lambda e: e.ts)
+                return out
+            time.sleep(0.05)
 
     def state(self, wid: str | int) -> WorkflowState:
         """The current state of one workflow."""
@@ -650,11 +682,14 @@ class Reads:
         """Seconds until the earliest retry backoff ends, or scheduled workflow starts, in
         ``shards`` (None: none waits)."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.time()
+        cluster = is_cluster(self.redis)  # a cluster pipeline takes keyed commands only
+        if not cluster:
+            pipe.time()
         for shard in shards:
             pipe.zrange(shard.delayed, 0, 0, withscores=True)
             pipe.zrange(shard.scheduled, 0, 0, withscores=True)
-        (sec, usec), *firsts = pipe.execute()
+        firsts = pipe.execute()
+        sec, usec = self.redis.time() if cluster else firsts.pop(0)
         now_ms = sec * 1000 + usec / 1000
         due = [first[0][1] for first in firsts if first]
         return max(0.0, (min(due) - now_ms) / 1000) if due else None
@@ -670,8 +705,20 @@ class Reads:
             pipe.hget(shard.stats, "t:running")
         return all(int(x or 0) <= 0 for x in pipe.execute())
 
+    @property
+    def sharded_channels(self) -> bool:
+        """Whether the scripts publish on sharded channels (a Redis 7 cluster)."""
+        if self._sharded is None:
+            self._sharded = is_cluster(self.redis) and supports_shebang(self.redis)
+        return self._sharded
+
     def pubsub(self, channels: Iterable[str]) -> Any:
-        """A pub/sub connection subscribed to ``channels`` (ignoring subscribe replies)."""
+        """A pub/sub connection subscribed to ``channels`` (ignoring subscribe replies);
+        on a Redis 7 cluster, sharded subscriptions on each channel's master."""
+        if self.sharded_channels:
+            sharded = ShardedPubSub(self.redis)
+            sharded.subscribe(*channels)
+            return sharded
         ps = self.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         channels = list(channels)
         if channels:
@@ -680,12 +727,17 @@ class Reads:
 
     def keyspace_channel(self, key: str) -> str:
         """The keyspace-notification channel of ``key`` in this client's database."""
+        if is_cluster(self.redis):
+            return f"__keyspace@0__:{key}"
         db = self.redis.connection_pool.connection_kwargs.get("db", 0)
         return f"__keyspace@{db}__:{key}"
 
     def enable_keyspace_events(self, needed: str) -> bool:
         """Add the flags ``needed`` (e.g. ``Kh``) to ``notify-keyspace-events``, keeping
-        every flag already set; ``False`` when the server does not allow ``CONFIG``."""
+        every flag already set; ``False`` when the server does not allow ``CONFIG``, and
+        on a cluster (notifications are node-local: watchers read the event channels)."""
+        if is_cluster(self.redis):
+            return False
         try:
             current = self.redis.config_get("notify-keyspace-events").get(
                 "notify-keyspace-events", ""

@@ -16,6 +16,7 @@ from typing import Any, cast
 import redis
 
 from .keys import Keyspace, ShardKeys
+from .layout import is_cluster
 from .scripts import Call, Scripts
 
 # Fields of P:s:<name> (schedule.lua, tick.lua; the workflow-end code writes ls, le and
@@ -232,9 +233,12 @@ class ScheduleStore:
         most ``limit``, earliest first), and the earliest due time still to come (None:
         nothing waits; now: more are due than were read). One round trip."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.time()
+        cluster = is_cluster(self.redis)  # a cluster pipeline takes keyed commands only
+        if not cluster:
+            pipe.time()
         pipe.zrange(shard.schedules_due, 0, limit, withscores=True)
-        (sec, usec), first = pipe.execute()
+        *clock, first = pipe.execute()
+        sec, usec = self.redis.time() if cluster else clock[0]
         now = int(sec) * 1000 + int(usec) // 1000
         due = [(str(n), int(s)) for n, s in first if s <= now][:limit]
         later = next((int(s) for _, s in first if s > now), None)

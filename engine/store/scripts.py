@@ -25,6 +25,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import LeaseLostError, NotFoundError, StateError
+from .layout import is_cluster
 
 SCRIPT_NAMES = (
     "push",
@@ -136,9 +137,13 @@ def lib_for(text: str) -> str:
 
 
 @cache
-def script_source(name: str, shebang: bool = False) -> str:
+def script_source(name: str, shebang: bool = False, sharded: bool = False) -> str:
     """The full source of script ``name``: the shared helpers it uses, the permission
-    guard, then its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first."""
+    guard, then its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first. With
+    ``sharded`` (a Redis 7 cluster) its channels are sharded ones: SPUBLISH reaches the
+    subscribers of the shard's own master, where PUBLISH goes to every node."""
+    if sharded:
+        return script_source(name, shebang).replace("'PUBLISH'", "'SPUBLISH'")
     need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
     guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
     body = f"{guard}\n{_lua(name)}\nflush()"
@@ -189,8 +194,9 @@ class Scripts:
         # only reads never runs a script (nor needs the permission to).
         if self._registered is None:
             shebang = supports_shebang(self.client)
+            sharded = shebang and is_cluster(self.client)  # SPUBLISH: Redis 7 clusters
             self._registered = {
-                name: self.client.register_script(script_source(name, shebang))
+                name: self.client.register_script(script_source(name, shebang, sharded))
                 for name in SCRIPT_NAMES
             }
         return self._registered

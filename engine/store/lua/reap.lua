@@ -7,9 +7,19 @@
 --  5. attempts past their task's timeout are returned, for the caller to fail (timed_out).
 -- KEYS[1]  P:agents:live
 -- ARGV[3] retention ms (0 = keep forever); ARGV[4] max lost leases per task;
--- ARGV[5] at most this many workflows cleaned per call.
+-- ARGV[5] at most this many workflows cleaned per call;
+-- ARGV[6] the agent asking ("" for anyone), ARGV[7] ms: with an agent, this shard's
+--         housekeeping is its own for that long (P:hk), renewed by each of its calls, and
+--         a call by another agent meanwhile does nothing and returns {-1}: each shard is
+--         looked after by one agent at a time, not by every agent.
 -- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned, {timed out
 -- attempts: {wid, idx, attempt, agent, timeout ms}...}}.
+local keeper = ARGV[6] or ''
+if keeper ~= '' then
+  local owner = redis.call('GET', K_HK)
+  if owner and owner ~= keeper then return {-1} end
+  redis.call('PSETEX', K_HK, ARGV[7], keeper)
+end
 local retention = tonumber(ARGV[3])
 local max_lost = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
