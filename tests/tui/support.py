@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual.css.query import NoMatches
 from textual.pilot import Pilot
 
 from engine import Agent, Engine, Task, TaskFailed
@@ -14,12 +15,22 @@ from engine import Agent, Engine, Task, TaskFailed
 async def wait_for(
     pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 8.0, what: str = ""
 ) -> None:
-    """Let the app run until ``predicate()`` is true (fail after ``timeout`` seconds)."""
+    """Let the app run until ``predicate()`` is true (fail after ``timeout`` seconds).
+
+    A widget the predicate queries that is not mounted yet (a screen pushed but still
+    composing, on a loaded machine) counts as not yet."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not _holds(predicate):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or predicate}")
         await pilot.pause(0.05)
+
+
+def _holds(predicate: Callable[[], Any]) -> bool:
+    try:
+        return bool(predicate())
+    except NoMatches:
+        return False
 
 
 def ok_or_fail(task: Task) -> Any:
