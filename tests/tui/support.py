@@ -51,3 +51,11 @@ def widget_lines(widget: Any) -> list[str]:
         "".join(seg.text for seg in widget.render_line(y)).rstrip()
         for y in range(widget.size.height)
     ]
+
+
+def workflow_open(app: Any) -> bool:
+    """Whether the app shows a workflow's screen with its widgets mounted (pushing a
+    screen returns before it has composed)."""
+    from redisflow_tui.screens.workflow import WorkflowScreen
+
+    return isinstance(app.screen, WorkflowScreen) and bool(app.screen.query("#dag"))

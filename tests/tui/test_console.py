@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import drain, wait_for, widget_lines
+from support import drain, wait_for, widget_lines, workflow_open
 from textual.widgets import Footer, Input
 
 from demos import shapes
@@ -168,7 +168,7 @@ async def test_retry_workflow_and_one_task(
         drain(engine)  # fails again
         await wait_for(pilot, lambda: engine.state(wid) == "failed")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
         await wait_for(pilot, lambda: screen.view.status is not None)
@@ -227,7 +227,7 @@ async def test_dag_view_shows_live_states(
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen.focused, Input))
         await pilot.press(*wid, "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         dag = app.screen.query_one(DagView)
         await wait_for(pilot, lambda: dag.layout_ is not None, what="layout")
         await wait_for(
@@ -258,7 +258,7 @@ async def test_big_workflow_opens_grouped(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
         await wait_for(pilot, lambda: bool(screen.query(DagView)), what="the graph mounted")
@@ -321,7 +321,7 @@ async def test_agents_and_events_screens(
         log.focus()
         log.cursor = 0
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         assert app.screen.wid == wid
 
 
@@ -363,7 +363,7 @@ async def test_help_and_palette(engine: Engine, console: Callable[..., Redisflow
         await pilot.press(*f"workflow {wid}")
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         assert app.screen.wid == wid
 
 
@@ -416,7 +416,7 @@ async def test_the_workflow_screen_shows_the_runs_input(
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: table(app).wids == [wid])
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
         await wait_for(pilot, lambda: screen.view.status is not None)

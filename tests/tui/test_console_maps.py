@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from support import wait_for, widget_lines
+from support import wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, Workflow
 from redisflow_tui.app import RedisflowApp
@@ -58,7 +58,7 @@ def detail(screen: WorkflowScreen) -> str:
 
 async def open_workflow(app: RedisflowApp, pilot: Any, wid: str) -> WorkflowScreen:
     app.goto(wid)
-    await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+    await wait_for(pilot, lambda: workflow_open(app))
     screen = app.screen
     assert isinstance(screen, WorkflowScreen)
     await wait_for(

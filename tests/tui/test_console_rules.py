@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support import wait_for, widget_lines
+from support import wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, TaskFailed, load_file
 from redisflow_tui.app import RedisflowApp
@@ -35,7 +35,7 @@ async def test_a_failure_branch_as_an_operator_sees_it(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
         dag = screen.query_one(DagView)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
-from support import wait_for
+from support import wait_for, workflow_open
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -18,7 +18,6 @@ from redisflow_tui.screens.catalog_detail import ScheduleDetailScreen
 from redisflow_tui.screens.confirm import ConfirmScreen
 from redisflow_tui.screens.run_dialogs import RunInputScreen, RunPushedScreen
 from redisflow_tui.screens.schedules import SchedulesScreen
-from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.live_table import LiveTable
 
 SIZE = (160, 45)
@@ -112,7 +111,7 @@ async def test_run_a_template_with_an_input(
         assert engine.status(wid).input == {"day": 1}
         assert engine.count(template="report") == 2
         await pilot.press("o")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         assert app.screen.wid == wid
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import drain, wait_for
+from support import drain, wait_for, workflow_open
 
 from demos import shapes
 from engine import Engine, Workflow
@@ -72,7 +72,7 @@ def _open(app: RedisflowApp, wid: str, *keys: str, task: int = 0) -> Callable[[A
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
         dag = screen.query_one(DagView)

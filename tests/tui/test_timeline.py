@@ -6,12 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from engine_helpers import Hand
-from support import wait_for
+from support import wait_for, workflow_open
 
 from engine import Agent, Engine, Task, TaskFailed, Workflow
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.timeline import TimelineScreen
-from redisflow_tui.screens.workflow import WorkflowScreen
 
 SIZE = (120, 30)
 
@@ -46,7 +45,7 @@ async def test_attempts_retries_and_lost_leases_show_as_bars(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen))
         await wait_for(pilot, lambda: "transform ×3" in chart(app), what="the chart")
@@ -54,7 +53,7 @@ async def test_attempts_retries_and_lost_leases_show_as_bars(
         assert "extract ×2" in shown and "load" in shown and "█" in shown
         assert "failed, retried" in shown and "agent lost" in shown
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
 
 
 async def test_a_running_attempt_grows_live(
@@ -68,7 +67,7 @@ async def test_a_running_attempt_grows_live(
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         await pilot.press("l")
         await wait_for(pilot, lambda: "slow" in chart(app), what="the chart")
         screen = app.screen
@@ -97,7 +96,7 @@ async def test_timeouts_delays_and_deadlines_show_the_time_left(
     app = console()
     async with app.run_test(size=(160, 45)) as pilot:
         app.goto(wid)
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowScreen))
+        await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         header = lambda: str(screen.query_one("#wf-header").render())  # noqa: E731
         await wait_for(pilot, lambda: "deadline in" in header(), what="the deadline")
