@@ -48,6 +48,12 @@ class EventListener:
             except (redis.ConnectionError, redis.TimeoutError):
                 self._stop.wait(0.5)
                 continue
+            except (TypeError, AttributeError, ValueError):
+                # close() timed out waiting for this thread (a loaded machine) and closed
+                # the connection under the read: the listener is stopping anyway
+                if self._stop.is_set():
+                    return
+                raise
             if not msg or msg["type"] != "message":
                 continue
             try:
@@ -64,7 +70,7 @@ class EventListener:
     def close(self) -> None:
         """Stop listening."""
         self._stop.set()
-        self._thread.join(2)
+        self._thread.join(5)
         self._pubsub.close()
 
     def __enter__(self) -> EventListener:
