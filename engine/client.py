@@ -348,8 +348,10 @@ class Engine:
         if not wf.name:
             wf.name = name
         self.compile(wf)
-        version, _ = self.store.templates.put(name, text, source)
-        return self.store.templates.get(name, version)
+        version, new = self.store.templates.put(name, text, source)
+        info = self.store.templates.get(name, version)
+        info.new = new
+        return info
 
     def templates(self) -> builtins.list[TemplateInfo]:
         """Every template's latest version (without its text), by name."""

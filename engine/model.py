@@ -275,9 +275,12 @@ class TemplateInfo:
     source: str  # where its text came from (a file name)
     runs: int = 0  # runs of the template pushed so far, every version
     text: str | None = None  # the workflow file as it was put
+    new: bool = False  # put_template only: this put stored a new version
 
     def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        d = self.__dict__.copy()
+        del d["new"]
+        return d
 
 
 @dataclass(frozen=True)

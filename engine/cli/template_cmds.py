@@ -13,9 +13,8 @@ from .common import EXIT_OK, print_json
 
 
 def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
-    before = {t.name: t.version for t in engine.templates()}
     info = engine.put_template(read_file(args.file), name=args.name, source=args.file)
-    new = before.get(info.name) != info.version
+    new = info.new
     if args.json:
         print_json({"name": info.name, "version": info.version, "new": new})
     else:

@@ -1667,18 +1667,24 @@ local function push_workflows(a, token)
       write_all('HSET', wk, def.fields)
       if pieces then redis.call('HSET', wk, unpack(pieces)) end
       if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
-      if o then
-        if o.g then redis.call('HSET', wk, 'g', cjson.encode(o.g)) end
+      if o then  -- its options' fields in one write
+        local extra = {}
+        if o.g then extra[#extra + 1] = 'g'; extra[#extra + 1] = cjson.encode(o.g) end
         if o.key then
-          redis.call('HSET', wk, 'ik', o.key)
+          extra[#extra + 1] = 'ik'; extra[#extra + 1] = o.key
           redis.call('APPEND', k_idem(o.key), wid)
         end
         if o.tp then
-          redis.call('HSET', wk, 'tp', o.tp, 'tv', o.tv)
+          extra[#extra + 1] = 'tp'; extra[#extra + 1] = o.tp
+          extra[#extra + 1] = 'tv'; extra[#extra + 1] = o.tv
           redis.call('ZADD', k_by_template(o.tp), tonumber(wid), wid)
           redis.call('HINCRBY', K_TRUNS, o.tp, 1)
         end
-        if o.sn then redis.call('HSET', wk, 'sn', o.sn, 'tk', o.tk) end
+        if o.sn then
+          extra[#extra + 1] = 'sn'; extra[#extra + 1] = o.sn
+          extra[#extra + 1] = 'tk'; extra[#extra + 1] = o.tk
+        end
+        if #extra > 0 then redis.call('HSET', wk, unpack(extra)) end
       end
       all[#all + 1] = wid
       all[#all + 1] = wid
