@@ -37,7 +37,7 @@ import redis
 from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
-from .errors import LeaseLostError
+from .errors import LeaseLostError, NotReplicatedError
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
@@ -65,12 +65,15 @@ TRANSIENT_REPLIES = (
     redis.exceptions.ClusterDownError,
 )
 TRANSIENT_CODES = ("MISCONF", "BUSY ")
+SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
 
 
 def transient(error: BaseException) -> bool:
     """True for a failure that passes by itself: Redis away, restarting or overloaded."""
     if isinstance(error, redis.AuthenticationError):
         return False
+    if isinstance(error, NotReplicatedError):  # replicas behind or away: written, go on
+        return True
     if isinstance(error, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_REPLIES)):
         return True
     return isinstance(error, redis.ResponseError) and str(error).startswith(TRANSIENT_CODES)
@@ -150,6 +153,8 @@ class Agent:
         self.max_lost = max_lost
         self.processed = 0
         self.rejected = 0
+        self.unconfirmed = 0  # with wait_replicas: writes fewer replicas acknowledged
+        self._short_warned = -SHORT_WARN_S
         self._stopping = threading.Event()
         self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
@@ -195,7 +200,12 @@ class Agent:
     def _register(self) -> list[Task]:
         tasks: list[Task] = []
         for shard in self._shards:
-            tasks += self._store.register(shard, self.id, self._info(), int(self.lease_s * 1000))
+            try:
+                tasks += self._store.register(
+                    shard, self.id, self._info(), int(self.lease_s * 1000)
+                )
+            except NotReplicatedError as e:
+                tasks += self._short(e)[0]
         self._lease_lost.clear()
         self._registered = True
         if tasks:
@@ -254,7 +264,10 @@ class Agent:
             unstarted = [
                 t for t in self._unstarted if self.engine.keys.shard_of(t.workflow_id) == shard
             ]
-            self._store.stop(shard, self.id, unstarted)
+            try:
+                self._store.stop(shard, self.id, unstarted)
+            except NotReplicatedError as e:
+                self._short(e)
         self._unstarted.clear()
 
     # -- the loop -----------------------------------------------------------------------
@@ -515,7 +528,10 @@ class Agent:
         output). A failure leaves the rest to housekeeping, which finds them in Redis."""
         while self._to_expand:
             wid, c = self._to_expand.pop()
-            self._store.expand(wid, c)
+            try:
+                self._store.expand(wid, c)
+            except NotReplicatedError as e:
+                self._short(e)
 
     def _report(self) -> None:
         outcomes = self._collect()
@@ -538,12 +554,25 @@ class Agent:
         """Run a round trip; if the connection drops, keep its outcomes to send again."""
         try:
             return pipe.execute()
+        except NotReplicatedError as e:  # recorded on the master: nothing to send again
+            return self._short(e)
         except (redis.ConnectionError, redis.TimeoutError):
             self._keep(outcomes)
             # The server may have run the claims and only the replies were lost: those
             # tasks are recorded as ours, and nothing else would ever run them.
             self._resync = True
             raise
+
+    def _short(self, e: NotReplicatedError) -> list[Any]:
+        """Writes the replicas did not all acknowledge in time (``wait_replicas``): they
+        stand on the master and cannot be taken back, so the agent goes on with their
+        replies, counts them and says so (once per :data:`SHORT_WARN_S`)."""
+        self.unconfirmed += len(e.unconfirmed)
+        now = time.monotonic()
+        if now - self._short_warned >= SHORT_WARN_S:
+            self._short_warned = now
+            log.warning("agent %s: %s", self.id, e)
+        return e.results
 
     def _recover(self) -> None:
         """After a failed round trip: report everything, then take back what is ours."""
@@ -618,13 +647,20 @@ class Agent:
                 if now >= next_beat:
                     next_beat = now + self.heartbeat_s
                     for shard in self._shards:
-                        if not self._store.heartbeat(shard, self.id, int(self.lease_s * 1000)):
+                        try:
+                            alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
+                        except NotReplicatedError as e:
+                            alive = bool(self._short(e)[0])
+                        if not alive:
                             self._lease_lost.set()
                 if now >= next_maintain:
                     # each shard's housekeeping is one agent's while it lives (reap.lua)
-                    self.engine.maintain(
-                        max_lost=self.max_lost, keeper=self.id, hold_s=3 * self.maintain_s
-                    )
+                    try:
+                        self.engine.maintain(
+                            max_lost=self.max_lost, keeper=self.id, hold_s=3 * self.maintain_s
+                        )
+                    except NotReplicatedError as e:
+                        self._short(e)
                     next_maintain = time.monotonic() + self.maintain_s
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
                 log.warning("agent %s heartbeat failed: %s", self.id, e)

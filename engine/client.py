@@ -23,7 +23,13 @@ import redis
 from .definition import DEFAULT_MAX_PAYLOAD, Workflow
 from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
-from .errors import DefinitionError, NotFoundError, StateError, UnreachableError
+from .errors import (
+    DefinitionError,
+    NotFoundError,
+    NotReplicatedError,
+    StateError,
+    UnreachableError,
+)
 from .events import EventListener
 from .flow import Pushed, RunRequest, check_key, check_template_name
 from .loader import load_text
@@ -60,8 +66,14 @@ PUSH_BATCH_TASKS = 2048  # and about this many tasks
 PUSH_PIPELINE = 16  # push.lua calls per round trip
 EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
 PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
+DEFAULT_WAIT_TIMEOUT_MS = 1000  # with wait_replicas: how long a write waits for replicas
 # "count[17]" or "count.17" (as the console shows it): item 17 of map count
 ITEM_NAME = re.compile(r"^(.*?)(?:\[(\d+)\]|\.(\d+))$")
+
+
+def _span(ids: builtins.list[str]) -> str:
+    """A list of ids in a message: all of a few, else the first and last."""
+    return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} ... {ids[-1]}"
 
 
 def default_actor() -> str:
@@ -94,7 +106,13 @@ class Engine:
         embedded: EmbeddedRedis | None = None,
         actor: str | None = None,
         push_retry_s: float = PUSH_RETRY_S,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
+        if wait_replicas < 0:
+            raise DefinitionError(f"wait_replicas must be 0 or more, not {wait_replicas}")
+        if wait_timeout_ms < 0:
+            raise DefinitionError(f"wait_timeout_ms must be 0 or more, not {wait_timeout_ms}")
         self.redis = client
         # the stored layout, or a new one (engine/store/layout.py)
         self.keys: Keyspace = resolve_layout(client, namespace, shards)
@@ -102,7 +120,8 @@ class Engine:
         self.event_cap = event_cap
         self.retention_s = retention_s
         self.embedded = embedded
-        self.store = Store(client, self.keys, event_cap)
+        self.store = Store(client, self.keys, event_cap, wait_replicas, wait_timeout_ms)
+        self.wait_replicas = wait_replicas
         self.actor = actor or default_actor()
         self.push_retry_s = push_retry_s
         self._rr = itertools.count()
@@ -122,6 +141,11 @@ class Engine:
         ``shards`` (option): the deployment's shard count, stored in Redis by the first
         client that gives it (on a cluster: one per master by default) and checked by
         every later one (:mod:`engine.store.layout`).
+
+        ``wait_replicas`` (option, default 0): after every state change (each script
+        call or batch), wait for that many replicas to acknowledge it, up to
+        ``wait_timeout_ms`` (default 1000): fewer raise :class:`NotReplicatedError`
+        (the write stands on the master; see docs/cluster.md, Failover).
 
         Raises :class:`UnreachableError` when Redis does not answer.
         """
@@ -301,18 +325,36 @@ class Engine:
                 )
                 calls.append((part, call))
                 start = end
+        unconfirmed: builtins.list[int] = []  # runs whose WAIT fell short
         for at in range(0, len(calls), PUSH_PIPELINE):
             batch = self.store.batch()
             chunk = calls[at : at + PUSH_PIPELINE]
             for _, call in chunk:
                 batch.add(call)
-            for (part, _), result in zip(chunk, self._send_push(batch), strict=True):
+            try:
+                results, short = self._send_push(batch), []
+            except NotReplicatedError as e:  # written: go on, say so once all are sent
+                results, short = e.results, e.unconfirmed
+            for k, ((part, _), result) in enumerate(zip(chunk, results, strict=True)):
                 if isinstance(result, Exception):
                     raise result
                 for n, wid in zip(part, result, strict=True):
                     existing = wid.startswith("=")
                     out[n] = Pushed(wid[1:] if existing else wid, existing)
-        return [p for p in out if p is not None]
+                if k in short:
+                    unconfirmed.extend(part)
+        pushed = [p for p in out if p is not None]
+        if unconfirmed:
+            ids = [out[n].id for n in sorted(unconfirmed)]  # type: ignore[union-attr]
+            raise NotReplicatedError(
+                f"{len(ids)} of {len(pushed)} workflow(s) pushed but acknowledged by fewer "
+                f"than {self.wait_replicas} replica(s) in time (ids {_span(ids)}): they "
+                "exist, but a failover now could lose them; push them again with an "
+                "idempotency key to be sure",
+                builtins.list(pushed),
+                sorted(unconfirmed),
+            )
+        return pushed
 
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
         """Run a batch of push calls, sending it again while Redis is unreachable."""
@@ -489,16 +531,31 @@ class Engine:
         totals = [0, 0, 0, 0]
         retention_ms = int(self.retention_s * 1000)
         hold_ms = int(hold_s * 1000)
+        short: NotReplicatedError | None = None  # done on the master: the rest goes on
         for shard in self.keys.all_shards():
-            reaped = self.store.reap(shard, retention_ms, max_lost, limit, keeper, hold_ms)
+            try:
+                reaped = self.store.reap(shard, retention_ms, max_lost, limit, keeper, hold_ms)
+            except NotReplicatedError as e:
+                reaped, short = e.results[0], short or e  # type: ignore[assignment]
             if reaped is None:
                 continue
             out, late = reaped
             totals = [a + b for a, b in zip(totals, out, strict=True)]
-            if late:  # attempts past their task's timeout fail as their agents would
-                self.store.time_out(shard, late)
-            # maps whose expansion the agent that began it did not finish
-            self.store.expand_due(shard, older_than_ms=EXPAND_GRACE_MS)
+            # attempts past their task's timeout fail as their agents would; maps whose
+            # expansion the agent that began it did not finish are expanded
+            steps: builtins.list[Callable[[], int]] = (
+                [functools.partial(self.store.time_out, shard, late)] if late else []
+            )
+            steps.append(
+                functools.partial(self.store.expand_due, shard, older_than_ms=EXPAND_GRACE_MS)
+            )
+            for step in steps:
+                try:
+                    step()
+                except NotReplicatedError as e:
+                    short = short or e
+        if short is not None:
+            raise short
         return totals
 
     # -- reading ------------------------------------------------------------------------

@@ -35,3 +35,25 @@ class UnreachableError(RedisflowError):
     """Redis cannot be reached."""
 
     exit_code = 3
+
+
+class NotReplicatedError(RedisflowError):
+    """Written on the master, but fewer replicas than asked acknowledged it in time
+    (``wait_replicas``): the write stands, yet a failover before it reaches a replica
+    would lose it.
+
+    ``results`` holds every call's decoded reply (or error), as if none had fallen short;
+    ``unconfirmed`` the indexes of the calls whose WAIT fell short.
+    """
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        message: str,
+        results: list[object] | None = None,
+        unconfirmed: list[int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.results: list[object] = results or []
+        self.unconfirmed: list[int] = unconfirmed or []

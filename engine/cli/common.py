@@ -68,6 +68,23 @@ def connection_options() -> argparse.ArgumentParser:
         "after (default: the stored count; else 1, or one per master on a cluster)",
     )
     p.add_argument(
+        "--wait-replicas",
+        type=int,
+        default=os.environ.get("REDISFLOW_WAIT_REPLICAS") or 0,  # argparse applies type=int
+        metavar="N",
+        help="after every state change, WAIT for N replicas to have it; fewer in time is an "
+        "error, exit 3 (the write stands on the master; default: $REDISFLOW_WAIT_REPLICAS, "
+        "else 0: replication stays asynchronous)",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=int,
+        default=os.environ.get("REDISFLOW_WAIT_TIMEOUT") or 1000,
+        metavar="MS",
+        help="with --wait-replicas: how long each write waits for its replicas "
+        "(default: $REDISFLOW_WAIT_TIMEOUT, else 1000 ms)",
+    )
+    p.add_argument(
         "--namespace",
         default=os.environ.get("REDISFLOW_NAMESPACE", "rf"),
         help="key prefix of the deployment (default: rf)",
@@ -105,6 +122,11 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
     """Connect as the options say; say so on stderr when falling back to a private Redis."""
     global _user
     options.setdefault("shards", getattr(args, "shards", None))
+    for flag in ("wait_replicas", "wait_timeout"):
+        if getattr(args, flag, 0) < 0:
+            raise DefinitionError(f"--{flag.replace('_', '-')} must be 0 or more")
+    options.setdefault("wait_replicas", getattr(args, "wait_replicas", 0))
+    options.setdefault("wait_timeout_ms", getattr(args, "wait_timeout", 1000))
     url = connection_url(args)
     # the URL's user, named in permission errors (a refusal can come while connecting)
     _user = urlsplit(url).username if url else None

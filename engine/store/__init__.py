@@ -24,8 +24,15 @@ from .templates import Templates  # noqa: E402
 class Store(Calls, Reads, ScheduleStore):
     """Script calls and reads of one deployment."""
 
-    def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:
-        Calls.__init__(self, client, keys, event_cap)
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keyspace,
+        event_cap: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+    ) -> None:
+        Calls.__init__(self, client, keys, event_cap, wait_replicas, wait_timeout_ms)
         Reads.__init__(self, client, keys)
         self.templates = Templates(client, keys, self.scripts, event_cap)
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import redis
 
+from ..errors import NotReplicatedError
 from ..handlers import Task
 from ..mapping import DEFAULT_MAX_ITEMS, MapSpec, items_of
 from ..model import decode_json
@@ -96,11 +97,18 @@ def _ids(reply: Any) -> list[str]:
 class Calls:
     """The scripts of one deployment (a keyspace on one Redis)."""
 
-    def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keyspace,
+        event_cap: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+    ) -> None:
         self.redis = client
         self.keys = keys
         self.event_cap = event_cap
-        self.scripts = Scripts(client)
+        self.scripts = Scripts(client, wait_replicas, wait_timeout_ms)
 
     def _common(self, shard: ShardKeys) -> list[Any]:
         return [shard.prefix, self.event_cap]
@@ -247,11 +255,14 @@ class Calls:
             error = f"timed out after {_seconds(t.timeout_ms)} (the task's timeout)"
             by_agent.setdefault(t.agent, []).append((t.wid, t.idx, t.attempt, "err", error))
         recorded = 0
+        short: list[NotReplicatedError] = []
         for agent, outcomes in by_agent.items():
-            reported = self.scripts.run(self.complete_call(shard, agent, outcomes))
+            reported = self.scripts.run(self.complete_call(shard, agent, outcomes), short)
             recorded += sum(reported.codes)
             for wid, c in reported.expand:
-                self.expand(wid, c)
+                self._expand(wid, c, short)
+        if short:
+            raise short[0]
         return recorded
 
     # -- maps -----------------------------------------------------------------------------
@@ -264,6 +275,12 @@ class Calls:
         several agents may do this at once), or the map fails with the reason its
         parent's output cannot be mapped. The parent's output is decoded here, never in
         Lua."""
+        short: list[NotReplicatedError] = []
+        self._expand(wid, c, short)
+        if short:  # every slice was sent: the first shortfall is said once
+            raise short[0]
+
+    def _expand(self, wid: str, c: str, short: list[NotReplicatedError]) -> None:
         shard = self.keys.shard_of(wid)
         key = shard.workflow(wid)
         st, digest, stored, total = self.redis.hmget(key, [F_STATE, F_DIGEST, f"{c}h", f"{c}n"])
@@ -281,34 +298,44 @@ class Calls:
         limit = int(most or DEFAULT_MAX_ITEMS)
         items = items_of(output, spec, str(over_name), limit)
         if isinstance(items, str):
-            self._expand_call(shard, wid, c, 0, -1, [items])
+            self._expand_call(shard, wid, c, 0, -1, [items], short)
             return
         at = int(stored or 0)
         if not items:
-            self._expand_call(shard, wid, c, 0, 0, [])
+            self._expand_call(shard, wid, c, 0, 0, [], short)
             return
         encode = _encode_item
         while at < len(items):
             part = [encode(x) for x in items[at : at + self.EXPAND_SLICE]]
-            now = self._expand_call(shard, wid, c, at, len(items), part)
+            now = self._expand_call(shard, wid, c, at, len(items), part, short)
             if now != at + len(part):
                 return  # done by someone else, or the map is no longer waiting for items
             at = now
 
     def _expand_call(
-        self, shard: ShardKeys, wid: str, c: str, at: int, total: int, part: list[str]
+        self,
+        shard: ShardKeys,
+        wid: str,
+        c: str,
+        at: int,
+        total: int,
+        part: list[str],
+        short: list[NotReplicatedError],
     ) -> int:
         args = [*self._common(shard), wid, c, at, total, *part]
-        return self.scripts.run(Call("expand", [shard.workflow(wid)], args, _int))
+        return self.scripts.run(Call("expand", [shard.workflow(wid)], args, _int), short)
 
     def expand_due(self, shard: ShardKeys, older_than_ms: int = 0, limit: int = 20) -> int:
         """Expand the maps of ``shard`` waiting for their items (an agent that was doing it
         died): housekeeping. Returns how many were looked at."""
         before = self._now_ms() - older_than_ms
         due = self.redis.zrangebyscore(shard.expanding, "-inf", before, 0, limit)
+        short: list[NotReplicatedError] = []
         for member in due:
             wid, _, c = str(member).partition(":")
-            self.expand(wid, c)
+            self._expand(wid, c, short)
+        if short:
+            raise short[0]
         return len(due)
 
     def _now_ms(self) -> int:

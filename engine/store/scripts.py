@@ -24,7 +24,8 @@ from typing import Any, Generic, TypeVar
 import redis
 from redis.exceptions import NoScriptError
 
-from ..errors import LeaseLostError, NotFoundError, StateError
+from ..errors import LeaseLostError, NotFoundError, NotReplicatedError, StateError
+from .durable import send_waited
 from .layout import is_cluster
 
 SCRIPT_NAMES = (
@@ -182,10 +183,19 @@ class Call(Generic[T]):
 
 
 class Scripts:
-    """Every engine script registered on one Redis client."""
+    """Every engine script registered on one Redis client.
 
-    def __init__(self, client: redis.Redis) -> None:
+    With ``wait_replicas`` above 0 every call and batch is followed by ``WAIT
+    wait_replicas wait_timeout_ms`` on its own connection (:mod:`.durable`), and fewer
+    acknowledgements raise :class:`NotReplicatedError` once every reply is in.
+    """
+
+    def __init__(
+        self, client: redis.Redis, wait_replicas: int = 0, wait_timeout_ms: int = 1000
+    ) -> None:
         self.client = client
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self._registered: dict[str, Any] | None = None
 
     @property
@@ -204,8 +214,24 @@ class Scripts:
     def sha(self, name: str) -> str:
         return str(self._scripts[name].sha)
 
-    def run(self, call: Call[T]) -> T:
-        """Run one call (EVALSHA, loading the script if the server lacks it)."""
+    def run(self, call: Call[T], short: list[NotReplicatedError] | None = None) -> T:
+        """Run one call (EVALSHA, loading the script if the server lacks it).
+
+        With ``short`` (a list), a :class:`NotReplicatedError` is appended to it and the
+        reply returned, for a caller that goes on with further calls and raises after."""
+        if self.wait_replicas:
+            batch = self.batch()
+            batch.add(call)
+            try:
+                reply = batch.execute()[0]
+            except NotReplicatedError as e:
+                if short is None:
+                    raise
+                short.append(e)
+                reply = e.results[0]
+            if isinstance(reply, Exception):
+                raise reply
+            return reply  # type: ignore[no-any-return]
         try:
             reply = self._scripts[call.name](keys=call.keys, args=call.args)
         except redis.ResponseError as e:
@@ -243,7 +269,20 @@ class ScriptBatch:
     def __len__(self) -> int:
         return len(self.calls)
 
-    def _send(self, calls: list[Call[Any]]) -> list[Any]:
+    def _send(self, calls: list[Call[Any]], short: set[int]) -> list[Any]:
+        """Send ``calls``; with ``wait_replicas``, WAIT after them and add to ``short``
+        the indexes of those that ran with fewer acknowledgements than asked."""
+        scripts = self.scripts
+        if scripts.wait_replicas:
+            commands = [
+                (c.keys[0], ("EVALSHA", scripts.sha(c.name), len(c.keys), *c.keys, *c.args))
+                for c in calls
+            ]
+            replies, fell = send_waited(
+                scripts.client, commands, scripts.wait_replicas, scripts.wait_timeout_ms
+            )
+            short.update(fell)
+            return replies
         pipe = self.scripts.client.pipeline(transaction=False)
         for c in calls:
             pipe.execute_command(  # type: ignore[no-untyped-call]
@@ -253,14 +292,20 @@ class ScriptBatch:
 
     def execute(self) -> list[Any]:
         """Send every call; decoded replies in order, errors as exception objects (the
-        engine's own for script refusals)."""
-        replies = self._send(self.calls)
+        engine's own for script refusals). With ``wait_replicas``, calls that ran without
+        enough replicas' acknowledgements raise :class:`NotReplicatedError` carrying
+        every reply (``results``) and which fell short (``unconfirmed``)."""
+        short: set[int] = set()
+        replies = self._send(self.calls, short)
         missing = [k for k, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:
             self.scripts.load_all()
-            again = self._send([self.calls[k] for k in missing])
-            for k, reply in zip(missing, again, strict=True):
+            again_short: set[int] = set()
+            again = self._send([self.calls[k] for k in missing], again_short)
+            for j, (k, reply) in enumerate(zip(missing, again, strict=True)):
                 replies[k] = reply
+                if j in again_short:
+                    short.add(k)
         out: list[Any] = []
         for call, reply in zip(self.calls, replies, strict=True):
             if isinstance(reply, redis.ResponseError):
@@ -269,4 +314,12 @@ class ScriptBatch:
                 out.append(reply)
             else:
                 out.append(call.decode(reply))
+        if short:
+            raise NotReplicatedError(
+                f"{len(short)} of {len(self.calls)} write(s) were made on the master but "
+                f"acknowledged by fewer than {self.scripts.wait_replicas} replica(s) within "
+                f"{self.scripts.wait_timeout_ms} ms: a failover now could lose them",
+                out,
+                sorted(short),
+            )
         return out
