@@ -78,11 +78,7 @@ class LocalCluster:
         try:
             for _ in range(self.masters * (1 + self.replicas)):
                 server = EmbeddedRedis(port=cluster_port(), binary=binary)
-                server.extra_args = [
-                    "--cluster-enabled", "yes",
-                    "--cluster-config-file", f"nodes-{server.port}.conf",
-                    "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                ]  # fmt: skip
+                server.extra_args = self._node_args(server.port)
                 self.servers.append(server.start())
             self._form(time.monotonic() + timeout)
         except BaseException:
@@ -118,6 +114,35 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise UnreachableError("the local Redis Cluster did not form in time")
             time.sleep(0.05)
+
+    def add_replica(self, master_port: int, timeout: float = 30.0) -> EmbeddedRedis:
+        """Start one more node, join it to the cluster and make it a replica of the master
+        on ``master_port`` (a dead node's replacement after a failover); returns once it
+        has synced."""
+        binary = self.binary or find_redis_server()
+        server = EmbeddedRedis(port=cluster_port(), binary=binary)
+        server.extra_args = self._node_args(server.port)
+        self.servers.append(server.start())
+        deadline = time.monotonic() + timeout
+        with (
+            redis.Redis(port=server.port, decode_responses=True) as node,
+            redis.Redis(port=master_port, decode_responses=True) as master,
+        ):
+            _cluster(node, "MEET", "127.0.0.1", master_port)
+            master_id = str(_cluster(master, "MYID"))
+            self._until(deadline, lambda: any(master_id in n for n in _nodes(node)))
+            _cluster(node, "REPLICATE", master_id)
+            self._until(deadline, lambda: _ready(node))
+        return server
+
+    @staticmethod
+    def _node_args(port: int) -> list[str]:
+        return [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", f"nodes-{port}.conf",
+            "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+            "--repl-diskless-sync-delay", "0",  # replicas sync at once
+        ]  # fmt: skip
 
     def master_ports(self) -> list[int]:
         """The ports of the nodes that are masters now (after a failover, a replica's)."""

@@ -161,3 +161,33 @@ def test_on_a_cluster_a_push_is_on_its_masters_replica_when_it_returns() -> None
                 assert engine.status(wid).state == "succeeded"
     finally:
         cluster.stop()
+
+
+@pytest.mark.slow
+def test_pushes_ride_through_a_failover_with_wait_off_and_on() -> None:
+    from cluster_support import start_cluster
+
+    cluster = start_cluster(3, 1)
+    try:
+        plain = Engine.connect(cluster.url)
+        waited = Engine.connect(cluster.url, wait_replicas=1, wait_timeout_ms=100)
+        plain.push_many([chain(1)] * 3)
+        waited.push_many([chain(1)] * 3)  # both clients hold connections to every master
+        victim = plain.redis.get_node_from_key(plain.keys.shard(0).seq).port  # type: ignore[attr-defined]
+        server = next(s for s in cluster.servers if s.port == victim)
+        assert server.process is not None
+        server.process.kill()
+        # the push is sent again until the replica is promoted, then goes there
+        ids = plain.push_many([chain(1)] * 3)
+        assert all(plain.status(w).state == "running" for w in ids)
+        # the promoted master has no replica yet: its shard's run is written, unconfirmed
+        with pytest.raises(NotReplicatedError) as caught:
+            waited.push_many([chain(1)] * 3)
+        pushed = [p.id for p in caught.value.results]  # type: ignore[attr-defined]
+        assert len(pushed) == 3 and all(plain.status(w).state == "running" for w in pushed)
+        short = [pushed[k] for k in caught.value.unconfirmed]
+        assert short and all(plain.keys.shard_of(w).shard == 0 for w in short)
+        plain.close()
+        waited.close()
+    finally:
+        cluster.stop()

@@ -56,7 +56,7 @@ def send_waited(
             try:
                 got, fell = _on_connection(conn, members, replicas, timeout_ms, asking)
             except (redis.ConnectionError, redis.TimeoutError):
-                _refresh(client, str(node.name))
+                refresh_slots(client, str(node.name))
                 raise
             short.update(fell)
             for (n, command), reply in zip(members, got, strict=True):
@@ -97,10 +97,15 @@ def _on_connection(
     return replies, set(ran) if int(acked) < replicas else set()
 
 
-def _refresh(client: Any, failed: str) -> None:
-    """After a dropped connection: the slot map read again, the failed node asked last."""
+def refresh_slots(client: Any, failed: str | None = None) -> None:
+    """After a dropped connection to a cluster node: the slot map read again (the failed
+    node asked last), so that the next try goes to the replica promoted meanwhile.
+    redis-py's cluster pipeline does not always do it: a pooled connection that fails to
+    reconnect while sending leaves the map as it was, and a retry goes to the dead node
+    for as long as it is retried."""
     try:
-        client.nodes_manager.move_node_to_end_of_cached_nodes(failed)
+        if failed is not None:
+            client.nodes_manager.move_node_to_end_of_cached_nodes(failed)
         client.nodes_manager.initialize(last_failed_node_name=failed)
     except (redis.RedisError, AttributeError):
         pass  # the cluster is still failing over: the next call tries again

@@ -25,7 +25,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import LeaseLostError, NotFoundError, NotReplicatedError, StateError
-from .durable import send_waited
+from .durable import refresh_slots, send_waited
 from .layout import is_cluster
 
 SCRIPT_NAMES = (
@@ -283,12 +283,17 @@ class ScriptBatch:
             )
             short.update(fell)
             return replies
-        pipe = self.scripts.client.pipeline(transaction=False)
+        pipe = scripts.client.pipeline(transaction=False)
         for c in calls:
             pipe.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self.scripts.sha(c.name), len(c.keys), *c.keys, *c.args
+                "EVALSHA", scripts.sha(c.name), len(c.keys), *c.keys, *c.args
             )
-        return list(pipe.execute(raise_on_error=False))
+        try:
+            return list(pipe.execute(raise_on_error=False))
+        except (redis.ConnectionError, redis.TimeoutError):
+            if is_cluster(scripts.client):
+                refresh_slots(scripts.client)
+            raise
 
     def execute(self) -> list[Any]:
         """Send every call; decoded replies in order, errors as exception objects (the
