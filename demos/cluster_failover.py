@@ -7,13 +7,16 @@ Starts a local cluster (3 masters, 1 replica each) and ``--agents`` agents (thre
 draining them (tasks/s: the cost of WAIT). Then a pusher pushes ``--workflows`` more in
 batches of ``--batch`` at ``--rate`` workflows/s, recording every id a push acknowledged,
 while the agents record every completion Redis acknowledged. Once ``--kill-at`` of them
-are pushed, the master of shard 0 is SIGKILLed (with ``--freeze-replica-ms``, its replica
-is stopped with SIGSTOP that long first and continued after the kill: the replica lags
-behind as on a slow or broken link, which loopback replication otherwise hardly ever
-does). Its replica is promoted; a replacement node then joins as the new master's replica
-(as an operator would restart the dead one). At the end it counts, in one JSON line:
+are pushed, the master of shard 0 is SIGKILLed. With ``--freeze-replica-ms``, its replica is
+cut off that long first (stopped with SIGSTOP, its link closed by ``CLIENT KILL TYPE
+replica`` on the master, continued after the kill): the master goes on acknowledging
+writes its replica never gets, as on a broken or slow link when a master dies, which
+loopback replication otherwise hardly ever shows. Its replica is promoted; a replacement
+node then joins as the new master's replica (as an operator would restart the dead one).
+At the end it counts, in one JSON line:
 
-* workflows acknowledged, found, ``lost`` (acknowledged but gone), succeeded, unfinished;
+* workflows acknowledged, found, ``lost`` (acknowledged but gone, or its id now naming a
+  later push: the promoted replica's id counter is behind), succeeded, unfinished;
   with ``--wait-replicas``, ``unconfirmed`` (pushed, but told the replicas had not
   acknowledged them) and how many of those are gone;
 * tasks re-run (attempts beyond the first), completions acknowledged and ``lost`` (the
@@ -114,8 +117,8 @@ class Pusher:
     def __init__(self, engine: Engine, tasks: int, total: int, batch: int, rate: float) -> None:
         self.engine, self.wf = engine, engine.compile(chain(tasks))
         self.total, self.batch, self.rate = total, batch, rate
-        self.acked: list[str] = []
-        self.unconfirmed: list[str] = []
+        self.acked: list[tuple[str, int]] = []  # (id, the input it was pushed with)
+        self.unconfirmed: list[tuple[str, int]] = []
         self.failed = 0  # workflows whose push raised: never acknowledged
         self.attempted = 0
         self.errors: dict[str, int] = {}  # workflows whose push failed, by error
@@ -124,13 +127,16 @@ class Pusher:
         began = time.monotonic()
         while self.attempted < self.total:
             n = min(self.batch, self.total - self.attempted)
+            serials = list(range(self.attempted, self.attempted + n))  # each push's input
             self.attempted += n
             try:
-                self.acked += self.engine.push_many([self.wf] * n)
+                ids = self.engine.push_many([self.wf] * n, serials)
+                self.acked += zip(ids, serials, strict=True)
             except NotReplicatedError as e:
                 short = set(e.unconfirmed)
                 for k, p in enumerate(e.results):
-                    (self.unconfirmed if k in short else self.acked).append(p.id)  # type: ignore[attr-defined]
+                    into = self.unconfirmed if k in short else self.acked
+                    into.append((p.id, serials[k]))  # type: ignore[attr-defined]
             except (redis.RedisError, OSError) as e:
                 self.failed += n
                 self.errors[type(e).__name__] = self.errors.get(type(e).__name__, 0) + n
@@ -167,8 +173,9 @@ def run(
         # throughput: pushes as fast as they go, then the agents draining them
         wf = engine.compile(chain(tasks))
         began = time.monotonic()
+        measured_ids: list[str] = []
         for at in range(0, measure, batch):
-            engine.push_many([wf] * min(batch, measure - at))
+            measured_ids += engine.push_many([wf] * min(batch, measure - at))
         push_rate = measure / (time.monotonic() - began)
         threads = [threading.Thread(target=a.run, daemon=True) for a in runners]
         began = time.monotonic()
@@ -187,8 +194,10 @@ def run(
         victim = next(s for s in cluster.servers if s.port == victim_port)
         heir = replica_of(cluster, victim_port)
         assert victim.process is not None and heir is not None and heir.process is not None
-        if freeze_ms:
+        if freeze_ms:  # the replica cut off: what the master acknowledges now, it lacks
             os.kill(heir.process.pid, signal.SIGSTOP)
+            with redis.Redis(port=victim_port) as master:
+                master.execute_command("CLIENT", "KILL", "TYPE", "replica")
             time.sleep(freeze_ms / 1000)
         killed_at = time.monotonic()
         victim.process.kill()
@@ -217,26 +226,33 @@ def run(
         for t in threads:
             t.join(30)
 
-        def final(ids: list[str]) -> dict[str, Any]:
-            found, states, attempts = 0, {"succeeded": 0}, {}
-            for wid in ids:
+        def final(pushed: list[tuple[str, int]]) -> dict[str, Any]:
+            # found: the id names the workflow pushed with that input (a lost push's id
+            # is given again to a later push by the promoted replica's older counter)
+            found, reused, states = 0, 0, {"succeeded": 0}
+            for wid, serial in pushed:
                 try:
                     st = engine.status(wid)
                 except NotFoundError:
+                    continue
+                if st.input != serial:
+                    reused += 1
                     continue
                 found += 1
                 states[st.state] = states.get(st.state, 0) + 1
                 for i, t in enumerate(st.tasks):
                     attempts[(wid, str(i))] = t.attempts
-            return {"found": found, "states": states, "attempts": attempts}
+            return {"found": found, "reused": reused, "states": states}
 
+        attempts: dict[tuple[str, str], int] = {}
+        measured = [(w, None) for w in measured_ids]
         acked, unconfirmed = final(pusher.acked), final(pusher.unconfirmed)
-        attempts = {**acked["attempts"], **unconfirmed["attempts"]}
+        final(measured)  # type: ignore[arg-type]
         done_acked = [c for a in runners for c in a.acked]
         done_short = [c for a in runners for c in a.acked_unconfirmed]
 
         def lost(completions: list[tuple[str, str, int]]) -> int:
-            # acknowledged, yet its task ran again (or its workflow is gone)
+            # acknowledged, yet its task ran again (workflows found intact only)
             return sum(1 for w, k, n in completions if attempts.get((w, k), n) != n)
 
         out = {
@@ -247,6 +263,7 @@ def run(
             "workflows_acknowledged": len(pusher.acked),
             "found": acked["found"],
             "lost": len(pusher.acked) - acked["found"],
+            "lost_ids_reused": acked["reused"],
             "succeeded": acked["states"]["succeeded"],
             "unfinished": acked["found"] - acked["states"]["succeeded"],
             "push_failed": pusher.failed,
@@ -278,7 +295,7 @@ def main() -> None:
     p.add_argument("--wait-replicas", type=int, default=0)
     p.add_argument("--wait-timeout", type=int, default=500, metavar="MS")
     p.add_argument("--freeze-replica-ms", type=int, default=0, metavar="MS")
-    p.add_argument("--measure", type=int, default=1000, help="workflows of the throughput phase")
+    p.add_argument("--measure", type=int, default=2000, help="workflows of the throughput phase")
     p.add_argument("--batch", type=int, default=30, help="workflows per push")
     p.add_argument("--rate", type=float, default=500.0, help="workflows pushed per second")
     a = p.parse_args()
