@@ -65,6 +65,18 @@ def open_client(url: str, **options: Any) -> redis.Redis:
         raise
 
 
+def close_client(client: redis.Redis) -> None:
+    """Close ``client`` and its sockets. A cluster client's ``close()`` leaves each node's
+    connection pool open (its node clients do not own their pools), so those are
+    disconnected here too."""
+    client.close()
+    get_nodes = getattr(client, "get_nodes", None)
+    if get_nodes is not None:
+        for node in get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+
+
 def redact(url: str) -> str:
     """``url`` fit to print: the password as ``***`` (the user kept), no query options."""
     url = url.split("?", 1)[0].split("#", 1)[0]
