@@ -48,6 +48,8 @@ def open_client(url: str, **options: Any) -> redis.Redis:
     from redis.cluster import RedisCluster
 
     parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError("a cluster URL names a node: redis+cluster://host:port")
     plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
     options.pop("health_check_interval", None)
     try:
