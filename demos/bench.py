@@ -73,6 +73,8 @@ class BenchConfig:
     seed: int = 0
     max_payload: int = 1024 * 1024
     timeout_s: float = 3600.0
+    wait_replicas: int = 0  # the agents WAIT for this many replicas after each write
+    wait_timeout_ms: int = 1000
 
 
 @dataclass
@@ -220,7 +222,13 @@ def agent_process(
     """Body of one agent process: register, wait for ``go``, run until ``stop``."""
     from engine import Agent
 
-    engine = Engine.connect(cfg.url, namespace=cfg.namespace, max_payload=cfg.max_payload)
+    engine = Engine.connect(
+        cfg.url,
+        namespace=cfg.namespace,
+        max_payload=cfg.max_payload,
+        wait_replicas=cfg.wait_replicas,
+        wait_timeout_ms=cfg.wait_timeout_ms,
+    )
     handler = bench_handler(
         task_ms=cfg.task_ms,
         fail_rate=cfg.fail_rate,

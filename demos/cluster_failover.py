@@ -33,8 +33,10 @@ import argparse
 import json
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 import redis
@@ -139,6 +141,8 @@ class Pusher:
                     into.append((p.id, serials[k]))  # type: ignore[attr-defined]
             except (redis.RedisError, OSError) as e:
                 self.failed += n
+                if type(e).__name__ not in self.errors:  # say where, once per kind
+                    traceback.print_exception(e, file=sys.stderr)
                 self.errors[type(e).__name__] = self.errors.get(type(e).__name__, 0) + n
             lag = began + self.attempted / self.rate - time.monotonic()
             if lag > 0:

@@ -254,6 +254,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             max_payload=args.max_payload,
             timeout_s=args.timeout,
+            wait_replicas=args.wait_replicas,
+            wait_timeout_ms=args.wait_timeout,
         )
         show = sys.stderr.isatty()
         with _Bars(cfg, enabled=show) as bars:

@@ -26,10 +26,12 @@ BASE = ("PING", "SELECT", "INFO", "SUBSCRIBE", "UNSUBSCRIBE", "TIME")
 # for (its slot map, the commands' key positions) and sharded pub/sub: the scripts send
 # SPUBLISH there instead of PUBLISH, and wake-ups and events are read with SSUBSCRIBE.
 # Redis 6.2 does not know the sharded commands, so a single Redis's line leaves them out.
-CLUSTER = ("CLUSTER|SLOTS", "COMMAND", "SSUBSCRIBE", "SUNSUBSCRIBE")
+# ASKING: a call sent with --wait-replicas follows an ASK redirection itself.
+CLUSTER = ("CLUSTER|SLOTS", "COMMAND", "SSUBSCRIBE", "SUNSUBSCRIBE", "ASKING")
 # Running the scripts: EVALSHA, SCRIPT LOAD/EXISTS after a restart or in pipelines,
-# EVAL for the one-off server version probe (engine.store.scripts.supports_shebang).
-RUN_SCRIPTS = ("EVALSHA", "EVAL", "SCRIPT|LOAD", "SCRIPT|EXISTS")
+# EVAL for the one-off server version probe (engine.store.scripts.supports_shebang),
+# WAIT after them with --wait-replicas (engine/store/durable.py).
+RUN_SCRIPTS = ("EVALSHA", "EVAL", "SCRIPT|LOAD", "SCRIPT|EXISTS", "WAIT")
 # What the client API reads (status, list, stats, events, agents, wait).
 # A workflow's input too long for its hash is a string key of its own (GET).
 # A map's reads take its counters and in-flight set together (MULTI/EXEC) and elements

@@ -52,7 +52,7 @@ def flow(name: str) -> Workflow:
 
 def test_cluster_lines_add_sharded_pubsub_only_when_asked() -> None:
     single, sharded = set(role_commands("agent")), set(role_commands("agent", cluster=True))
-    added = {"CLUSTER|SLOTS", "COMMAND", "SSUBSCRIBE", "SUNSUBSCRIBE", "SPUBLISH"}
+    added = {"CLUSTER|SLOTS", "COMMAND", "SSUBSCRIBE", "SUNSUBSCRIBE", "SPUBLISH", "ASKING"}
     assert sharded - single == added
     # a reader publishes nothing, sharded or not
     assert "SPUBLISH" not in role_commands("reader", cluster=True)

@@ -191,3 +191,24 @@ def test_pushes_ride_through_a_failover_with_wait_off_and_on() -> None:
         waited.close()
     finally:
         cluster.stop()
+
+
+def test_the_acl_roles_that_write_may_wait(pair: Pair) -> None:
+    pair.m.flushall()
+    urls = {}
+    for role in ("operator", "agent"):
+        out = cli("acl", "--role", role, "--user", f"w-{role}")
+        assert out.returncode == 0, out.stderr
+        pair.m.execute_command(*out.stdout.strip().split())
+        pair.m.execute_command("ACL", "SETUSER", f"w-{role}", f">pw-{role}")
+        urls[role] = f"redis://w-{role}:pw-{role}@127.0.0.1:{pair.master.port}/0"
+    try:
+        with Engine.connect(urls["operator"], wait_replicas=1, wait_timeout_ms=5000) as op:
+            wid = op.push(chain(1))
+        with Engine.connect(urls["agent"], wait_replicas=1, wait_timeout_ms=5000) as engine:
+            assert run_agent(engine, {"": lambda t: None}, "a1").processed == 1
+        with Engine.connect(pair.master.url) as admin:
+            assert admin.status(wid).state == "succeeded"
+    finally:
+        for role in urls:
+            pair.m.acl_deluser(f"w-{role}")
