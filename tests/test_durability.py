@@ -212,3 +212,23 @@ def test_the_acl_roles_that_write_may_wait(pair: Pair) -> None:
     finally:
         for role in urls:
             pair.m.acl_deluser(f"w-{role}")
+
+
+def test_a_webhook_run_the_replicas_did_not_confirm_answers_503(lone: Pair) -> None:
+    import httpx
+    from test_http_server import PIPELINE, serving
+
+    from engine.http import create_app
+
+    lone.m.flushall()
+    with Engine.connect(lone.master.url) as plain:
+        plain.put_template(PIPELINE)
+    with (
+        Engine.connect(lone.master.url, wait_replicas=1, wait_timeout_ms=50) as engine,
+        serving(create_app(engine)) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
+        r = http.post("/v1/templates/pipeline/runs", json={"n": 1})
+        assert r.status_code == 503
+        assert "was written but not acknowledged by the replicas" in r.json()["error"]
+        assert engine.count() == 1  # written all the same

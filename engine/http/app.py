@@ -29,7 +29,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import DefinitionError, NotFoundError, StateError, UnreachableError
+from ..errors import (
+    DefinitionError,
+    NotFoundError,
+    NotReplicatedError,
+    StateError,
+    UnreachableError,
+)
 from ..model import WorkflowState, WorkflowStatus
 from .auth import Tokens, require
 from .batcher import RunBatcher
@@ -350,6 +356,10 @@ async def _unreachable(_: Request, exc: Exception) -> Response:
     return _json_error(503, f"Redis unreachable: {exc}")
 
 
+async def _not_replicated(_: Request, exc: Exception) -> Response:
+    return _json_error(503, str(exc))
+
+
 async def _redis_refused(request: Request, exc: Exception) -> Response:
     from ..cli.common import server_refusal
 
@@ -372,6 +382,7 @@ _HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
     StateError: _conflict,
     DefinitionError: _bad_input,
     UnreachableError: _unreachable,
+    NotReplicatedError: _not_replicated,
     redis.ConnectionError: _unreachable,
     redis.TimeoutError: _unreachable,
     redis.ResponseError: _redis_refused,

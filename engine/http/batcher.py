@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import DefinitionError, NotFoundError
+from ..errors import DefinitionError, NotFoundError, NotReplicatedError
 from ..flow import Pushed, RunRequest
 
 if TYPE_CHECKING:
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from ..store.codec import CompiledWorkflow
 
 MAX_BATCH = 512  # runs per push_runs call
+_UNCONFIRMED = (
+    "run {} was written but not acknowledged by the replicas in time (--wait-replicas): a "
+    "failover now could lose it; send it again with an idempotency key to be sure"
+)
 _UNSET = RuntimeError("no result")  # a placeholder: every slot is filled before returning
 
 
@@ -100,6 +104,13 @@ class RunBatcher:
             pushed = self.engine.push_runs([r for _, r in requests])
             for (n, _), p in zip(requests, pushed, strict=True):
                 out[n] = p
+        except NotReplicatedError as e:  # all written; some unconfirmed by the replicas
+            short = set(e.unconfirmed)
+            for k, ((n, _), done) in enumerate(zip(requests, e.results, strict=True)):
+                assert isinstance(done, Pushed)
+                out[n] = (
+                    done if k not in short else NotReplicatedError(_UNCONFIRMED.format(done.id))
+                )
         except DefinitionError:  # one bad run refused them all, writing nothing
             for n, request in requests:
                 try:
