@@ -84,7 +84,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="move a shard to another master, while agents and pushers run",
         description="Move one shard (its slot, every key) to another master in one step: "
-        "the source serves nothing else meanwhile (about 12 µs a key), and clients follow "
+        "the source serves nothing else meanwhile (some 12-24 µs a key), and clients follow "
         "the ASK and MOVED replies after. Use this, not `redis-cli --cluster reshard`, "
         "which moves a slot's keys a few at a time under running scripts.",
     )

@@ -16,7 +16,7 @@ command run on the source in between. In Redis's own order around it:
    master: clients now get ``MOVED`` and refresh their slot map.
 
 The source serves nothing else while the script runs: :func:`move_shard` reports how long
-(about 12 µs a key on loopback: see docs/cluster.md). A move cut short (a MIGRATE failing)
+(12 to 24 µs a key on loopback: docs/cluster.md). A move cut short (a MIGRATE failing)
 leaves the slot MIGRATING; the same move run again finishes it.
 """
 
