@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 import redis
-from engine_helpers import agent_thread, assert_stats_agree, wait_for
+from engine_helpers import agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import EmbeddedRedis, Engine, Workflow
 from engine.cli.main import run as cli_run
-from engine.local_cluster import LocalCluster
+from engine.errors import StateError
+from engine.local_cluster import LocalCluster, cluster_port
 from engine.store.shard_moves import ShardMoves, parse_nodes
 
 
@@ -226,3 +227,55 @@ def test_cluster_nodes_are_read_with_their_slots_and_moves() -> None:
     assert a.migrating == {5: "bb"} and a.importing == {6: "cc"}
     assert (b.master, b.failed, b.slots, b.port) == (True, True, set(), 7001)
     assert not c.master and c.host == "127.0.0.1"
+
+
+def test_a_move_cut_short_stays_migrating_and_the_same_move_finishes_it(
+    redis_cluster: LocalCluster, cluster_engine: Engine
+) -> None:
+    engine = cluster_engine
+    ids = engine.push_many([chain()] * 20)  # one push call: shard 0
+    moves = ShardMoves(engine.redis, engine.keys)
+    home = moves.places()[0]
+    away = other_master(engine, home.master)
+    with node(away) as target:
+        target.config_set("maxmemory", "1")  # its RESTOREs are refused: OOM
+        try:
+            with pytest.raises(StateError, match="stays MIGRATING: run the same move again"):
+                moves.move(0, away, batch=5)
+        finally:
+            target.config_set("maxmemory", "0")
+    assert slot_marks(redis_cluster)  # MIGRATING on the source, IMPORTING on the target
+    report = moves.move(0, away)
+    assert report.keys > 0 and not slot_marks(redis_cluster)
+    held = keys_in_slot(redis_cluster, home.slot)
+    assert held[home.master] == 0 and held[away] > 0
+    run_agent(engine, {"t": lambda task: task.index})
+    assert {engine.status(w).state.value for w in ids} == {"succeeded"}
+    assert_stats_agree(engine)
+    moves.close()
+
+
+def test_a_shard_moves_to_a_master_just_added_with_no_slots() -> None:
+    cluster = LocalCluster(1).start()
+    extra = EmbeddedRedis(port=cluster_port())
+    try:
+        extra.extra_args = ["--cluster-enabled", "yes",
+                            "--cluster-config-file", f"nodes-{extra.port}.conf"]  # fmt: skip
+        extra.start()
+        new = node(f"127.0.0.1:{extra.port}")
+        new.execute_command("CLUSTER", "MEET", "127.0.0.1", cluster.ports[0])
+        with Engine.connect(cluster.url) as engine:
+            ids = engine.push_many([chain()] * 10)
+            moves = ShardMoves(engine.redis, engine.keys)
+            wait_for(lambda: len([n for n in moves.nodes() if n.master]) == 2)
+            wait_for(lambda: "cluster_state:ok" in str(new.execute_command("CLUSTER", "INFO")))
+            report = moves.move(0, f"127.0.0.1:{extra.port}")
+            assert report.keys > 0 and moves.places()[0].master == f"127.0.0.1:{extra.port}"
+            run_agent(engine, {"t": lambda task: task.index})
+            assert {engine.status(w).state.value for w in ids} == {"succeeded"}
+            assert_stats_agree(engine)
+            moves.close()
+        new.close()
+    finally:
+        extra.stop()
+        cluster.stop()

@@ -157,9 +157,11 @@ class ShardMoves:
         known = self.client.get_node(host=host, port=int(port))
         if known is not None and known.redis_connection is not None:
             return known.redis_connection  # type: ignore[no-any-return]
-        base = self.client.get_default_node().redis_connection.connection_pool.connection_kwargs
-        options = {k: v for k, v in base.items() if k not in ("host", "port", "connection_pool")}
-        opened = redis.Redis(host=host, port=int(port), **options)
+        pool = self.client.get_default_node().redis_connection.connection_pool
+        kwargs = {**pool.connection_kwargs, "host": host, "port": int(port)}
+        opened = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
         self._opened.append(opened)
         return opened
 
@@ -224,6 +226,11 @@ class ShardMoves:
                 f"slot {slot} of shard {shard_no} is being moved to {other}: "
                 f"finish that move first (redisflow cluster move {shard_no} --to {other})"
             )
+        if "cluster_state:ok" not in str(_cluster(dst, "INFO")):
+            raise StateError(
+                f"{target} does not see the cluster as ok yet (CLUSTER INFO): a node just "
+                "added needs a few seconds to learn the others"
+            )
         started = time.perf_counter()
         _cluster(dst, "SETSLOT", slot, "IMPORTING", source.id)
         kw = src.connection_pool.connection_kwargs
@@ -264,4 +271,5 @@ class ShardMoves:
         """Close the clients opened for nodes the cluster client does not know."""
         for c in self._opened:
             c.close()
+            c.connection_pool.disconnect()
         self._opened = []
