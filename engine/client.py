@@ -46,6 +46,7 @@ from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
 from .timing import start_delay_ms
+from .urls import close_client
 
 if TYPE_CHECKING:
     from .history import Timeline
@@ -151,7 +152,7 @@ class Engine:
         try:
             return cls(client, embedded=embedded, **options)
         except Exception:  # e.g. a --shards other than the deployment's: close, then say so
-            client.close()
+            close_client(client)
             if embedded is not None:
                 embedded.stop()
             raise
@@ -166,7 +167,7 @@ class Engine:
 
     def close(self) -> None:
         """Close the connection pool and stop the embedded server if this handle started one."""
-        self.redis.close()
+        close_client(self.redis)
         if self.embedded is not None:
             self.embedded.stop()
             self.embedded = None
@@ -281,23 +282,20 @@ class Engine:
             routes.append(gates[0][0] if gates else run.key)
         out: builtins.list[Pushed | None] = [None] * len(rows)
         calls: builtins.list[tuple[builtins.list[int], Call[Any]]] = []
-        plain = [n for n, r in enumerate(routes) if r is None]
+        # runs without a route go round robin over the shards, one workflow at a time
         routed: dict[int, builtins.list[int]] = {}
+        shards = self.keys.shards
         for n, r in enumerate(routes):
-            if r is not None:
-                routed.setdefault(self.keys.shard_for(r), []).append(n)
-        groups = [(None, plain), *routed.items()]
-        for shard_no, members in groups:
+            shard_no = self.keys.shard_for(r) if r is not None else next(self._rr) % shards
+            routed.setdefault(shard_no, []).append(n)
+        for shard_no, members in sorted(routed.items()):
+            shard = self.keys.shard(shard_no)
             start = 0
             while start < len(members):
                 end, tasks = start, 0
                 while end < len(members) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
                     tasks += rows[members[end]][0].tasks
                     end += 1
-                if shard_no is None:
-                    shard = self.keys.shard(next(self._rr) % self.keys.shards)
-                else:
-                    shard = self.keys.shard(shard_no)
                 part = members[start:end]
                 call = self.store.push_call(
                     shard, [rows[n] for n in part], secrets.token_hex(8), self.actor, later_ms

@@ -48,9 +48,35 @@ def open_client(url: str, **options: Any) -> redis.Redis:
     from redis.cluster import RedisCluster
 
     parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError("a cluster URL names a node: redis+cluster://host:port")
     plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
     options.pop("health_check_interval", None)
-    return cast(redis.Redis, RedisCluster.from_url(plain, **options))
+    try:
+        return cast(redis.Redis, RedisCluster.from_url(plain, **options))
+    except redis.exceptions.RedisClusterException:
+        # redis-py reports a user who may not read the slot map as "cluster mode is not
+        # enabled": ask the node itself, so a missing permission is named as one
+        with redis.Redis.from_url(plain, socket_connect_timeout=5) as node:
+            try:
+                node.execute_command("CLUSTER", "SLOTS")
+            except redis.exceptions.NoPermissionError:
+                raise
+            except redis.RedisError:
+                pass
+        raise
+
+
+def close_client(client: redis.Redis) -> None:
+    """Close ``client`` and its sockets. A cluster client's ``close()`` leaves each node's
+    connection pool open (its node clients do not own their pools), so those are
+    disconnected here too."""
+    client.close()
+    get_nodes = getattr(client, "get_nodes", None)
+    if get_nodes is not None:
+        for node in get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
 
 
 def redact(url: str) -> str:

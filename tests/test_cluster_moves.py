@@ -233,7 +233,7 @@ def test_a_move_cut_short_stays_migrating_and_the_same_move_finishes_it(
     redis_cluster: LocalCluster, cluster_engine: Engine
 ) -> None:
     engine = cluster_engine
-    ids = engine.push_many([chain()] * 20)  # one push call: shard 0
+    ids = engine.push_many([chain()] * 20)
     moves = ShardMoves(engine.redis, engine.keys)
     home = moves.places()[0]
     away = other_master(engine, home.master)
