@@ -15,11 +15,29 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
 
 from engine import Task, TaskFailed
+from engine.urls import close_client, is_cluster_url, open_client
+
+
+def node_url(url: str, key: str) -> str:
+    """A plain ``redis://`` URL for ``key``'s Redis: on a cluster, the master that owns its
+    slot (user and password kept), so the round trip is one hop as on a single Redis."""
+    if not is_cluster_url(url):
+        return url
+    cluster = open_client(url)
+    try:
+        node = cluster.get_node_from_key(key)  # type: ignore[attr-defined]
+    finally:
+        close_client(cluster)
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    scheme = parts.scheme.split("+")[0]
+    return f"{scheme}://{auth + '@' if auth else ''}{node.host}:{node.port}"
 
 
 class RoundTrip:
@@ -33,7 +51,7 @@ class RoundTrip:
     """
 
     def __init__(self, url: str, key: str) -> None:
-        self.client = redis.Redis.from_url(url)
+        self.client = redis.Redis.from_url(node_url(url, key))
         self.key = key
         self._local = threading.local()
 
@@ -50,7 +68,7 @@ class AsyncRoundTrip:
     the event loop that runs the handlers."""
 
     def __init__(self, url: str, key: str) -> None:
-        self.url = url
+        self.url = node_url(url, key)
         self.key = key
         self.client: redis.asyncio.Redis | None = None
 
