@@ -25,7 +25,8 @@ test: $(BIN)/redisflow
 
 # The Redis-semantics tests again on a local 3-master Redis Cluster (tests/cluster_support.py)
 CLUSTER_TESTS := tests/test_cluster.py tests/test_transitions.py tests/test_dags.py \
-	tests/test_maps.py tests/test_agent.py tests/test_events.py tests/test_flow_control.py
+	tests/test_maps.py tests/test_agent.py tests/test_events.py tests/test_flow_control.py \
+	tests/test_cluster_moves.py
 test-cluster: $(BIN)/redisflow
 	$(BIN)/python -m pytest -q --cluster $(CLUSTER_TESTS)
 
