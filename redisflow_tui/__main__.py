@@ -14,6 +14,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -58,10 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_engine(
-    url: str, namespace: str, max_payload: int = DEFAULT_MAX_PAYLOAD, shards: int | None = None
+    url: str,
+    namespace: str,
+    max_payload: int = DEFAULT_MAX_PAYLOAD,
+    shards: int | None = None,
+    **options: Any,
 ) -> Engine:
     """An engine for the console: calls time out and retry briefly, so a hung or gone
-    server shows as lost within a second or two instead of freezing a read."""
+    server shows as lost within a second or two instead of freezing a read. ``options``:
+    :class:`Engine`'s (``wait_replicas``, ``wait_timeout_ms``)."""
     try:
         client = open_client(
             url,
@@ -73,7 +79,7 @@ def make_engine(
         )
     except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
         raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
-    return Engine(client, namespace=namespace, max_payload=max_payload, shards=shards)
+    return Engine(client, namespace=namespace, max_payload=max_payload, shards=shards, **options)
 
 
 def missing_module(names: Sequence[str]) -> str | None:
@@ -145,7 +151,14 @@ def run(argv: Sequence[str] | None = None) -> int:
             return 0
         from .app import RedisflowApp
 
-        engine = make_engine(url, args.namespace, args.max_payload, args.shards)
+        engine = make_engine(
+            url,
+            args.namespace,
+            args.max_payload,
+            args.shards,
+            wait_replicas=args.wait_replicas,
+            wait_timeout_ms=args.wait_timeout,
+        )
         shown = redact(url)
         label = f"{shown} (private)" if embedded and not args.demo else shown
         if args.demo:
