@@ -15,6 +15,7 @@ from engine_helpers import cli, one_line_error, run_agent, wait_for
 from engine import EmbeddedRedis, Engine, NotReplicatedError, Workflow
 from engine.agent import Agent
 from engine.cli.common import EXIT_UNREACHABLE
+from engine.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.single_redis  # servers of its own, whatever the session runs on
 
@@ -28,6 +29,17 @@ def chain(n: int = 2) -> Workflow:
 
 def synced(replica: redis.Redis) -> bool:
     return replica.info("replication").get("master_link_status") == "up"
+
+
+def redirections(cluster: LocalCluster) -> dict[str, int]:
+    """MOVED and ASK replies every master has sent so far."""
+    total = {"MOVED": 0, "ASK": 0}
+    for port in cluster.master_ports():
+        with redis.Redis(port=port, decode_responses=True) as c:
+            stats = c.info("errorstats")
+        for kind in total:
+            total[kind] += int(stats.get(f"errorstat_{kind}", {}).get("count", 0))
+    return total
 
 
 def replica_of(ports: list[int], master: int) -> int:
@@ -232,3 +244,34 @@ def test_a_webhook_run_the_replicas_did_not_confirm_answers_503(lone: Pair) -> N
         assert r.status_code == 503
         assert "was written but not acknowledged by the replicas" in r.json()["error"]
         assert engine.count() == 1  # written all the same
+
+
+def test_with_wait_a_moved_shard_is_followed_and_waited_on_its_new_master() -> None:
+    from cluster_support import start_cluster
+
+    from engine.store.shard_moves import ShardMoves
+
+    cluster = start_cluster(3, 1)
+    try:
+        with Engine.connect(cluster.url, wait_replicas=1, wait_timeout_ms=5000) as engine:
+            engine.push_many([chain(1)] * 3)  # the slot map, as it is before the move
+            moves = ShardMoves(engine.redis, engine.keys)
+            home = moves.places()[0]
+            away = next(p.master for p in moves.places() if p.master != home.master)
+            during: list[str] = []
+            moves.move(0, away, between=lambda: during.extend(engine.push_many([chain(1)] * 3)))
+            moves.close()
+            after = engine.push_many([chain(1)] * 3)  # shard 0's call answered MOVED first
+            for wid in during + after:
+                assert engine.status(wid).state == "running"
+                key = engine.keys.shard_of(wid).workflow(wid)
+                master = engine.redis.get_node_from_key(key).port  # type: ignore[attr-defined]
+                with redis.Redis(port=replica_of(cluster.ports, master)) as replica:
+                    replica.execute_command("READONLY")
+                    assert replica.exists(key)
+            assert engine.redis.get_node_from_key(engine.keys.shard(0).seq).name == away  # type: ignore[attr-defined]
+        # the waited calls met both redirections and followed them
+        met = redirections(cluster)
+        assert met["MOVED"] >= 1 and met["ASK"] >= 1
+    finally:
+        cluster.stop()
