@@ -60,9 +60,9 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture()
 def engine(redis_url: str) -> Iterator[Engine]:
     """An engine on the flushed test server."""
-    # On a cluster: one shard unless RF_TEST_SHARDS says more (tests that drive the scripts
-    # by hand claim from shard 0; tests/test_cluster.py covers shards spread over masters).
-    shards = int(os.environ.get("RF_TEST_SHARDS", "1")) if "+cluster" in redis_url else None
+    # The deployment's default layout (on a cluster: one shard per master);
+    # RF_TEST_SHARDS gives another shard count
+    shards = int(os.environ["RF_TEST_SHARDS"]) if os.environ.get("RF_TEST_SHARDS") else None
     eng = Engine.connect(redis_url, shards=shards)
     yield eng
     eng.close()
