@@ -14,6 +14,7 @@ import re
 import redis
 
 from .store.keys import DEFAULT_NAMESPACE
+from .store.layout import is_cluster
 from .store.scripts import script_commands
 
 ROLES = ("agent", "operator", "reader")
@@ -21,6 +22,11 @@ ROLES = ("agent", "operator", "reader")
 # Every role: connection upkeep (PING for health checks, SELECT for a /db other than 0),
 # INFO for the server checks of engine.health, pub/sub.
 BASE = ("PING", "SELECT", "INFO", "SUBSCRIBE", "UNSUBSCRIBE", "TIME")
+# On a Redis Cluster (Redis 7) every role also needs what a cluster client asks a node
+# for (its slot map, the commands' key positions) and sharded pub/sub: the scripts send
+# SPUBLISH there instead of PUBLISH, and wake-ups and events are read with SSUBSCRIBE.
+# Redis 6.2 does not know the sharded commands, so a single Redis's line leaves them out.
+CLUSTER = ("CLUSTER|SLOTS", "COMMAND", "SSUBSCRIBE", "SUNSUBSCRIBE")
 # Running the scripts: EVALSHA, SCRIPT LOAD/EXISTS after a restart or in pipelines,
 # EVAL for the one-off server version probe (engine.store.scripts.supports_shebang).
 RUN_SCRIPTS = ("EVALSHA", "EVAL", "SCRIPT|LOAD", "SCRIPT|EXISTS")
@@ -49,8 +55,9 @@ OPERATOR_SCRIPTS = (
 _NOPERM_COMMAND = re.compile(r"may not run (\S+?);|to run the '([^']+)' command")
 
 
-def role_commands(role: str) -> list[str]:
-    """The commands ``role`` needs, sorted (``SCRIPT|LOAD`` names a subcommand)."""
+def role_commands(role: str, cluster: bool = False) -> list[str]:
+    """The commands ``role`` needs, sorted (``SCRIPT|LOAD`` names a subcommand); with
+    ``cluster``, on a Redis Cluster."""
     if role == "reader":
         wanted = {*BASE, *READS}
     elif role == "agent":
@@ -61,11 +68,18 @@ def role_commands(role: str) -> list[str]:
         wanted.update(*(script_commands(s) for s in OPERATOR_SCRIPTS))
     else:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+    if cluster:
+        wanted.update(CLUSTER)
+        if "PUBLISH" in wanted:
+            wanted.add("SPUBLISH")
     return sorted(wanted)
 
 
-def setuser_line(role: str, namespace: str = DEFAULT_NAMESPACE, user: str | None = None) -> str:
-    """The ``ACL SETUSER`` command that gives the user of ``role`` exactly its permissions.
+def setuser_line(
+    role: str, namespace: str = DEFAULT_NAMESPACE, user: str | None = None, cluster: bool = False
+) -> str:
+    """The ``ACL SETUSER`` command that gives the user of ``role`` exactly its permissions
+    (``cluster``: on a Redis Cluster, where it is run on every node: ACLs are per node).
 
     It replaces the user's keys, channels and commands but keeps its password, so it can
     be run again after an upgrade; a new user needs one (``ACL SETUSER NAME >secret``).
@@ -79,7 +93,7 @@ def setuser_line(role: str, namespace: str = DEFAULT_NAMESPACE, user: str | None
     parts += ["resetchannels", f"&{namespace}:*"]
     if role != "agent":  # the console's keyspace notifications (any database)
         parts.append(f"&__keyspace@*__:{namespace}:*")
-    parts += ["-@all", *(f"+{c.lower()}" for c in role_commands(role))]
+    parts += ["-@all", *(f"+{c.lower()}" for c in role_commands(role, cluster))]
     return " ".join(parts)
 
 
@@ -98,8 +112,10 @@ return out
 
 def missing_commands(client: redis.Redis, role: str) -> list[str]:
     """The commands of ``role`` the client's user may not run, asked in one EVAL (which
-    every script-running role has). Redis 6.2 cannot tell: [] there."""
-    return [str(c) for c in client.eval(_MISSING, 0, *role_commands(role))]
+    every script-running role has; on a cluster, of one node). Redis 6.2 cannot tell: []
+    there."""
+    wanted = role_commands(role, cluster=is_cluster(client))
+    return [str(c) for c in client.eval(_MISSING, 0, *wanted)]
 
 
 def denied_command(error: Exception) -> str | None:

@@ -281,23 +281,20 @@ class Engine:
             routes.append(gates[0][0] if gates else run.key)
         out: builtins.list[Pushed | None] = [None] * len(rows)
         calls: builtins.list[tuple[builtins.list[int], Call[Any]]] = []
-        plain = [n for n, r in enumerate(routes) if r is None]
+        # runs without a route go round robin over the shards, one workflow at a time
         routed: dict[int, builtins.list[int]] = {}
+        shards = self.keys.shards
         for n, r in enumerate(routes):
-            if r is not None:
-                routed.setdefault(self.keys.shard_for(r), []).append(n)
-        groups = [(None, plain), *routed.items()]
-        for shard_no, members in groups:
+            shard_no = self.keys.shard_for(r) if r is not None else next(self._rr) % shards
+            routed.setdefault(shard_no, []).append(n)
+        for shard_no, members in sorted(routed.items()):
+            shard = self.keys.shard(shard_no)
             start = 0
             while start < len(members):
                 end, tasks = start, 0
                 while end < len(members) and end - start < PUSH_BATCH and tasks < PUSH_BATCH_TASKS:
                     tasks += rows[members[end]][0].tasks
                     end += 1
-                if shard_no is None:
-                    shard = self.keys.shard(next(self._rr) % self.keys.shards)
-                else:
-                    shard = self.keys.shard(shard_no)
                 part = members[start:end]
                 call = self.store.push_call(
                     shard, [rows[n] for n in part], secrets.token_hex(8), self.actor, later_ms

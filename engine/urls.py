@@ -50,7 +50,19 @@ def open_client(url: str, **options: Any) -> redis.Redis:
     parts = urlsplit(url)
     plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
     options.pop("health_check_interval", None)
-    return cast(redis.Redis, RedisCluster.from_url(plain, **options))
+    try:
+        return cast(redis.Redis, RedisCluster.from_url(plain, **options))
+    except redis.exceptions.RedisClusterException:
+        # redis-py reports a user who may not read the slot map as "cluster mode is not
+        # enabled": ask the node itself, so a missing permission is named as one
+        with redis.Redis.from_url(plain, socket_connect_timeout=5) as node:
+            try:
+                node.execute_command("CLUSTER", "SLOTS")
+            except redis.exceptions.NoPermissionError:
+                raise
+            except redis.RedisError:
+                pass
+        raise
 
 
 def redact(url: str) -> str:

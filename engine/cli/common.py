@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
@@ -104,11 +105,10 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
     """Connect as the options say; say so on stderr when falling back to a private Redis."""
     global _user
     options.setdefault("shards", getattr(args, "shards", None))
-    engine = Engine.connect(
-        connection_url(args), namespace=args.namespace, max_payload=args.max_payload, **options
-    )
-    pool = getattr(engine.redis, "connection_pool", None)  # a cluster client has one per node
-    _user = pool.connection_kwargs.get("username") if pool is not None else None
+    url = connection_url(args)
+    # the URL's user, named in permission errors (a refusal can come while connecting)
+    _user = urlsplit(url).username if url else None
+    engine = Engine.connect(url, namespace=args.namespace, max_payload=args.max_payload, **options)
     if engine.embedded is not None:
         print(
             f"redisflow: no --url or REDISFLOW_URL: using a private Redis at {engine.url} "

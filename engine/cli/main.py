@@ -688,7 +688,7 @@ def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
     if args.user and len(args.roles) > 1:
         raise DefinitionError("--user names one user: give it with one --role")
     try:
-        lines = [setuser_line(role, args.namespace, args.user) for role in args.roles]
+        lines = [setuser_line(role, args.namespace, args.user, args.cluster) for role in args.roles]
     except ValueError as e:
         raise DefinitionError(str(e)) from None
     for line in lines:
@@ -876,6 +876,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--user", default=None, help="user name (default: NAMESPACE-ROLE; with one --role)"
+    )
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        default=os.environ.get("REDISFLOW_CLUSTER", "") not in ("", "0"),
+        help="for a Redis Cluster: adds sharded pub/sub and the cluster client's commands "
+        "(run the line on every node; default: $REDISFLOW_CLUSTER)",
     )
     p.set_defaults(run=cmd_acl, no_engine=True)
 

@@ -24,6 +24,12 @@ FIELD = "shards"
 MAX_SHARDS = 1024
 
 
+def cluster_version(client: Any) -> tuple[int, ...]:
+    """The Redis version of a cluster's node (every node runs the same in practice)."""
+    info = client.get_default_node().redis_connection.info("server")
+    return tuple(int(x) for x in str(info["redis_version"]).split(".")[:2])
+
+
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` speaks to a Redis Cluster (``redis.cluster.RedisCluster``)."""
     from redis.cluster import RedisCluster
