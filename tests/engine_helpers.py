@@ -19,6 +19,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from engine import Agent, Engine, Task
+from engine.store.keys import ShardKeys
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +83,41 @@ def snapshot(client: redis.Redis) -> dict[str, Any]:
     for key in scan_keys(client):
         out[key] = client.dump(key)
     return out
+
+
+def subscribers(client: redis.Redis, channel: str) -> int:
+    """How many clients listen on ``channel``: on a cluster, on the master of its slot,
+    sharded subscriptions (SSUBSCRIBE) and plain ones."""
+    if isinstance(client, RedisCluster):
+        node = client.get_redis_connection(client.get_node_from_key(channel))
+        sharded = node.pubsub_shardnumsub(channel)
+        return int(sharded[0][1]) + int(node.pubsub_numsub(channel)[0][1])
+    return int(client.pubsub_numsub(channel)[0][1])
+
+
+def every_shard_listened(engine: Engine, channel: Callable[[ShardKeys], str]) -> bool:
+    """Whether each shard's ``channel`` (e.g. its event channel) has a subscriber."""
+    return all(subscribers(engine.redis, channel(s)) >= 1 for s in engine.keys.all_shards())
+
+
+def publish(client: redis.Redis, channel: str, message: str) -> int:
+    """Publish as the engine does: SPUBLISH on a cluster, PUBLISH on one Redis."""
+    if isinstance(client, RedisCluster):
+        return int(client.spublish(channel, message))
+    return int(client.publish(channel, message))
+
+
+def keys_on_one_shard(engine: Engine, n: int, prefix: str = "k") -> list[str]:
+    """``n`` idempotency keys that route their pushes to one shard (any keys on one
+    shard): for tests of an order or a limit that holds within a shard's queue."""
+    keys: list[str] = []
+    i = 0
+    while len(keys) < n:
+        key = f"{prefix}{i}"
+        if engine.keys.shard_for(key) == engine.keys.shard_for(f"{prefix}0"):
+            keys.append(key)
+        i += 1
+    return keys
 
 
 def traces_of(engine: Engine, wid: str) -> list[str]:

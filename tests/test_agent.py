@@ -13,6 +13,7 @@ import redis
 from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
+from engine.urls import open_client
 
 
 def fan(name: str, types: list[str], width: int = 3) -> Workflow:
@@ -69,7 +70,6 @@ def test_one_agent_claims_across_its_types_by_priority(engine: Engine) -> None:
     assert order == ["y-high", "x-mid", "x-low", "y-low"]
 
 
-@pytest.mark.single_redis
 def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
     engine: Engine, redis_url: str
 ) -> None:
@@ -82,8 +82,8 @@ def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
     lock = threading.Lock()
     active = peak = 0
     running_seen: list[int] = []
-    probe = redis.Redis.from_url(redis_url, decode_responses=True)
-    running_key = engine.keys.shard(0).stats
+    probe = open_client(redis_url, decode_responses=True)
+    running_key = engine.keys.shard_of(wid).stats
 
     def handler(task: Task) -> None:
         nonlocal active, peak
@@ -199,7 +199,7 @@ def test_stop_finishes_in_flight_tasks_and_starts_no_more(engine: Engine) -> Non
     assert {st.task(f"t{i}").state for i in range(1, 5)} == {"ready"}  # handed back
     # they never started: no attempt counted, no agent recorded
     assert {(st.task(f"t{i}").attempts, st.task(f"t{i}").agent) for i in range(1, 5)} == {(0, None)}
-    assert len(engine.redis.zrange(engine.keys.shard(0).queue(""), 0, -1)) == 4
+    assert len(engine.redis.zrange(engine.keys.shard_of(wid).queue(""), 0, -1)) == 4
     assert [a.state for a in engine.agents()] == [AgentState.STOPPED]
     assert_stats_agree(engine)
     attempts: list[int] = []
@@ -249,7 +249,8 @@ def test_an_agent_declared_dead_registers_again(engine: Engine) -> None:
     wf.task("a")
     with agent_thread(engine, {"": lambda t: "ok"}, "phoenix", lease_s=60, heartbeat_s=30) as agent:
         wait_for(lambda: any(a.id == "phoenix" for a in engine.agents()))
-        engine.redis.zadd(engine.keys.shard(0).agents_live, {"phoenix": 0})
+        for shard in engine.keys.all_shards():
+            engine.redis.zadd(shard.agents_live, {"phoenix": 0})
         engine.maintain()  # reaped: its next claim is refused until it registers again
         wid = engine.push(wf)
         assert engine.wait(wid, timeout=30) == "succeeded"

@@ -122,7 +122,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     a = wf.task("a", payload={"n": 1}, type="io")
     wf.task("b", payload=[1, 2], after=[a], type="io", priority=3)
     wid = engine.push(wf)
-    shard = engine.keys.shard(0)
+    shard = engine.keys.shard_of(wid)
     engine.store.register(shard, "agent|x", "{}", 60_000)
     rows = engine.redis.evalsha(
         engine.store.scripts.sha("claim"), 1, shard.queue("io"), shard.prefix, 100, "agent|x", 5

@@ -6,6 +6,7 @@ import pytest
 from engine_helpers import (
     Hand,
     assert_stats_agree,
+    keys_on_one_shard,
     run_agent,
     snapshot,
     traces_of,
@@ -71,8 +72,10 @@ def test_priority_then_older_workflow_first(engine: Engine) -> None:
     newer = Workflow("newer")
     for name, pri in (("n-high", 7), ("n-top", 9), ("n-mid", 0)):
         newer.task(name, priority=pri)
-    engine.push(older)
-    engine.push(newer)
+    # the order holds within a shard's queue: both pushed to one shard (by their keys)
+    first, second = keys_on_one_shard(engine, 2)
+    engine.push(older, key=first)
+    engine.push(newer, key=second)
     hand = Hand(engine)
     order = [hand.claim_one().name for _ in range(6)]
     assert order == ["n-top", "o-high", "n-high", "o-mid", "n-mid", "o-low"]
