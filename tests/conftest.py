@@ -13,6 +13,9 @@ from engine import EmbeddedRedis, Engine
 
 __all__ = ["cluster_url", "redis_cluster"]  # fixtures of tests/cluster_support.py
 
+# fixtures that name the session's Redis (the cluster with --cluster)
+ON_SESSION_REDIS = {"redis_url", "session_url", "redis_cluster"}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -25,6 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not cluster_wanted(config):
         return
+    # On the cluster run only the tests on the session's Redis: the rest (pure logic, or a
+    # redis-server of their own) ran the same in the single-Redis run
+    kept = [item for item in items if ON_SESSION_REDIS & set(getattr(item, "fixturenames", ()))]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
     skip = pytest.mark.skip(reason="needs a single Redis (its process, CONFIG or a plain client)")
     for item in items:
         if "single_redis" in item.keywords:
@@ -37,6 +46,15 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     server = EmbeddedRedis().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def session_url(request: pytest.FixtureRequest) -> str:
+    """The session's Redis, not flushed: the single server's URL, or with ``--cluster``
+    the local cluster's (for module fixtures that flush it themselves)."""
+    if cluster_wanted(request.config):
+        return str(request.getfixturevalue("redis_cluster").url)
+    return str(request.getfixturevalue("redis_server").url)
 
 
 @pytest.fixture()

@@ -11,7 +11,6 @@ from importlib import resources
 from typing import Any
 
 import pytest
-import redis
 
 from engine import Engine, Workflow
 from engine.store import Keyspace
@@ -27,6 +26,7 @@ from engine.store.codec import (
     parse_status,
     stored_input,
 )
+from engine.urls import open_client
 
 RECORDS = [
     ("ready", "0", "0", "", "", ""),
@@ -222,7 +222,7 @@ def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -
         redis.call('HSET', KEYS[1], 'in', head, unpack(pieces))
         return {head, read_input(KEYS[1], head)}
     """
-    client = redis.Redis.from_url(redis_url)  # bytes, not text
+    client = open_client(redis_url)  # bytes, not text
     try:
         head, joined = client.eval(f"{lib}\n{body}", 1, "w", "p", 100, data)
         assert (head, joined) == (b"#3", data)
