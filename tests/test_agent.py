@@ -13,6 +13,7 @@ import redis
 from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
+from engine.store.gauges import read_gauges
 from engine.urls import open_client
 
 
@@ -277,6 +278,26 @@ def test_agents_listing(engine: Engine) -> None:
         release.set()
     [info] = engine.agents()
     assert info.state == AgentState.STOPPED and info.running == []
+
+
+def test_an_agent_on_several_shards_is_listed_once(redis_url: str) -> None:
+    """An agent registers on every shard: listed (and counted in the gauges) once, holding
+    the tasks it runs on each of them."""
+    with Engine.connect(redis_url, shards=3) as engine:
+        wf = Workflow("w")
+        wf.task("a")
+        wids = [engine.push(wf) for _ in range(3)]
+        assert {engine.keys.shard_of(w).shard for w in wids} == {0, 1, 2}
+        hand = Hand(engine, "wide")
+        held = hand.claim(count=3)
+        assert sorted(t.workflow_id for t in held) == sorted(wids)
+        [info] = engine.agents()
+        assert (info.id, info.state) == ("wide", AgentState.ONLINE)
+        assert sorted(m.split(":")[0] for m in info.running) == sorted(wids)
+        assert read_gauges(engine.store).agents == {"online": 1}
+        hand.stop(held)
+        [info] = engine.agents()
+        assert (info.state, info.running) == (AgentState.STOPPED, [])
 
 
 def test_agent_rejects_bad_arguments(engine: Engine) -> None:
