@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from engine import Engine, Workflow
-from engine.store import Keyspace
 from engine.store.codec import (
     INPUT_OWN_KEY,
     INPUT_PIECE,
@@ -68,7 +67,7 @@ def test_no_record_is_a_waiting_task_on_both_sides(engine: Engine) -> None:
 
 
 def test_key_names_agree(engine: Engine) -> None:
-    shard = Keyspace("rf", 1).shard(0)
+    shard = engine.keys.shard(0)  # its hash tag: the deployment's (a cluster's spread tags)
     got = run_lua(
         engine,
         """
@@ -201,10 +200,11 @@ def test_an_input_is_stored_and_read_alike_on_both_sides(
     # Python reads what Lua's read_input reads, from the same stored fields
     raw = {"in": head, **{f"in{k}": p for k, p in enumerate(pieces, 1)}}
     assert stored_input(raw, own) == text
-    engine.redis.hset("w", mapping=raw)
+    w = engine.keys.shard(0).workflow(1)  # in the slot run_lua's script runs on
+    engine.redis.hset(w, mapping=raw)
     if own is not None:
-        engine.redis.set("w:in", own)
-    got = run_lua(engine, "return {read_input('w', redis.call('HGET', 'w', 'in'))}")
+        engine.redis.set(engine.keys.shard(0).workflow_input(1), own)
+    got = run_lua(engine, f"return {{read_input('{w}', redis.call('HGET', '{w}', 'in'))}}")
     assert got == [text]
 
 
