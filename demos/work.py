@@ -15,11 +15,23 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as RedisClusterAsync
+from redis.cluster import RedisCluster
 
 from engine import Task, TaskFailed
+from engine.urls import is_cluster_url, open_client
+
+
+def _node_of(client: redis.Redis, key: str) -> redis.Redis:
+    """A plain client on the node holding ``key``: ``client`` itself, or on a cluster the
+    client of the master that owns the key's slot."""
+    if isinstance(client, RedisCluster):
+        return client.get_redis_connection(client.get_node_from_key(key))
+    return client
 
 
 class RoundTrip:
@@ -33,7 +45,8 @@ class RoundTrip:
     """
 
     def __init__(self, url: str, key: str) -> None:
-        self.client = redis.Redis.from_url(url)
+        self._owner = open_client(url)  # on a cluster: the client of the key's master
+        self.client = _node_of(self._owner, key)
         self.key = key
         self._local = threading.local()
 
@@ -52,11 +65,16 @@ class AsyncRoundTrip:
     def __init__(self, url: str, key: str) -> None:
         self.url = url
         self.key = key
-        self.client: redis.asyncio.Redis | None = None
+        self.client: redis.asyncio.Redis | RedisClusterAsync | None = None
 
     async def __call__(self, value: str) -> Any:
         if self.client is None:
-            self.client = redis.asyncio.Redis.from_url(self.url)
+            if is_cluster_url(self.url):
+                parts = urlsplit(self.url)  # redis+cluster:// is redis:// to redis-py
+                plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
+                self.client = RedisClusterAsync.from_url(plain)
+            else:
+                self.client = redis.asyncio.Redis.from_url(self.url)
         return await self.client.set(self.key, value, get=True)
 
 

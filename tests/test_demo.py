@@ -10,6 +10,7 @@ import sys
 import pytest
 from engine_helpers import scan_keys
 
+from engine import Engine
 from engine.urls import open_client
 
 FIELDS = {
@@ -80,12 +81,14 @@ def test_demo_failures_are_counted(redis_url: str) -> None:
 
 
 def test_demo_refuses_a_namespace_in_use(redis_url: str) -> None:
+    with Engine.connect(redis_url) as engine:  # the layout the demo will use
+        stats = engine.keys.shard(0).stats
     client = open_client(redis_url)
-    client.hset("rf:{rf:0}:stats", "w:pushed", 1)
+    client.hset(stats, "w:pushed", 1)
     proc = run_demo(redis_url, "--workflows", "10")
     assert proc.returncode == 2
     assert "already holds data" in proc.stderr
-    assert client.hget("rf:{rf:0}:stats", "w:pushed") == b"1"  # nothing flushed
+    assert client.hget(stats, "w:pushed") == b"1"  # nothing flushed
 
 
 def test_demo_map_shape(redis_url: str) -> None:
