@@ -7,6 +7,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -14,6 +15,7 @@ from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wa
 
 from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
 from engine.store.gauges import read_gauges
+from engine.store.keys import ShardKeys
 from engine.urls import open_client
 
 
@@ -315,8 +317,19 @@ def test_agent_rejects_bad_arguments(engine: Engine) -> None:
         Agent(engine, "x", {"": lambda t: None}, batch=-1)
 
 
-def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
-    """Make the first pipeline that calls ``script`` lose its connection.
+def queued(pipe: Any) -> list[tuple[Any, ...]]:
+    """The commands a pipeline holds: a cluster pipeline keeps them in its strategy."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None:
+        return [c.args for c in strategy.command_queue]
+    return [c[0] for c in pipe.command_stack]
+
+
+def sabotage(
+    engine: Engine, script: str, *, after_running: bool, shard: ShardKeys | None = None
+) -> list[int]:
+    """Make the first pipeline that calls ``script`` (on ``shard``'s keys, when given: an
+    agent claims from every shard in turn) lose its connection.
 
     ``after_running``: the server ran the pipeline and only the reply is lost (a claim's
     tasks are then recorded as the agent's without it knowing); otherwise nothing ran.
@@ -331,8 +344,13 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
         real_execute = pipe.execute
 
         def execute(*eargs, **ekwargs):
-            calls = [c[0] for c in pipe.command_stack]
-            if not fired and any(c[0] == "EVALSHA" and c[1] == sha for c in calls):
+            calls = queued(pipe)
+            if not fired and any(
+                c[0] == "EVALSHA"
+                and c[1] == sha
+                and (shard is None or str(c[3]).startswith(shard.prefix))
+                for c in calls
+            ):
                 fired.append(1)
                 if after_running:
                     real_execute(*eargs, **ekwargs)
@@ -347,7 +365,6 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
     return fired
 
 
-@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_claim_whose_reply_is_lost_is_taken_back(
     redis_url: str, engine: Engine, concurrency: int
@@ -356,7 +373,8 @@ def test_a_claim_whose_reply_is_lost_is_taken_back(
     wf.task("a")
     wid = engine.push(wf)
     with Engine.connect(redis_url) as agent_engine:
-        fired = sabotage(agent_engine, "claim", after_running=True)
+        shard = engine.keys.shard_of(wid)
+        fired = sabotage(agent_engine, "claim", after_running=True, shard=shard)
         with agent_thread(agent_engine, {"": lambda t: t.attempt}, concurrency=concurrency):
             assert engine.wait(wid, timeout=30) == "succeeded"
     assert fired
@@ -365,7 +383,6 @@ def test_a_claim_whose_reply_is_lost_is_taken_back(
     assert_stats_agree(engine)
 
 
-@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_an_outcome_whose_report_fails_is_sent_again(
     redis_url: str, engine: Engine, concurrency: int
