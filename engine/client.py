@@ -46,6 +46,7 @@ from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
 from .timing import start_delay_ms
+from .urls import close_client
 
 if TYPE_CHECKING:
     from .history import Timeline
@@ -151,7 +152,7 @@ class Engine:
         try:
             return cls(client, embedded=embedded, **options)
         except Exception:  # e.g. a --shards other than the deployment's: close, then say so
-            client.close()
+            close_client(client)
             if embedded is not None:
                 embedded.stop()
             raise
@@ -166,7 +167,7 @@ class Engine:
 
     def close(self) -> None:
         """Close the connection pool and stop the embedded server if this handle started one."""
-        self.redis.close()
+        close_client(self.redis)
         if self.embedded is not None:
             self.embedded.stop()
             self.embedded = None

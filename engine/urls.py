@@ -48,6 +48,8 @@ def open_client(url: str, **options: Any) -> redis.Redis:
     from redis.cluster import RedisCluster
 
     parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError("a cluster URL names a node: redis+cluster://host:port")
     plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
     options.pop("health_check_interval", None)
     try:
@@ -63,6 +65,18 @@ def open_client(url: str, **options: Any) -> redis.Redis:
             except redis.RedisError:
                 pass
         raise
+
+
+def close_client(client: redis.Redis) -> None:
+    """Close ``client`` and its sockets. A cluster client's ``close()`` leaves each node's
+    connection pool open (its node clients do not own their pools), so those are
+    disconnected here too."""
+    client.close()
+    get_nodes = getattr(client, "get_nodes", None)
+    if get_nodes is not None:
+        for node in get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
 
 
 def redact(url: str) -> str:

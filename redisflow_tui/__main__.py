@@ -22,7 +22,7 @@ from redis.retry import Retry
 from engine import DefinitionError, EmbeddedRedis, Engine, UnreachableError
 from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
 from engine.definition import DEFAULT_MAX_PAYLOAD
-from engine.urls import open_client, redact
+from engine.urls import close_client, open_client, redact
 
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
@@ -158,7 +158,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             theme=args.theme,
         )
         app.run()
-        engine.redis.close()
+        close_client(engine.redis)
         return app.return_code or 0
     except UnreachableError as e:
         print(f"redisflow-tui: {e}", file=sys.stderr)

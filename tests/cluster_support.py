@@ -8,9 +8,7 @@ client on the URL) are marked ``single_redis`` and skipped there.
 
 from __future__ import annotations
 
-import gc
 import os
-import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +16,7 @@ import redis
 
 from engine.errors import UnreachableError
 from engine.local_cluster import LocalCluster
-from engine.urls import open_client
+from engine.urls import close_client, open_client
 
 MASTERS = 3
 
@@ -42,7 +40,7 @@ def flush(url: str) -> None:
     try:
         client.flushall()
     finally:
-        client.close()
+        close_client(client)
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +49,6 @@ def redis_cluster() -> Iterator[LocalCluster]:
     cluster = start_cluster()
     yield cluster
     cluster.stop()
-    # redis-py's cluster client can leave a node's socket to the garbage collector (a
-    # connection checked out when the client closed); collect it here, where its
-    # ResourceWarning says nothing about the test that ran last
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
 
 
 @pytest.fixture()

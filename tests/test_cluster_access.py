@@ -1,6 +1,7 @@
-"""Least-privilege users on a Redis Cluster: ``redisflow acl --cluster`` lines, run on every
-node, let each role do its job there (sharded pub/sub and the cluster client's commands
-included); the single-Redis line is refused a sharded subscription."""
+"""Connecting to a Redis Cluster: least-privilege users (``redisflow acl --cluster`` lines,
+run on every node, let each role do its job there, sharded pub/sub and the cluster client's
+commands included; the single-Redis line is refused naming the permission) and bad cluster
+URLs refused in one line."""
 
 from __future__ import annotations
 
@@ -109,3 +110,24 @@ def test_a_single_redis_line_is_refused_on_the_cluster_naming_the_permission(
     out = cli("stats", env={"REDISFLOW_URL": url, "PATH": ""})
     assert out.returncode == 3
     assert "may not run CLUSTER" in one_line_error(out)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+cluster://", "a cluster URL names a node"),
+        ("redis+cluster://127.0.0.1:99999", "Port out of range"),
+        ("http+cluster://127.0.0.1:7000", "invalid Redis URL"),
+    ],
+)
+def test_a_bad_cluster_url_is_refused_in_one_line(url: str, says: str) -> None:
+    out = cli("stats", "--url", url)
+    assert out.returncode == 2
+    assert says in one_line_error(out)
+
+
+def test_a_cluster_url_on_a_plain_redis_says_so(redis_server: object) -> None:
+    port = redis_server.port  # type: ignore[attr-defined]
+    out = cli("stats", "--url", f"redis+cluster://127.0.0.1:{port}")
+    assert out.returncode == 3
+    assert "Cluster mode is not enabled" in one_line_error(out)
