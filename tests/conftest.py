@@ -7,11 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from cluster_support import cluster_url, cluster_wanted, flush, redis_cluster
+from cluster_support import cluster_flusher, cluster_url, cluster_wanted, redis_cluster
 
 from engine import EmbeddedRedis, Engine
 
-__all__ = ["cluster_url", "redis_cluster"]  # fixtures of tests/cluster_support.py
+# fixtures of tests/cluster_support.py
+__all__ = ["cluster_flusher", "cluster_url", "redis_cluster"]
 
 # fixtures that name the session's Redis (the cluster with --cluster)
 ON_SESSION_REDIS = {"redis_url", "session_url", "redis_cluster"}
@@ -63,9 +64,10 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
     ``--cluster``: the local cluster's, every master flushed)."""
     if cluster_wanted(request.config):
         url = request.getfixturevalue("redis_cluster").url
-        flush(url)
+        flusher = request.getfixturevalue("cluster_flusher")
+        flusher.flushall()  # every master
         yield url
-        flush(url)
+        flusher.flushall()
         return
     redis_server: EmbeddedRedis = request.getfixturevalue("redis_server")
     client = redis.Redis.from_url(redis_server.url)
