@@ -15,23 +15,29 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
-from redis.asyncio.cluster import RedisCluster as RedisClusterAsync
-from redis.cluster import RedisCluster
 
 from engine import Task, TaskFailed
-from engine.urls import is_cluster_url, open_client
+from engine.urls import close_client, is_cluster_url, open_client
 
 
-def _node_of(client: redis.Redis, key: str) -> redis.Redis:
-    """A plain client on the node holding ``key``: ``client`` itself, or on a cluster the
-    client of the master that owns the key's slot."""
-    if isinstance(client, RedisCluster):
-        return client.get_redis_connection(client.get_node_from_key(key))
-    return client
+def node_url(url: str, key: str) -> str:
+    """A plain ``redis://`` URL for ``key``'s Redis: on a cluster, the master that owns its
+    slot (user and password kept), so the round trip is one hop as on a single Redis."""
+    if not is_cluster_url(url):
+        return url
+    cluster = open_client(url)
+    try:
+        node = cluster.get_node_from_key(key)  # type: ignore[attr-defined]
+    finally:
+        close_client(cluster)
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    scheme = parts.scheme.split("+")[0]
+    return f"{scheme}://{auth + '@' if auth else ''}{node.host}:{node.port}"
 
 
 class RoundTrip:
@@ -45,8 +51,7 @@ class RoundTrip:
     """
 
     def __init__(self, url: str, key: str) -> None:
-        self._owner = open_client(url)  # on a cluster: the client of the key's master
-        self.client = _node_of(self._owner, key)
+        self.client = redis.Redis.from_url(node_url(url, key))
         self.key = key
         self._local = threading.local()
 
@@ -63,18 +68,13 @@ class AsyncRoundTrip:
     the event loop that runs the handlers."""
 
     def __init__(self, url: str, key: str) -> None:
-        self.url = url
+        self.url = node_url(url, key)
         self.key = key
-        self.client: redis.asyncio.Redis | RedisClusterAsync | None = None
+        self.client: redis.asyncio.Redis | None = None
 
     async def __call__(self, value: str) -> Any:
         if self.client is None:
-            if is_cluster_url(self.url):
-                parts = urlsplit(self.url)  # redis+cluster:// is redis:// to redis-py
-                plain = urlunsplit(parts._replace(scheme=parts.scheme.split("+")[0]))
-                self.client = RedisClusterAsync.from_url(plain)
-            else:
-                self.client = redis.asyncio.Redis.from_url(self.url)
+            self.client = redis.asyncio.Redis.from_url(self.url)
         return await self.client.set(self.key, value, get=True)
 
 
