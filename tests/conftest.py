@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
-    skip = pytest.mark.skip(reason="needs a single Redis (its process, CONFIG or a plain client)")
+    skip = pytest.mark.skip(reason="needs a single Redis (a proxy in front of it, CONFIG, ...)")
     for item in items:
         if "single_redis" in item.keywords:
             item.add_marker(skip)
