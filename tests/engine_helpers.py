@@ -62,11 +62,6 @@ def primaries(client: redis.Redis) -> list[redis.Redis]:
     return [client]
 
 
-def key_count(client: redis.Redis) -> int:
-    """How many keys the whole database holds: DBSIZE summed over every master."""
-    return sum(int(node.dbsize()) for node in primaries(client))
-
-
 def scan_keys(client: redis.Redis, match: str | None = None) -> set[str]:
     """Every key in the database (every master of a cluster), read with SCAN."""
     return {

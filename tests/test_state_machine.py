@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from cluster_support import flush
-from engine_helpers import Hand, assert_stats_agree
+from engine_helpers import Hand, assert_stats_agree, scan_keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -344,7 +344,7 @@ class EngineMachine(RuleBasedStateMachine):
                 if s == "succeeded" and raw.get(f"{i}o") is not None:
                     assert decode_json(raw[f"{i}o"]) == raw[f"{i}N"]
         # every stored definition is used, and knows by how many workflows
-        stored = {k.rsplit(":", 1)[1] for k in r.scan_iter(shard.definition("*"))}
+        stored = {k.rsplit(":", 1)[1] for k in scan_keys(r, match=shard.definition("*"))}
         assert stored == set(uses)
         for digest, used in uses.items():
             assert int(r.hget(shard.definition(digest), "r")) == used
