@@ -22,7 +22,7 @@ from ..loader import load_file
 from ..model import TaskState, WorkflowState
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
-from . import schedule_cmds, template_cmds
+from . import cluster_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -888,6 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     template_cmds.register(sub, both)
     schedule_cmds.register(sub, both)
+    cluster_cmds.register(sub, both)
 
     p = sub.add_parser("server", help="run a private redis-server (or cluster) and print its URL")
     p.add_argument("--port", type=int, default=None)
