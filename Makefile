@@ -1,7 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
 #   make test   installs into .venv (redis-server included) and runs the whole suite
-#   make test-cluster  the Redis-semantics tests on a local 3-master Redis Cluster
+#   make test-cluster  the Redis-semantics suite again on a local 3-master Redis Cluster
 #   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
 PY ?= python3
 VENV := .venv
@@ -23,12 +23,12 @@ test: $(BIN)/redisflow
 	$(BIN)/mypy --strict engine
 	$(BIN)/python -m pytest -q
 
-# The Redis-semantics tests again on a local 3-master Redis Cluster (tests/cluster_support.py)
-CLUSTER_TESTS := tests/test_cluster.py tests/test_transitions.py tests/test_dags.py \
-	tests/test_maps.py tests/test_agent.py tests/test_events.py tests/test_flow_control.py \
-	tests/test_cluster_moves.py
+# The whole Redis-semantics suite again on a local 3-master Redis Cluster, one shard per
+# master: every test on the session's Redis (fixtures redis_url, engine, cli_env, the
+# console's); pure-logic tests and those on a server of their own are deselected, and
+# those marked single_redis skipped (tests/conftest.py, tests/cluster_support.py)
 test-cluster: $(BIN)/redisflow
-	$(BIN)/python -m pytest -q --cluster $(CLUSTER_TESTS)
+	$(BIN)/python -m pytest -q --cluster
 
 chaos: $(BIN)/redisflow
 	RF_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s tests/test_chaos.py -k long

@@ -51,6 +51,15 @@ def redis_cluster() -> Iterator[LocalCluster]:
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def cluster_flusher(redis_cluster: LocalCluster) -> Iterator[redis.Redis]:
+    """One cluster client for the session's flushes: a client made per test costs a slot
+    map and a connection per master each time (about 40 ms), twice per test."""
+    client = open_client(redis_cluster.url)
+    yield client
+    close_client(client)
+
+
 @pytest.fixture()
 def cluster_url(redis_cluster: LocalCluster) -> Iterator[str]:
     """The cluster's ``redis+cluster://`` URL, every master flushed before and after."""

@@ -7,11 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from cluster_support import cluster_url, cluster_wanted, flush, redis_cluster
+from cluster_support import cluster_flusher, cluster_url, cluster_wanted, redis_cluster
 
 from engine import EmbeddedRedis, Engine
 
-__all__ = ["cluster_url", "redis_cluster"]  # fixtures of tests/cluster_support.py
+# fixtures of tests/cluster_support.py
+__all__ = ["cluster_flusher", "cluster_url", "redis_cluster"]
+
+# fixtures that name the session's Redis (the cluster with --cluster)
+ON_SESSION_REDIS = {"redis_url", "session_url", "redis_cluster"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -25,7 +29,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not cluster_wanted(config):
         return
-    skip = pytest.mark.skip(reason="needs a single Redis (its process, CONFIG or a plain client)")
+    # On the cluster run only the tests on the session's Redis: the rest (pure logic, or a
+    # redis-server of their own) ran the same in the single-Redis run
+    kept = [item for item in items if ON_SESSION_REDIS & set(getattr(item, "fixturenames", ()))]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+    skip = pytest.mark.skip(reason="needs a single Redis (a proxy in front of it, CONFIG, ...)")
     for item in items:
         if "single_redis" in item.keywords:
             item.add_marker(skip)
@@ -39,15 +49,25 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def session_url(request: pytest.FixtureRequest) -> str:
+    """The session's Redis, not flushed: the single server's URL, or with ``--cluster``
+    the local cluster's (for module fixtures that flush it themselves)."""
+    if cluster_wanted(request.config):
+        return str(request.getfixturevalue("redis_cluster").url)
+    return str(request.getfixturevalue("redis_server").url)
+
+
 @pytest.fixture()
 def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """The server's URL, with the database flushed before and after the test (with
     ``--cluster``: the local cluster's, every master flushed)."""
     if cluster_wanted(request.config):
         url = request.getfixturevalue("redis_cluster").url
-        flush(url)
+        flusher = request.getfixturevalue("cluster_flusher")
+        flusher.flushall()  # every master
         yield url
-        flush(url)
+        flusher.flushall()
         return
     redis_server: EmbeddedRedis = request.getfixturevalue("redis_server")
     client = redis.Redis.from_url(redis_server.url)
@@ -60,9 +80,9 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture()
 def engine(redis_url: str) -> Iterator[Engine]:
     """An engine on the flushed test server."""
-    # On a cluster: one shard unless RF_TEST_SHARDS says more (tests that drive the scripts
-    # by hand claim from shard 0; tests/test_cluster.py covers shards spread over masters).
-    shards = int(os.environ.get("RF_TEST_SHARDS", "1")) if "+cluster" in redis_url else None
+    # The deployment's default layout (on a cluster: one shard per master);
+    # RF_TEST_SHARDS gives another shard count
+    shards = int(os.environ["RF_TEST_SHARDS"]) if os.environ.get("RF_TEST_SHARDS") else None
     eng = Engine.connect(redis_url, shards=shards)
     yield eng
     eng.close()

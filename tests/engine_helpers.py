@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from engine import Agent, Engine, Task
+from engine.store.keys import ShardKeys
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,17 +53,66 @@ def assert_stats_agree(engine: Engine) -> None:
         assert engine.count(state) == n
 
 
-def scan_keys(client: redis.Redis) -> set[str]:
-    """Every key in the database, read with SCAN."""
-    return {k if isinstance(k, str) else k.decode() for k in client.scan_iter(count=1000)}
+def primaries(client: redis.Redis) -> list[redis.Redis]:
+    """One client per master holding data: the client itself on a single Redis, a client
+    for each primary on a cluster (where DBSIZE, KEYS and INFO answer for one node only)."""
+    if isinstance(client, RedisCluster):
+        nodes = client.get_primaries()
+        return [client.get_redis_connection(node) for node in nodes]
+    return [client]
+
+
+def scan_keys(client: redis.Redis, match: str | None = None) -> set[str]:
+    """Every key in the database (every master of a cluster), read with SCAN."""
+    return {
+        k if isinstance(k, str) else k.decode()
+        for node in primaries(client)
+        for k in node.scan_iter(match=match, count=1000)
+    }
 
 
 def snapshot(client: redis.Redis) -> dict[str, Any]:
-    """A comparable picture of the whole keyspace: every key with its type and dump."""
+    """A comparable picture of the whole keyspace (every master of a cluster): every key
+    with its dump."""
     out: dict[str, Any] = {}
     for key in scan_keys(client):
         out[key] = client.dump(key)
     return out
+
+
+def subscribers(client: redis.Redis, channel: str) -> int:
+    """How many clients listen on ``channel``: on a cluster, on the master of its slot,
+    sharded subscriptions (SSUBSCRIBE) and plain ones."""
+    if isinstance(client, RedisCluster):
+        node = client.get_redis_connection(client.get_node_from_key(channel))
+        sharded = node.pubsub_shardnumsub(channel)
+        return int(sharded[0][1]) + int(node.pubsub_numsub(channel)[0][1])
+    return int(client.pubsub_numsub(channel)[0][1])
+
+
+def every_shard_listened(engine: Engine, channel: Callable[[ShardKeys], str]) -> bool:
+    """Whether each shard's ``channel`` (e.g. its event channel) has a subscriber."""
+    return all(subscribers(engine.redis, channel(s)) >= 1 for s in engine.keys.all_shards())
+
+
+def publish(client: redis.Redis, channel: str, message: str) -> int:
+    """Publish as the engine does: SPUBLISH on a cluster, PUBLISH on one Redis."""
+    if isinstance(client, RedisCluster):
+        return int(client.spublish(channel, message))
+    return int(client.publish(channel, message))
+
+
+def keys_on_one_shard(engine: Engine, n: int, prefix: str = "k") -> list[str]:
+    """``n`` idempotency keys that route their pushes to one shard (any keys on one
+    shard): for tests of an order or a limit that holds within a shard's queue."""
+    keys: list[str] = []
+    i = 0
+    while len(keys) < n:
+        key = f"{prefix}{i}"
+        if engine.keys.shard_for(key) == engine.keys.shard_for(f"{prefix}0"):
+            keys.append(key)
+        i += 1
+    return keys
 
 
 def traces_of(engine: Engine, wid: str) -> list[str]:
@@ -200,34 +251,50 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
 
 
 class Hand:
-    """An agent driven step by step from a test: it calls the scripts directly."""
+    """An agent driven step by step from a test: it calls the scripts directly, on every
+    shard as an agent does (registered on each, claiming from each in turn, reporting
+    each outcome to its workflow's shard)."""
 
     def __init__(self, engine: Engine, agent_id: str = "hand", lease_s: float = 60.0) -> None:
         self.engine = engine
         self.id = agent_id
         self.lease_ms = int(lease_s * 1000)
-        self.shard = engine.keys.shard(0)
+        self.shards = engine.keys.all_shards()
+        self._next = 0  # the shard the next claim starts from
         self.taken_back = self.register()
 
     def register(self) -> list[Task]:
-        """Register (again); returns the tasks taken back."""
-        return self.engine.store.register(self.shard, self.id, '{"types": [""]}', self.lease_ms)
+        """Register (again) on every shard; returns the tasks taken back."""
+        taken: list[Task] = []
+        for shard in self.shards:
+            taken += self.engine.store.register(shard, self.id, '{"types": [""]}', self.lease_ms)
+        return taken
 
     def claim(self, task_type: str = "", count: int = 100) -> list[Task]:
-        """Claim up to ``count`` ready tasks of one type."""
-        return self.engine.store.scripts.run(
-            self.engine.store.claim_call(self.shard, self.id, [task_type], count)
-        )
+        """Claim up to ``count`` ready tasks of one type, in all, from the shards in turn
+        (each claim starts from the shard after the last one's first)."""
+        got: list[Task] = []
+        n = len(self.shards)
+        start, self._next = self._next, (self._next + 1) % n
+        for i in range(n):
+            if len(got) >= count:
+                break
+            shard = self.shards[(start + i) % n]
+            got += self.engine.store.scripts.run(
+                self.engine.store.claim_call(shard, self.id, [task_type], count - len(got))
+            )
+        return got
 
     def claim_one(self, task_type: str = "") -> Task:
         [task] = self.claim(task_type, 1)
         return task
 
     def report(self, task: Task, how: str, value: str) -> int:
-        """Report one outcome; 1 when recorded, 0 when rejected."""
+        """Report one outcome to its workflow's shard; 1 when recorded, 0 when rejected."""
         outcome = (task.workflow_id, task.key, task.attempt, how, value)
+        shard = self.engine.keys.shard_of(task.workflow_id)
         reported = self.engine.store.scripts.run(
-            self.engine.store.complete_call(self.shard, self.id, [outcome])
+            self.engine.store.complete_call(shard, self.id, [outcome])
         )
         for wid, c in reported.expand:  # a map made ready: expand it, as an agent does
             self.engine.store.expand(wid, c)
@@ -241,12 +308,19 @@ class Hand:
         return self.report(task, "err", error)
 
     def heartbeat(self) -> int:
-        return int(self.engine.store.heartbeat(self.shard, self.id, self.lease_ms))
+        """Heartbeat on every shard: 1 when every lease was still held."""
+        held = [self.engine.store.heartbeat(s, self.id, self.lease_ms) for s in self.shards]
+        return int(all(held))
 
     def expire(self) -> None:
         """Make this agent's lease run out now (as if it stopped heartbeating long ago)."""
-        self.engine.redis.zadd(self.shard.agents_live, {self.id: 0})
+        for shard in self.shards:
+            self.engine.redis.zadd(shard.agents_live, {self.id: 0})
 
     def stop(self, unstarted: Iterable[Task] = ()) -> None:
-        """Leave; ``unstarted`` tasks were claimed but never run (their attempt is undone)."""
-        self.engine.store.stop(self.shard, self.id, list(unstarted))
+        """Leave every shard; ``unstarted`` tasks were claimed but never run (their attempt
+        is undone on their workflow's shard)."""
+        tasks = list(unstarted)
+        for shard in self.shards:
+            mine = [t for t in tasks if self.engine.keys.shard_of(t.workflow_id) == shard]
+            self.engine.store.stop(shard, self.id, mine)

@@ -7,12 +7,16 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
+from engine.store.gauges import read_gauges
+from engine.store.keys import ShardKeys
+from engine.urls import open_client
 
 
 def fan(name: str, types: list[str], width: int = 3) -> Workflow:
@@ -69,7 +73,6 @@ def test_one_agent_claims_across_its_types_by_priority(engine: Engine) -> None:
     assert order == ["y-high", "x-mid", "x-low", "y-low"]
 
 
-@pytest.mark.single_redis
 def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
     engine: Engine, redis_url: str
 ) -> None:
@@ -82,8 +85,8 @@ def test_concurrency_runs_tasks_side_by_side_and_never_claims_more(
     lock = threading.Lock()
     active = peak = 0
     running_seen: list[int] = []
-    probe = redis.Redis.from_url(redis_url, decode_responses=True)
-    running_key = engine.keys.shard(0).stats
+    probe = open_client(redis_url, decode_responses=True)
+    running_key = engine.keys.shard_of(wid).stats
 
     def handler(task: Task) -> None:
         nonlocal active, peak
@@ -199,7 +202,7 @@ def test_stop_finishes_in_flight_tasks_and_starts_no_more(engine: Engine) -> Non
     assert {st.task(f"t{i}").state for i in range(1, 5)} == {"ready"}  # handed back
     # they never started: no attempt counted, no agent recorded
     assert {(st.task(f"t{i}").attempts, st.task(f"t{i}").agent) for i in range(1, 5)} == {(0, None)}
-    assert len(engine.redis.zrange(engine.keys.shard(0).queue(""), 0, -1)) == 4
+    assert len(engine.redis.zrange(engine.keys.shard_of(wid).queue(""), 0, -1)) == 4
     assert [a.state for a in engine.agents()] == [AgentState.STOPPED]
     assert_stats_agree(engine)
     attempts: list[int] = []
@@ -249,7 +252,8 @@ def test_an_agent_declared_dead_registers_again(engine: Engine) -> None:
     wf.task("a")
     with agent_thread(engine, {"": lambda t: "ok"}, "phoenix", lease_s=60, heartbeat_s=30) as agent:
         wait_for(lambda: any(a.id == "phoenix" for a in engine.agents()))
-        engine.redis.zadd(engine.keys.shard(0).agents_live, {"phoenix": 0})
+        for shard in engine.keys.all_shards():
+            engine.redis.zadd(shard.agents_live, {"phoenix": 0})
         engine.maintain()  # reaped: its next claim is refused until it registers again
         wid = engine.push(wf)
         assert engine.wait(wid, timeout=30) == "succeeded"
@@ -278,6 +282,26 @@ def test_agents_listing(engine: Engine) -> None:
     assert info.state == AgentState.STOPPED and info.running == []
 
 
+def test_an_agent_on_several_shards_is_listed_once(redis_url: str) -> None:
+    """An agent registers on every shard: listed (and counted in the gauges) once, holding
+    the tasks it runs on each of them."""
+    with Engine.connect(redis_url, shards=3) as engine:
+        wf = Workflow("w")
+        wf.task("a")
+        wids = [engine.push(wf) for _ in range(3)]
+        assert {engine.keys.shard_of(w).shard for w in wids} == {0, 1, 2}
+        hand = Hand(engine, "wide")
+        held = hand.claim(count=3)
+        assert sorted(t.workflow_id for t in held) == sorted(wids)
+        [info] = engine.agents()
+        assert (info.id, info.state) == ("wide", AgentState.ONLINE)
+        assert sorted(m.split(":")[0] for m in info.running) == sorted(wids)
+        assert read_gauges(engine.store).agents == {"online": 1}
+        hand.stop(held)
+        [info] = engine.agents()
+        assert (info.state, info.running) == (AgentState.STOPPED, [])
+
+
 def test_agent_rejects_bad_arguments(engine: Engine) -> None:
     with pytest.raises(ValueError, match="needs an id"):
         Agent(engine, " ", {"": lambda t: None})
@@ -293,8 +317,19 @@ def test_agent_rejects_bad_arguments(engine: Engine) -> None:
         Agent(engine, "x", {"": lambda t: None}, batch=-1)
 
 
-def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
-    """Make the first pipeline that calls ``script`` lose its connection.
+def queued(pipe: Any) -> list[tuple[Any, ...]]:
+    """The commands a pipeline holds: a cluster pipeline keeps them in its strategy."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None:
+        return [c.args for c in strategy.command_queue]
+    return [c[0] for c in pipe.command_stack]
+
+
+def sabotage(
+    engine: Engine, script: str, *, after_running: bool, shard: ShardKeys | None = None
+) -> list[int]:
+    """Make the first pipeline that calls ``script`` (on ``shard``'s keys, when given: an
+    agent claims from every shard in turn) lose its connection.
 
     ``after_running``: the server ran the pipeline and only the reply is lost (a claim's
     tasks are then recorded as the agent's without it knowing); otherwise nothing ran.
@@ -309,8 +344,13 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
         real_execute = pipe.execute
 
         def execute(*eargs, **ekwargs):
-            calls = [c[0] for c in pipe.command_stack]
-            if not fired and any(c[0] == "EVALSHA" and c[1] == sha for c in calls):
+            calls = queued(pipe)
+            if not fired and any(
+                c[0] == "EVALSHA"
+                and c[1] == sha
+                and (shard is None or str(c[3]).startswith(shard.prefix))
+                for c in calls
+            ):
                 fired.append(1)
                 if after_running:
                     real_execute(*eargs, **ekwargs)
@@ -325,7 +365,6 @@ def sabotage(engine: Engine, script: str, *, after_running: bool) -> list[int]:
     return fired
 
 
-@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_claim_whose_reply_is_lost_is_taken_back(
     redis_url: str, engine: Engine, concurrency: int
@@ -334,7 +373,8 @@ def test_a_claim_whose_reply_is_lost_is_taken_back(
     wf.task("a")
     wid = engine.push(wf)
     with Engine.connect(redis_url) as agent_engine:
-        fired = sabotage(agent_engine, "claim", after_running=True)
+        shard = engine.keys.shard_of(wid)
+        fired = sabotage(agent_engine, "claim", after_running=True, shard=shard)
         with agent_thread(agent_engine, {"": lambda t: t.attempt}, concurrency=concurrency):
             assert engine.wait(wid, timeout=30) == "succeeded"
     assert fired
@@ -343,7 +383,6 @@ def test_a_claim_whose_reply_is_lost_is_taken_back(
     assert_stats_agree(engine)
 
 
-@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_an_outcome_whose_report_fails_is_sent_again(
     redis_url: str, engine: Engine, concurrency: int

@@ -12,9 +12,17 @@ from pathlib import Path
 import pytest
 import redis
 from chaos import TESTS, ChaosProxy, RedisProcess
-from engine_helpers import agent_thread, assert_stats_agree, spawn_agent, stop_process, wait_for
+from engine_helpers import (
+    agent_thread,
+    assert_stats_agree,
+    primaries,
+    spawn_agent,
+    stop_process,
+    wait_for,
+)
 
 from engine import Agent, EmbeddedRedis, Engine, Task, Workflow
+from engine.urls import open_client
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +64,8 @@ def stop_cleanly(proc, folder: Path) -> None:
     assert proc.wait(60) == 0, (folder / "ag.err").read_text()
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 def test_an_idle_agent_survives_a_drop_just_after_a_wake_up(
     engine: Engine, proxy: ChaosProxy, tmp_path: Path
 ) -> None:
@@ -75,6 +85,8 @@ def test_an_idle_agent_survives_a_drop_just_after_a_wake_up(
         stop_process(agent)
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 def test_a_claim_whose_reply_was_lost_is_taken_back(
     engine: Engine, proxy: ChaosProxy, tmp_path: Path
 ) -> None:
@@ -92,6 +104,8 @@ def test_a_claim_whose_reply_was_lost_is_taken_back(
     assert_stats_agree(engine)
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 def test_an_agent_starting_while_redis_is_away_registers_when_it_is_back(
     engine: Engine, proxy: ChaosProxy
 ) -> None:
@@ -103,6 +117,8 @@ def test_an_agent_starting_while_redis_is_away_registers_when_it_is_back(
     assert [(a.id, a.state) for a in engine.agents()] == [("late", "stopped")]
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_an_agent_stopping_while_redis_is_away_reports_and_leaves_when_it_is_back(
     engine: Engine, proxy: ChaosProxy, concurrency: int
@@ -136,6 +152,8 @@ def test_an_agent_stopping_while_redis_is_away_reports_and_leaves_when_it_is_bac
     assert_stats_agree(engine)
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 def test_an_agent_working_until_idle_rides_out_connections_dropping_all_along(
     engine: Engine, proxy: ChaosProxy
 ) -> None:
@@ -170,9 +188,11 @@ def test_an_idle_agent_is_woken_again_after_its_connections_are_killed(
     with agent_thread(engine, {"": lambda t: done.set()}, **QUIET):
         wait_for(lambda: [a.state for a in engine.agents()] == ["online"], what="the agent")
         time.sleep(0.3)
-        admin = redis.Redis.from_url(engine.url)
-        assert admin.client_kill_filter(_type="pubsub") >= 1
-        admin.client_kill_filter(_type="normal", skipme=True)
+        admin = open_client(engine.url)
+        masters = primaries(admin)  # every master of a cluster: each holds a subscription
+        assert sum(m.client_kill_filter(_type="pubsub") for m in masters) >= 1
+        for m in masters:
+            m.client_kill_filter(_type="normal", skipme=True)
         admin.close()
         time.sleep(0.3)
         engine.push(one_task("after"))
@@ -201,6 +221,8 @@ def test_an_idle_agent_process_survives_redis_restarts(tmp_path: Path, how: str)
         server.stop()
 
 
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 def test_an_until_idle_agent_rides_out_a_drop_while_checking_for_work_left(
     engine: Engine, proxy: ChaosProxy
 ) -> None:
@@ -239,6 +261,8 @@ def test_an_agent_without_permission_exits_at_once_with_one_line(
         admin.close()
 
 
+# CONFIG SET maxmemory on the one Redis process
+@pytest.mark.single_redis
 def test_an_outcome_redis_refuses_for_lack_of_memory_is_sent_again(engine: Engine) -> None:
     """Out of memory, the report fails whole (no script runs a write): it is kept, not lost."""
     started, gate = threading.Event(), threading.Event()

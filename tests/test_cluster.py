@@ -132,6 +132,7 @@ def test_server_cluster_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) ->
     assert "--cluster needs a --url" in capsys.readouterr().err
 
 
+# what a single Redis stores (a cluster client always stores the layout)
 @pytest.mark.single_redis
 def test_a_single_redis_stores_a_shard_count_only_when_given(redis_url: str) -> None:
     with Engine.connect(redis_url) as plain:

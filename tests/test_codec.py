@@ -11,10 +11,8 @@ from importlib import resources
 from typing import Any
 
 import pytest
-import redis
 
 from engine import Engine, Workflow
-from engine.store import Keyspace
 from engine.store.codec import (
     INPUT_OWN_KEY,
     INPUT_PIECE,
@@ -27,6 +25,7 @@ from engine.store.codec import (
     parse_status,
     stored_input,
 )
+from engine.urls import open_client
 
 RECORDS = [
     ("ready", "0", "0", "", "", ""),
@@ -68,7 +67,7 @@ def test_no_record_is_a_waiting_task_on_both_sides(engine: Engine) -> None:
 
 
 def test_key_names_agree(engine: Engine) -> None:
-    shard = Keyspace("rf", 1).shard(0)
+    shard = engine.keys.shard(0)  # its hash tag: the deployment's (a cluster's spread tags)
     got = run_lua(
         engine,
         """
@@ -122,7 +121,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     a = wf.task("a", payload={"n": 1}, type="io")
     wf.task("b", payload=[1, 2], after=[a], type="io", priority=3)
     wid = engine.push(wf)
-    shard = engine.keys.shard(0)
+    shard = engine.keys.shard_of(wid)
     engine.store.register(shard, "agent|x", "{}", 60_000)
     rows = engine.redis.evalsha(
         engine.store.scripts.sha("claim"), 1, shard.queue("io"), shard.prefix, 100, "agent|x", 5
@@ -201,10 +200,11 @@ def test_an_input_is_stored_and_read_alike_on_both_sides(
     # Python reads what Lua's read_input reads, from the same stored fields
     raw = {"in": head, **{f"in{k}": p for k, p in enumerate(pieces, 1)}}
     assert stored_input(raw, own) == text
-    engine.redis.hset("w", mapping=raw)
+    w = engine.keys.shard(0).workflow(1)  # in the slot run_lua's script runs on
+    engine.redis.hset(w, mapping=raw)
     if own is not None:
-        engine.redis.set("w:in", own)
-    got = run_lua(engine, "return {read_input('w', redis.call('HGET', 'w', 'in'))}")
+        engine.redis.set(engine.keys.shard(0).workflow_input(1), own)
+    got = run_lua(engine, f"return {{read_input('{w}', redis.call('HGET', '{w}', 'in'))}}")
     assert got == [text]
 
 
@@ -222,7 +222,7 @@ def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -
         redis.call('HSET', KEYS[1], 'in', head, unpack(pieces))
         return {head, read_input(KEYS[1], head)}
     """
-    client = redis.Redis.from_url(redis_url)  # bytes, not text
+    client = open_client(redis_url)  # bytes, not text
     try:
         head, joined = client.eval(f"{lib}\n{body}", 1, "w", "p", 100, data)
         assert (head, joined) == (b"#3", data)

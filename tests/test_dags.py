@@ -11,7 +11,7 @@ from engine_helpers import assert_stats_agree, run_agent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import EmbeddedRedis, Engine, Task, TaskFailed, Workflow
+from engine import Engine, Task, TaskFailed, Workflow
 
 TYPES = ("", "b")
 
@@ -95,9 +95,9 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def dag_engine(redis_server: EmbeddedRedis):
+def dag_engine(session_url: str):
     """One engine for every example; each example flushes the database first."""
-    eng = Engine.connect(redis_server.url)
+    eng = Engine.connect(session_url)
     yield eng
     eng.redis.flushall()
     eng.close()

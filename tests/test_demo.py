@@ -8,7 +8,10 @@ import subprocess
 import sys
 
 import pytest
-import redis
+from engine_helpers import scan_keys
+
+from engine import Engine
+from engine.urls import open_client
 
 FIELDS = {
     "shape",
@@ -78,12 +81,14 @@ def test_demo_failures_are_counted(redis_url: str) -> None:
 
 
 def test_demo_refuses_a_namespace_in_use(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    client.hset("rf:{rf:0}:stats", "w:pushed", 1)
+    with Engine.connect(redis_url) as engine:  # the layout the demo will use
+        stats = engine.keys.shard(0).stats
+    client = open_client(redis_url)
+    client.hset(stats, "w:pushed", 1)
     proc = run_demo(redis_url, "--workflows", "10")
     assert proc.returncode == 2
     assert "already holds data" in proc.stderr
-    assert client.hget("rf:{rf:0}:stats", "w:pushed") == b"1"  # nothing flushed
+    assert client.hget(stats, "w:pushed") == b"1"  # nothing flushed
 
 
 def test_demo_map_shape(redis_url: str) -> None:
@@ -124,7 +129,7 @@ def test_demo_realistic_work(redis_url: str, extra: list[str]) -> None:
     assert out["task_io"] is ("--task-io" in extra)
     assert out["async_handlers"] is ("--async" in extra)
     if "--task-io" in extra:
-        io = redis.Redis.from_url(redis_url).keys("rf:io:*")
+        io = scan_keys(open_client(redis_url), match="rf:io:*")
         assert io  # the handlers' own keys, one per agent
     if "--fail-rate" not in extra:
         assert out["succeeded"] == out["tasks"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-from engine_helpers import Hand, run_agent, wait_for
+from engine_helpers import Hand, every_shard_listened, publish, run_agent, wait_for
 
 from engine import Engine, Event, Task, Workflow
 from engine.events import decode_batch
@@ -141,12 +140,11 @@ def test_the_stream_is_capped(redis_url: str) -> None:
             engine.push_many([wf] * 30)
         for wid in engine.list_ids(limit=300):
             engine.cancel(wid)  # one event batch each: 310 batches in all
-        length = engine.redis.xlen(engine.keys.shard(0).events)
         # MAXLEN ~ trims whole stream nodes (100 entries by default), never below the cap
-        assert 10 <= length <= 10 + 100 + 30
+        for shard in engine.keys.all_shards():  # every shard's stream had over 10 batches
+            assert 10 <= engine.redis.xlen(shard.events) <= 10 + 100 + 30
 
 
-@pytest.mark.single_redis
 def test_finished_workflow_callbacks(engine: Engine) -> None:
     done: list[str] = []
     failed: list[str] = []
@@ -162,16 +160,14 @@ def test_finished_workflow_callbacks(engine: Engine) -> None:
         if done and failed:
             both.set()
 
-    channel = engine.keys.shard(0).event_channel
     with engine.on_workflow_finished(complete=on_complete, failed=on_failed):
-        wait_for(lambda: engine.redis.pubsub_numsub(channel)[0][1] >= 1, what="subscription")
+        wait_for(lambda: every_shard_listened(engine, lambda s: s.event_channel))
         bad_id, good_id = engine.push_many(list(flaky_and_fine()))
         run_agent(engine, {"": handler})
         assert both.wait(30)
     assert done == [good_id] and failed == [bad_id]
 
 
-@pytest.mark.single_redis
 def test_live_listener_sees_every_batch(engine: Engine) -> None:
     got: list[Event] = []
     finished = threading.Event()
@@ -181,9 +177,8 @@ def test_live_listener_sees_every_batch(engine: Engine) -> None:
         if event.kind == "workflow.succeeded":
             finished.set()
 
-    channel = engine.keys.shard(0).event_channel
     with engine.listen(on_event):
-        wait_for(lambda: engine.redis.pubsub_numsub(channel)[0][1] >= 1, what="subscription")
+        wait_for(lambda: every_shard_listened(engine, lambda s: s.event_channel))
         wf = Workflow("w")
         wf.task("a")
         wid = engine.push(wf)
@@ -221,9 +216,10 @@ def test_listener_survives_a_failing_callback_and_bad_messages(engine: Engine) -
             done.set()
         raise RuntimeError("callback bug")
 
-    channel = engine.keys.shard(0).event_channel
     with engine.listen(callback):
-        engine.redis.publish(channel, "not json")
+        wait_for(lambda: every_shard_listened(engine, lambda s: s.event_channel))
+        for shard in engine.keys.all_shards():
+            publish(engine.redis, shard.event_channel, "not json")
         wf = Workflow("w")
         wf.task("a")
         wid = engine.push(wf)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import BIN, Hand
+from engine_helpers import BIN, Hand, snapshot
 
 from engine import DefinitionError, Engine, Workflow, load_file, load_text
 from engine.cli.main import run
@@ -250,11 +250,12 @@ def test_hostile_push_exits_2_and_writes_nothing(
     name, text, pattern = HOSTILE[case]
     path = tmp_path / name
     path.write_text(text)
+    before = snapshot(engine.redis)  # empty but for a cluster's stored layout
     assert cli_run(["push", str(path), "--url", redis_url]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("redisflow: "), err
     assert re.search(pattern, err), err
-    assert list(engine.redis.scan_iter(match=engine.keys.pattern)) == []
+    assert snapshot(engine.redis) == before
 
 
 def test_hostile_push_through_the_console_script(
@@ -262,6 +263,7 @@ def test_hostile_push_through_the_console_script(
 ) -> None:
     path = tmp_path / "w.json"
     path.write_text(HOSTILE["lone surrogate in a task name (JSON)"][1])
+    before = snapshot(engine.redis)  # empty but for a cluster's stored layout
     result = subprocess.run(
         [str(BIN / "redisflow"), "push", str(path)],
         env=cli_env,
@@ -273,7 +275,7 @@ def test_hostile_push_through_the_console_script(
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     assert "holds '\\ud800'" in result.stderr
-    assert list(engine.redis.scan_iter(match=engine.keys.pattern)) == []
+    assert snapshot(engine.redis) == before
 
 
 def test_yaml_merge_keys_are_applied() -> None:
@@ -332,9 +334,10 @@ def test_push_max_tasks_option(
 ) -> None:
     path = tmp_path / "w.json"
     _write(path, {"name": "w", "tasks": [{"name": f"t{i}"} for i in range(5)]})
+    before = snapshot(engine.redis)  # empty but for a cluster's stored layout
     assert cli_run(["push", str(path), "--url", redis_url, "--max-tasks", "4"]) == 2
     assert "more than 4 tasks" in capsys.readouterr().err
-    assert list(engine.redis.scan_iter(match=engine.keys.pattern)) == []
+    assert snapshot(engine.redis) == before
     assert cli_run(["push", str(path), "--url", redis_url, "--max-tasks", "5"]) == 0
     too_many = str(DEFAULT_MAX_TASKS + 1)
     assert cli_run(["push", str(path), "--url", redis_url, "--max-tasks", too_many]) == 2

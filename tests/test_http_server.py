@@ -459,10 +459,11 @@ def test_metrics(engine: Engine, api: httpx.Client) -> None:
 
 def test_queue_age_of_a_waiting_task(engine: Engine, api: httpx.Client) -> None:
     api.post("/v1/templates/pipeline/runs", json={})
-    shard = engine.keys.shard(0)
     # the task waits as if made ready two minutes ago
-    wid, idx = engine.redis.zrange(shard.queue("http"), 0, 0)[0].split(":")
-    key = shard.workflow(wid)
+    queues = [s.queue("http") for s in engine.keys.all_shards()]
+    [member] = [m for q in queues for m in engine.redis.zrange(q, 0, 0)]
+    wid, idx = member.split(":")
+    key = engine.keys.shard_of(wid).workflow(wid)
     engine.redis.hincrby(key, "ct", -120_000)
     m = _samples(api.get("/metrics").text)
     assert m[("redisflow_queue_oldest_age_seconds", (("type", "http"),))] >= 120

@@ -40,7 +40,9 @@ def test_every_task_sees_its_runs_input_and_the_definition_is_stored_once(
         assert status.input == given and status.state == "succeeded"
         assert status.to_dict()["input"] == given
     definitions = [k for k in scan_keys(engine.redis) if ":d:" in k]
-    assert len(definitions) == 1  # 50 inputs, one stored definition
+    # 50 inputs, one stored definition (once on each shard that holds some of the runs)
+    assert len({k.rsplit(":", 1)[1] for k in definitions}) == 1
+    assert len(definitions) == len({engine.keys.shard_of(w) for w in ids})
 
 
 def test_push_with_one_input_and_without(engine: Engine) -> None:

@@ -159,7 +159,7 @@ def test_pause_release_cancel_and_cleanup_cover_steps(engine: Engine) -> None:
     hand = Hand(engine)
     [split] = hand.claim()
     hand.succeed(split, {"sections": ["a b", "c", "d e f", "g", "h"]})
-    io = engine.keys.shard(0).queue("io")
+    io = engine.keys.shard_of(wid).queue("io")
     assert engine.redis.zcard(io) == 3  # the window: three items, each at its first step
     assert engine.pause(wid) == 3
     assert engine.redis.zcard(io) == 0
@@ -167,7 +167,7 @@ def test_pause_release_cancel_and_cleanup_cover_steps(engine: Engine) -> None:
     fetches = hand.claim("io", 3)
     for t in fetches:
         hand.succeed(t, {"text": t.item})
-    plain = engine.keys.shard(0).queue("")
+    plain = engine.keys.shard_of(wid).queue("")
     assert engine.redis.zcard(plain) == 6  # count and words of three items
     running = hand.claim(count=2)
     assert engine.cancel(wid) == 2  # the map (its three items) and the gather

@@ -185,12 +185,12 @@ def test_the_window_bounds_the_ready_queue(engine: Engine) -> None:
     hand = Hand(engine)
     [split] = hand.claim()
     hand.succeed(split, {"items": list(range(20))})
-    ready = engine.redis.zcard(engine.keys.shard(0).queue(""))
+    ready = engine.redis.zcard(engine.keys.shard_of(wid).queue(""))
     assert ready == 4
     items = hand.claim(count=100)
     assert [t.item for t in items] and len(items) == 4
     hand.succeed(items[0], "x")  # one ends, one more starts
-    assert engine.redis.zcard(engine.keys.shard(0).queue("")) == 1
+    assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 1
     assert engine.status(wid).state == "running"
 
 
@@ -199,7 +199,7 @@ def test_pause_release_and_cancel_cover_items(engine: Engine) -> None:
     hand = Hand(engine)
     [split] = hand.claim()
     hand.succeed(split, {"items": list(range(30))})
-    queue = engine.keys.shard(0).queue("")
+    queue = engine.keys.shard_of(wid).queue("")
     assert engine.redis.zcard(queue) == 5
     assert engine.pause(wid) == 5
     assert engine.redis.zcard(queue) == 0
@@ -233,11 +233,12 @@ def test_an_expansion_left_half_done_is_finished_by_housekeeping(engine: Engine)
     [split] = hand.claim()
     # the agent that made the map ready dies before expanding it: report by hand, no expand
     outcome = (split.workflow_id, split.key, split.attempt, "ok", '{"items": [1, 2, 3]}')
-    reported = engine.store.scripts.run(engine.store.complete_call(hand.shard, hand.id, [outcome]))
+    call = engine.store.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
+    reported = engine.store.scripts.run(call)
     assert reported.expand == [(wid, "1")]
-    assert engine.redis.zcard(engine.keys.shard(0).queue("")) == 0
-    engine.store.expand_due(engine.keys.shard(0))  # housekeeping (no grace in this test)
-    assert engine.redis.zcard(engine.keys.shard(0).queue("")) == 2
+    assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 0
+    engine.store.expand_due(engine.keys.shard_of(wid))  # housekeeping (no grace in this test)
+    assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 2
     # a second expansion of the same map changes nothing
     before = snapshot(engine.redis)
     engine.store.expand(wid, "1")
@@ -252,13 +253,14 @@ def test_expansions_raced_by_threads_store_each_item_once(engine: Engine) -> Non
     [split] = hand.claim()
     items = list(range(5000))
     outcome = (split.workflow_id, split.key, split.attempt, "ok", f'{{"items": {items}}}')
-    engine.store.scripts.run(engine.store.complete_call(hand.shard, hand.id, [outcome]))
+    call = engine.store.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
+    engine.store.scripts.run(call)
     threads = [threading.Thread(target=engine.store.expand, args=(wid, "1")) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert engine.redis.zcard(engine.keys.shard(0).queue("")) == 5000
+    assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 5000
     run_agent(engine, {"": handler({"items": items})})
     assert engine.status(wid).task("total").output == [2 * i for i in items]
 

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_codec import run_lua
 
-from engine import DefinitionError, EmbeddedRedis, Engine, Task, TaskFailed, Workflow, load_text
+from engine import DefinitionError, Engine, Task, TaskFailed, Workflow, load_text
 from engine.definition import plan, resolve, validate
 from engine.rules import FINALLY, RULES, decide, explain, simulate, workflow_result
 from engine.store.codec import RULE_BASE, compile_workflow
@@ -617,8 +617,8 @@ class Forced:
 
 
 @pytest.fixture(scope="module")
-def rules_engine(redis_server: EmbeddedRedis):
-    eng = Engine.connect(redis_server.url)
+def rules_engine(session_url: str):
+    eng = Engine.connect(session_url)
     yield eng
     eng.redis.flushall()
     eng.close()

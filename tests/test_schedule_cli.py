@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-import redis
-from engine_helpers import cli, one_line_error
+from engine_helpers import cli, one_line_error, scan_keys
+
+from engine.urls import open_client
 
 TEMPLATE = "name: job\ntasks:\n  - name: work\n"
 
@@ -22,9 +23,9 @@ def env(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def keys(url: str) -> list[str]:
-    client = redis.Redis.from_url(url, decode_responses=True)
+    client = open_client(url, decode_responses=True)
     try:
-        return sorted(k for k in client.keys("*") if ":s:" in k or ":sdue" in k or ":snames" in k)
+        return sorted(k for k in scan_keys(client) if ":s:" in k or ":sdue" in k or ":snames" in k)
     finally:
         client.close()
 

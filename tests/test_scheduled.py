@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from engine_helpers import Hand, assert_stats_agree, cli, one_line_error, run_agent
+from engine_helpers import Hand, assert_stats_agree, cli, one_line_error, run_agent, snapshot
 
 from engine import DefinitionError, EmbeddedRedis, Engine, StateError, Task, Workflow
 from engine.timing import parse_duration, parse_time
@@ -30,7 +30,7 @@ def test_a_scheduled_workflow_waits_then_runs(engine: Engine) -> None:
     st = engine.status(wid)
     assert st.state == "scheduled" and st.start_at is not None
     assert 0.5 < st.start_at - time.time() <= 1.2
-    assert engine.redis.zcard(engine.keys.shard(0).queue("")) == 0  # nothing to claim yet
+    assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 0  # nothing to claim yet
     assert engine.count("scheduled") == 1
     ran: list[str] = []
     run_agent(engine, {"": lambda t: ran.append(t.name)})  # nothing now: it is not due
@@ -55,14 +55,14 @@ def test_release_starts_it_now_and_cancel_drops_it(engine: Engine) -> None:
     assert engine.state(now) == "running"
     assert engine.cancel(never) == 2
     assert engine.state(never) == "cancelled"
-    assert engine.redis.zcard(engine.keys.shard(0).scheduled) == 0
+    assert sum(engine.redis.zcard(s.scheduled) for s in engine.keys.all_shards()) == 0
     run_agent(engine, {"": lambda t: None})
     assert engine.state(now) == "succeeded"
     assert_stats_agree(engine)
 
 
 def test_bad_start_times_are_refused_before_anything_is_written(engine: Engine) -> None:
-    before = engine.redis.dbsize()
+    before = snapshot(engine.redis)
     for kwargs, says in (
         ({"start_in": -1}, "must not be negative"),
         ({"start_in": "10m"}, "start_in must be a number of seconds"),
@@ -72,7 +72,7 @@ def test_bad_start_times_are_refused_before_anything_is_written(engine: Engine) 
     ):
         with pytest.raises(DefinitionError, match=says):
             engine.push(two(), **kwargs)
-    assert engine.redis.dbsize() == before
+    assert snapshot(engine.redis) == before
 
 
 def test_times_and_durations_as_written() -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from typing import Any
 
 import pytest
-from engine_helpers import Hand, assert_stats_agree
+from cluster_support import flush
+from engine_helpers import Hand, assert_stats_agree, scan_keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -24,11 +26,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from engine import EmbeddedRedis, Engine, NotFoundError, StateError, Task, Workflow
+from engine import Engine, NotFoundError, StateError, Task, Workflow
 from engine.model import decode_json
 from engine.rules import RULES, counts, decide, workflow_result
 from engine.store.codec import RULE_BASE
 from engine.store.codec import parse_record as task_record
+from engine.store.keys import ShardKeys
 
 AGENTS = ("A", "B")
 TYPES = ("", "t")
@@ -57,12 +60,12 @@ def small_dags(draw: st.DrawFn) -> Workflow:
 class EngineMachine(RuleBasedStateMachine):
     """The engine under random operations; the model is what the test knows it holds."""
 
-    server: EmbeddedRedis  # set by the fixture below
+    url: str  # set by the fixture below
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine = Engine.connect(self.server.url)
-        self.engine.redis.flushall()
+        flush(self.url)  # every master of a cluster
+        self.engine = Engine.connect(self.url)
         self.hands = {a: Hand(self.engine, a) for a in AGENTS}
         self.held: dict[str, list[Task]] = {a: [] for a in AGENTS}
         self.stale: list[tuple[str, Task]] = []  # outcomes a zombie may still report
@@ -74,11 +77,11 @@ class EngineMachine(RuleBasedStateMachine):
     # -- helpers --------------------------------------------------------------------
 
     def _state(self, wid: str) -> str | None:
-        return self.engine.redis.hget(self.engine.keys.shard(0).workflow(wid), "st")
+        return self.engine.redis.hget(self.engine.keys.shard_of(wid).workflow(wid), "st")
 
     def _gate_full(self, wid: str) -> bool:
         """Whether the run's concurrency key (if any) is at its limit."""
-        shard = self.engine.keys.shard(0)
+        shard = self.engine.keys.shard_of(wid)
         raw = self.engine.redis.hget(shard.workflow(wid), "g")
         if raw is None:
             return False
@@ -135,7 +138,7 @@ class EngineMachine(RuleBasedStateMachine):
         agent = data.draw(st.sampled_from([a for a in AGENTS if self.held[a]]))
         task = data.draw(st.sampled_from(self.held[agent]))
         self.held[agent].remove(task)
-        key = self.engine.keys.shard(0).workflow(task.workflow_id)
+        key = self.engine.keys.shard_of(task.workflow_id).workflow(task.workflow_id)
         rec = expand({str(task.index): self.engine.redis.hget(key, str(task.index))})
         s, a, g = (rec.get(f"{task.index}{f}") for f in "sag")
         expected = int(s == "running" and a == str(task.attempt) and g == agent)
@@ -230,34 +233,38 @@ class EngineMachine(RuleBasedStateMachine):
         """Each concurrency key counts exactly its running (or paused) runs, never more than
         its limit; a queued run waits in its key's queue, and only while the key is full."""
         r = self.engine.redis
-        shard = self.engine.keys.shard(0)
-        holders: Counter[str] = Counter()
-        waiting: dict[str, set[str]] = {}
-        limits: dict[str, int] = {}
-        for wid in r.zrange(shard.all, 0, -1):
-            st_, raw = r.hmget(shard.workflow(wid), ["st", "g"])
-            if raw is None:
-                continue
-            ((g, limit),) = json.loads(raw)
-            limits[g] = limit
-            if st_ in ("running", "paused"):
-                holders[g] += 1
-            elif st_ == "queued":
-                waiting.setdefault(g, set()).add(wid)
-        counted = {g: int(n) for g, n in r.hgetall(shard.gates).items()}
-        assert counted == {g: n for g, n in holders.items() if n}
-        for g, n in holders.items():
-            assert n <= limits[g], (g, n)
-        for g in limits:
-            queue = set(r.zrange(shard.gate_queue(g), 0, -1))
-            assert queue == waiting.get(g, set()), (g, queue, waiting.get(g))
-            if queue:
-                assert holders[g] >= limits[g], (g, "a run waits while its key has room")
+        for shard in self.engine.keys.all_shards():  # a gate lives on one shard
+            holders: Counter[str] = Counter()
+            waiting: dict[str, set[str]] = {}
+            limits: dict[str, int] = {}
+            for wid in r.zrange(shard.all, 0, -1):
+                st_, raw = r.hmget(shard.workflow(wid), ["st", "g"])
+                if raw is None:
+                    continue
+                ((g, limit),) = json.loads(raw)
+                limits[g] = limit
+                if st_ in ("running", "paused"):
+                    holders[g] += 1
+                elif st_ == "queued":
+                    waiting.setdefault(g, set()).add(wid)
+            counted = {g: int(n) for g, n in r.hgetall(shard.gates).items()}
+            assert counted == {g: n for g, n in holders.items() if n}
+            for g, n in holders.items():
+                assert n <= limits[g], (g, n)
+            for g in limits:
+                queue = set(r.zrange(shard.gate_queue(g), 0, -1))
+                assert queue == waiting.get(g, set()), (g, queue, waiting.get(g))
+                if queue:
+                    assert holders[g] >= limits[g], (g, "a run waits while its key has room")
 
     @invariant()
     def every_workflow_is_consistent(self) -> None:
         r = self.engine.redis
-        shard = self.engine.keys.shard(0)
+        for shard in self.engine.keys.all_shards():
+            self._shard_is_consistent(r, shard)
+
+    def _shard_is_consistent(self, r: Any, shard: ShardKeys) -> None:
+        """One shard's workflows, queues, running sets and definitions agree."""
         queued = {m for t in TYPES for m in r.zrange(shard.queue(t), 0, -1)}
         delayed = set(r.zrange(shard.delayed, 0, -1))
         running_sets = {a: r.smembers(shard.running_of(a)) for a in AGENTS}
@@ -337,7 +344,7 @@ class EngineMachine(RuleBasedStateMachine):
                 if s == "succeeded" and raw.get(f"{i}o") is not None:
                     assert decode_json(raw[f"{i}o"]) == raw[f"{i}N"]
         # every stored definition is used, and knows by how many workflows
-        stored = {k.rsplit(":", 1)[1] for k in r.scan_iter(shard.definition("*"))}
+        stored = {k.rsplit(":", 1)[1] for k in scan_keys(r, match=shard.definition("*"))}
         assert stored == set(uses)
         for digest, used in uses.items():
             assert int(r.hget(shard.definition(digest), "r")) == used
@@ -363,15 +370,12 @@ def expand(raw: dict[str, str | None]) -> dict[str, str]:
 
 
 @pytest.fixture()
-def machine_server(redis_server: EmbeddedRedis):
-    EngineMachine.server = redis_server
-    yield redis_server
-    redis_server_client = Engine.connect(redis_server.url)
-    redis_server_client.redis.flushall()
-    redis_server_client.close()
+def machine_url(redis_url: str) -> str:
+    EngineMachine.url = redis_url
+    return redis_url
 
 
-def test_random_operations_keep_the_state_consistent(machine_server: EmbeddedRedis) -> None:
+def test_random_operations_keep_the_state_consistent(machine_url: str) -> None:
     run_state_machine_as_test(
         EngineMachine,
         settings=settings(

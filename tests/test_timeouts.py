@@ -42,7 +42,7 @@ def test_a_hung_attempt_is_failed_by_housekeeping_and_its_late_result_rejected(
     assert st.task("hang").error == "timed out after 0.3s (the task's timeout)"
     assert st.task("after").state in ("skipped", "upstream_failed")
     assert hand.succeed(task, "too late") == 0  # rejected by the fencing token
-    assert engine.redis.zcard(engine.keys.shard(0).timeouts) == 0
+    assert engine.redis.zcard(engine.keys.shard_of(wid).timeouts) == 0
     assert_stats_agree(engine)
 
 
@@ -230,7 +230,7 @@ def test_a_delayed_task_can_be_cancelled_and_bad_delays_are_refused(engine: Engi
     assert wf.tasks[0].delay == 600
     wid = engine.push(wf)
     assert engine.cancel(wid) == 1
-    assert engine.redis.zcard(engine.keys.shard(0).delayed) == 0
+    assert engine.redis.zcard(engine.keys.shard_of(wid).delayed) == 0
     for bad, says in ((-1, "delay must be"), ("soon", "is not a duration")):
         with pytest.raises(DefinitionError, match=says):
             if isinstance(bad, str):

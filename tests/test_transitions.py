@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from engine_helpers import Hand, assert_stats_agree, run_agent, traces_of, wait_for
+from engine_helpers import (
+    Hand,
+    assert_stats_agree,
+    keys_on_one_shard,
+    run_agent,
+    snapshot,
+    traces_of,
+    wait_for,
+)
 
 from engine import Engine, NotFoundError, StateError, Task, Workflow
 from engine.store import reads as client_module
@@ -24,7 +32,11 @@ def states(engine: Engine, wid: str) -> dict[str, str]:
 
 
 def queued(engine: Engine, task_type: str = "") -> list[str]:
-    return engine.redis.zrange(engine.keys.shard(0).queue(task_type), 0, -1)
+    return [
+        m
+        for shard in engine.keys.all_shards()
+        for m in engine.redis.zrange(shard.queue(task_type), 0, -1)
+    ]
 
 
 # -- push and claim ---------------------------------------------------------------------
@@ -47,9 +59,10 @@ def test_invalid_push_writes_nothing(engine: Engine) -> None:
     good = diamond()
     bad = Workflow("bad")
     bad.task("x", after=["y"])
+    before = snapshot(engine.redis)  # empty but for a cluster's stored layout
     with pytest.raises(Exception, match="unknown task 'y'"):
         engine.push_many([good, bad])
-    assert engine.redis.dbsize() == 0
+    assert snapshot(engine.redis) == before
 
 
 def test_priority_then_older_workflow_first(engine: Engine) -> None:
@@ -59,8 +72,10 @@ def test_priority_then_older_workflow_first(engine: Engine) -> None:
     newer = Workflow("newer")
     for name, pri in (("n-high", 7), ("n-top", 9), ("n-mid", 0)):
         newer.task(name, priority=pri)
-    engine.push(older)
-    engine.push(newer)
+    # the order holds within a shard's queue: both pushed to one shard (by their keys)
+    first, second = keys_on_one_shard(engine, 2)
+    engine.push(older, key=first)
+    engine.push(newer, key=second)
     hand = Hand(engine)
     order = [hand.claim_one().name for _ in range(6)]
     assert order == ["n-top", "o-high", "n-high", "o-mid", "n-mid", "o-low"]
@@ -128,7 +143,7 @@ def test_outputs_reach_children_and_the_workflow_succeeds(engine: Engine) -> Non
     t = st.task("b")
     assert t.ready_at is not None and t.started_at is not None and t.finished_at is not None
     assert t.ready_at <= t.started_at <= t.finished_at
-    assert engine.redis.smembers(engine.keys.shard(0).running_of("hand")) == set()
+    assert engine.redis.smembers(engine.keys.shard_of(wid).running_of("hand")) == set()
     assert_stats_agree(engine)
 
 
@@ -172,7 +187,7 @@ def test_retries_back_off_exponentially_up_to_max_attempts(engine: Engine) -> No
     wf.task("g", after=["f"])
     wid = engine.push(wf)
     hand = Hand(engine)
-    delayed = engine.keys.shard(0).delayed
+    delayed = engine.keys.shard_of(wid).delayed
     for attempt in (1, 2):
         t = wait_for(lambda: hand.claim(), what="the retry")[0]
         assert t.attempt == attempt
@@ -284,7 +299,7 @@ def test_a_retry_due_while_paused_waits_for_release(engine: Engine) -> None:
     engine.pause(wid)
     engine.maintain()  # the backoff is over: promoted, but held
     assert hand.claim() == []
-    assert engine.redis.zcard(engine.keys.shard(0).delayed) == 0
+    assert engine.redis.zcard(engine.keys.shard_of(wid).delayed) == 0
     engine.release(wid)
     assert hand.claim_one().attempt == 2
 
@@ -447,16 +462,22 @@ def test_cleanup_leaves_no_trace(engine: Engine) -> None:
 
 
 def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> None:
-    shard = engine.keys.shard(0)
     one = diamond("one")
     a, b = engine.push(one), engine.push(diamond("two"))  # same tasks, another name
     c, d = engine.push_many([one, one])
     other = diamond("other")
     other.tasks[0].payload = "different"
     e = engine.push(other)
-    digests = {w: engine.redis.hget(shard.workflow(w), "d") for w in (a, b, c, d, e)}
+    digests = {
+        w: engine.redis.hget(engine.keys.shard_of(w).workflow(w), "d") for w in (a, b, c, d, e)
+    }
     assert len({digests[w] for w in (a, b, c, d)}) == 1 and digests[e] != digests[a]
-    assert int(engine.redis.hget(shard.definition(digests[a]), "r")) == 4
+    # stored once per shard that holds such a workflow, counting its workflows
+    def refs(digest: str) -> int:
+        counts = [engine.redis.hget(s.definition(digest), "r") for s in engine.keys.all_shards()]
+        return sum(int(r) for r in counts if r is not None)
+
+    assert refs(digests[a]) == 4
     assert engine.status(b).name == "two" and engine.status(e).tasks[0].payload == "different"
     hand = Hand(engine)
     while tasks := hand.claim():
@@ -464,11 +485,13 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
             hand.succeed(t)
     for w in (a, b, c):
         engine.cleanup(w)
-    assert int(engine.redis.hget(shard.definition(digests[a]), "r")) == 1
+    assert refs(digests[a]) == 1
     assert engine.status(d).tasks[3].name == "d"
     engine.cleanup(d)
-    assert not engine.redis.exists(shard.definition(digests[a]))  # its last user took it along
-    assert engine.redis.exists(shard.definition(digests[e]))
+    every = engine.keys.all_shards()
+    # its last user took it along
+    assert not any(engine.redis.exists(s.definition(digests[a])) for s in every)
+    assert engine.redis.exists(engine.keys.shard_of(e).definition(digests[e]))
     assert_stats_agree(engine)
 
 
@@ -564,7 +587,7 @@ def test_cleanup_finished_steps_over_index_entries_without_a_workflow(engine: En
     wid = engine.push(Workflow_one("w"))
     hand = Hand(engine)
     hand.succeed(hand.claim_one())
-    engine.redis.zadd(engine.keys.shard(0).by_state("succeeded"), {"999": 0})  # stray entry
+    engine.redis.zadd(engine.keys.shard_of(wid).by_state("succeeded"), {"999": 0})  # stray entry
     assert engine.cleanup_finished() == 1
     assert traces_of(engine, wid) == []
 
@@ -658,7 +681,8 @@ def test_a_zombie_completion_is_rejected(engine: Engine) -> None:
     zombie = Hand(engine, "zombie", lease_s=60)
     t1 = zombie.claim_one()
     zombie.expire()
-    assert engine.maintain()[:2] == [1, 1]  # one agent reaped, one task requeued
+    # one agent reaped (on each shard it registered on), one task requeued
+    assert engine.maintain()[:2] == [engine.keys.shards, 1]
     assert zombie.succeed(t1, "stale") == 0  # handed on, not yet re-claimed
     heir = Hand(engine, "heir")
     t2 = heir.claim_one()
@@ -707,9 +731,10 @@ def test_a_lost_task_of_a_cancelled_workflow_ends_cancelled(engine: Engine) -> N
     hand.claim_one()
     engine.cancel(wid)
     hand.expire()
-    assert engine.maintain()[:2] == [1, 0]  # reaped, but nothing requeued
+    # reaped (on each shard it registered on), but nothing requeued
+    assert engine.maintain()[:2] == [engine.keys.shards, 0]
     assert set(states(engine, wid).values()) == {"cancelled"}
-    assert engine.redis.hget(engine.keys.shard(0).workflow(wid), "left") == "0"
+    assert engine.redis.hget(engine.keys.shard_of(wid).workflow(wid), "left") == "0"
     assert queued(engine) == []
     assert_stats_agree(engine)
 

@@ -7,7 +7,9 @@ are :mod:`.codec`'s. Definitions never change, so they are cached between reads.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -492,7 +494,24 @@ class Reads:
         return Stats(tasks, workflows, pushed_t, pushed_w, queued)
 
     def agents(self) -> builtins.list[AgentInfo]:
-        """Every agent known, with liveness from its heartbeat age and lease."""
+        """Every agent known, once, with liveness from its heartbeat age and lease.
+
+        An agent registers on every shard it serves: it is listed as its freshest shard
+        knows it (the most recent heartbeat), holding the tasks it runs on all of them.
+        """
+        by_id: dict[str, list[AgentInfo]] = {}
+        for info in self._agents_by_shard():
+            by_id.setdefault(info.id, []).append(info)
+        out: list[AgentInfo] = []
+        for agent_id in sorted(by_id):
+            views = by_id[agent_id]
+            fresh = min(views, key=_heartbeat_age)
+            running = sorted({t for a in views for t in a.running})
+            out.append(dataclasses.replace(fresh, running=running))
+        return out
+
+    def _agents_by_shard(self) -> builtins.list[AgentInfo]:
+        """Each shard's registry entries (an agent on several shards once per shard)."""
         now = self.server_time()
         out: list[AgentInfo] = []
         for shard in self.keys.all_shards():
@@ -757,3 +776,8 @@ def _item_state(record: str | None, cancelled: bool) -> str:
     if record is None:
         return "cancelled" if cancelled else "waiting"
     return parse_record(record)[0]
+
+
+def _heartbeat_age(agent: AgentInfo) -> float:
+    """Seconds since ``agent``'s last heartbeat (never: infinitely long)."""
+    return math.inf if agent.heartbeat_age is None else agent.heartbeat_age

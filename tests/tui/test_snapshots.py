@@ -6,7 +6,7 @@ Regenerate after an intended change with ``pytest tests/tui/test_snapshots.py
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from support import drain, wait_for, workflow_open
 
 from demos import shapes
 from engine import Engine, Workflow
+from engine.urls import is_cluster_url
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.dag_view import DagView
@@ -29,6 +30,15 @@ def failing() -> Workflow:
     wf.task("receipt", payload="ok", after=[b])
     wf.task("audit", payload="ok", after=[a])
     return wf
+
+
+@pytest.fixture()
+def engine(redis_url: str) -> Iterator[Engine]:
+    """The test engine on one shard, on a cluster too: the pictures show workflow ids and
+    their order, which the shard count decides (the console still reads through the
+    cluster client, its merged reads and sharded channels)."""
+    with Engine.connect(redis_url, shards=1 if is_cluster_url(redis_url) else None) as eng:
+        yield eng
 
 
 @pytest.fixture()

@@ -43,6 +43,8 @@ def poll_until(watch: Watch, kind: str, timeout: float = 3.0) -> list[object]:
     return hints
 
 
+# keyspace notifications and CONFIG SET: one Redis's (a cluster's console uses events alone)
+@pytest.mark.single_redis
 def test_enable_keyspace_keeps_existing_flags(keyspace_engine: Engine) -> None:
     keyspace_engine.redis.config_set("notify-keyspace-events", "Ex")
     assert enable_keyspace_events(keyspace_engine)
@@ -50,6 +52,8 @@ def test_enable_keyspace_keeps_existing_flags(keyspace_engine: Engine) -> None:
     assert set("Kh") <= set(flags) and set("Ex") <= set(flags)
 
 
+# keyspace notifications and CONFIG SET: one Redis's (a cluster's console uses events alone)
+@pytest.mark.single_redis
 def test_watch_hears_events_and_watched_workflow(keyspace_engine: Engine) -> None:
     with Watch(keyspace_engine, stats=True) as watch:
         assert watch.keyspace
