@@ -472,6 +472,7 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
         w: engine.redis.hget(engine.keys.shard_of(w).workflow(w), "d") for w in (a, b, c, d, e)
     }
     assert len({digests[w] for w in (a, b, c, d)}) == 1 and digests[e] != digests[a]
+
     # stored once per shard that holds such a workflow, counting its workflows
     def refs(digest: str) -> int:
         counts = [engine.redis.hget(s.definition(digest), "r") for s in engine.keys.all_shards()]
