@@ -55,7 +55,7 @@ def connection_options() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster",
         action="store_true",
-        default=os.environ.get("REDISFLOW_CLUSTER", "") not in ("", "0"),
+        default=env_flag("REDISFLOW_CLUSTER"),
         help="the --url names a node of a Redis Cluster (as redis+cluster://host:port does; "
         "default: $REDISFLOW_CLUSTER)",
     )
@@ -97,6 +97,11 @@ def connection_options() -> argparse.ArgumentParser:
         help="largest payload or output accepted (default: 1 MB)",
     )
     return p
+
+
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is set to something other than "" or "0"."""
+    return os.environ.get(name, "") not in ("", "0")
 
 
 def connection_url(args: argparse.Namespace) -> str | None:

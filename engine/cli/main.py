@@ -29,6 +29,7 @@ from .common import (
     EXIT_OK,
     connect,
     connection_options,
+    env_flag,
     guarded,
     print_json,
 )
@@ -880,7 +881,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cluster",
         action="store_true",
-        default=os.environ.get("REDISFLOW_CLUSTER", "") not in ("", "0"),
+        default=env_flag("REDISFLOW_CLUSTER"),
         help="for a Redis Cluster: adds sharded pub/sub and the cluster client's commands "
         "(run the line on every node; default: $REDISFLOW_CLUSTER)",
     )

@@ -132,9 +132,14 @@ class ShardKeys:
     tag: str = ""  # the hash tag's text ("" for the default, "<namespace>:<shard>")
 
     @property
+    def hash_tag(self) -> str:
+        """The text of the shard's hash tag (what decides its cluster slot): ``ns:S``."""
+        return self.tag or f"{self.namespace}:{self.shard}"
+
+    @property
     def prefix(self) -> str:
         """The common prefix, hash tag included: ``ns:{ns:S}``."""
-        return f"{self.namespace}:{{{self.tag or f'{self.namespace}:{self.shard}'}}}"
+        return f"{self.namespace}:{{{self.hash_tag}}}"
 
     def workflow(self, wid: int | str) -> str:
         return f"{self.prefix}:w:{wid}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -70,13 +70,7 @@ class ShardPlace:
     keys: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "shard": self.shard,
-            "tag": self.tag,
-            "slot": self.slot,
-            "master": self.master,
-            "keys": self.keys,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -181,11 +175,10 @@ class ShardMoves:
         nodes = self.nodes()
         out = []
         for shard in self.keys.all_shards():
-            tag = shard.prefix.split("{", 1)[1].rstrip("}")
             slot = int(self.client.keyslot(shard.seq))
             owner = self._owner(nodes, slot)
             count = int(_cluster(self.node(owner.address), "COUNTKEYSINSLOT", slot))
-            out.append(ShardPlace(shard.shard, tag, slot, owner.address, count))
+            out.append(ShardPlace(shard.shard, shard.hash_tag, slot, owner.address, count))
         return out
 
     def move(
