@@ -224,6 +224,21 @@ def test_allow_all(eng: Engine) -> None:
     assert eng.schedule("s").last_run == runs_of(eng)[-1].id
 
 
+def test_two_triggers_in_one_millisecond_are_two_runs(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trigger is a request of its own: a clock that reads the same millisecond twice
+    (fixed here) does not make the second one a dup."""
+    put(eng, overlap="allow_all")
+    at = eng.store.now_ms()
+    monkeypatch.setattr(eng.store, "now_ms", lambda: at)
+    outcomes = [eng.trigger_schedule("s") for _ in range(3)]
+    assert [o.what for o in outcomes] == ["fired"] * 3
+    assert len({o.run for o in outcomes}) == 3
+    assert states(eng) == ["running"] * 3
+    assert eng.schedule("s").runs == 3
+
+
 # -- catch-up: a due time hours in the past -------------------------------------------------
 
 

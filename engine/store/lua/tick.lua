@@ -18,6 +18,7 @@
 -- Runs under overlap skip, buffer_one and buffer_all carry the gate "s/<name>" in their
 -- options: a buffered run is pushed `queued` and starts when the run holding the gate
 -- ends (workflow_ended, in the script that ends it).
+-- A trigger ("now") is never a dup: two triggers in one millisecond are two runs.
 -- Returns per schedule {"ok", {{tick, "fired" | "buffered" | "skipped" | "dup", run id
 -- or ""}...}} or {"taken"} / {"early"} / {"gone"} (nothing written for it).
 local how = ARGV[3]
@@ -88,7 +89,9 @@ for n = 1, nsched do
       local tick = ARGV[p]
       local outcome = {tick, 'dup', ''}
       s.outcomes[#s.outcomes + 1] = outcome
-      if redis.call('ZADD', sticks, 'NX', tick, tick) == 1 then
+      -- a trigger ("now") is a request of its own: it fires even when another one (or a
+      -- tick) got the same millisecond; the tick stays recorded for the schedule's dedup
+      if redis.call('ZADD', sticks, 'NX', tick, tick) == 1 or how == 'now' then
         for _, t in ipairs(split_csv(ARGV[p + 1])) do redis.call('ZADD', sticks, 'NX', t, t) end
         if tonumber(tick) > s.lt then s.lt = tonumber(tick) end
         local what = 'fired'
