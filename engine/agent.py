@@ -158,6 +158,7 @@ class Agent:
         self._stopping = threading.Event()
         self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
+        self._lost_shards: set[int] | None = None  # where to register again (None: all)
         self._registered = False  # once: from then on, leaving is owed
         # Set when Redis was away: claims may have run with their replies lost.
         self._resync = False
@@ -175,6 +176,8 @@ class Agent:
         self._max_output = engine.max_payload
         # tasks with a timeout, running here: their `cancelled` is set at the deadline
         self._watched: dict[int, tuple[float, Task]] = {}
+        # every task running here: their `cancelled` is set when the lease is lost
+        self._running: dict[int, Task] = {}
         self._watch_lock = threading.Lock()
         self.scheduler = scheduler
 
@@ -197,16 +200,26 @@ class Agent:
             }
         )
 
-    def _register(self) -> list[Task]:
+    def _register(self, everywhere: bool = False) -> list[Task]:
+        """Register on every shard the first time (or ``everywhere``: nothing runs here),
+        then again only where the lease was lost: on the others this agent's running
+        tasks are still its own (registering there would start them again under a new
+        attempt)."""
         tasks: list[Task] = []
+        with self._watch_lock:
+            lost, self._lost_shards = self._lost_shards, set()
+            self._lease_lost.clear()
+        if everywhere:
+            lost = None
         for shard in self._shards:
+            if lost is not None and shard.shard not in lost:
+                continue
             try:
                 tasks += self._store.register(
                     shard, self.id, self._info(), int(self.lease_s * 1000)
                 )
             except NotReplicatedError as e:
                 tasks += self._short(e)[0]
-        self._lease_lost.clear()
         self._registered = True
         if tasks:
             log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
@@ -339,13 +352,13 @@ class Agent:
         reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
         failed = self._count_reports(reported, outcomes)
         self._expand()
-        tasks = self._claimed(replies[len(reported) :])
+        tasks = self._claimed(replies[len(reported) :], shards[0])
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
                 break
             pipe = self._store.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
-            tasks.extend(self._claimed(self._execute_pipe(pipe, [])))
+            tasks.extend(self._claimed(self._execute_pipe(pipe, []), shard))
         self._start(tasks)
         if failed is not None:
             raise failed  # after the claims' tasks started: the loop backs off
@@ -355,12 +368,13 @@ class Agent:
         # one claim over all our types: the best `count` tasks among them
         pipe.add(self._store.claim_call(shard, self.id, self.types, count))
 
-    def _claimed(self, replies: list[Any]) -> list[Task]:
-        """The tasks in claim replies; a lost lease is flagged for the main loop."""
+    def _claimed(self, replies: list[Any], shard: ShardKeys) -> list[Task]:
+        """The tasks in claim replies (of ``shard``); a lost lease is flagged for the
+        main loop."""
         tasks: list[Task] = []
         for reply in replies:
             if isinstance(reply, LeaseLostError):
-                self._lease_lost.set()
+                self._lose_lease(shard)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -406,6 +420,15 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
+        with self._watch_lock:
+            self._running[id(task)] = task
+        try:
+            return self._execute_plain(task)
+        finally:
+            with self._watch_lock:
+                self._running.pop(id(task), None)
+
+    def _execute_plain(self, task: Task) -> Outcome:
         if task.timeout is not None:
             return self._execute_watched(task)
         try:
@@ -431,6 +454,8 @@ class Agent:
 
     async def _execute_async(self, task: Task) -> None:
         self._watch(task)
+        with self._watch_lock:
+            self._running[id(task)] = task
         try:
             out = await asyncio.wait_for(self._handler(task)(task), task.timeout)
             outcome = self._succeeded(task, out)
@@ -441,6 +466,8 @@ class Agent:
             outcome = self._failed(task, e)
         finally:
             self._unwatch(task)
+            with self._watch_lock:
+                self._running.pop(id(task), None)
         self._results.put(outcome)
 
     # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
@@ -455,6 +482,31 @@ class Agent:
         if task.timeout is not None:
             with self._watch_lock:
                 self._watched.pop(id(task), None)
+
+    def _lose_lease(self, shard: ShardKeys) -> None:
+        """Redis declared this agent dead on ``shard`` (heartbeats missed while Redis
+        ran): its running tasks there were handed on to others, so their handlers are
+        told (``task.cancelled``; an ``--exec`` child is signalled) and their results will
+        be refused. The loop registers there again."""
+        one = len(self._shards) == 1
+        with self._watch_lock:
+            running = [
+                t
+                for t in self._running.values()
+                if one or self.engine.keys.shard_of(t.workflow_id).shard == shard.shard
+            ]
+            if self._lost_shards is not None:
+                self._lost_shards.add(shard.shard)
+            self._lease_lost.set()
+        for task in running:
+            task.cancelled.set()
+        if running:
+            log.warning(
+                "agent %s lost its lease: %d running task(s) were handed on to others; "
+                "their handlers are told to stop (task.cancelled)",
+                self.id,
+                len(running),
+            )
 
     def _cancel_late(self) -> None:
         """Set ``cancelled`` on the tasks running here past their timeout."""
@@ -584,7 +636,7 @@ class Agent:
         self._report()
         log.warning("agent %s: connection lost; taking back the tasks Redis holds for it", self.id)
         self._resync = False
-        self._start(self._register())
+        self._start(self._register(everywhere=True))
 
     def _finish(self) -> None:
         """Report what is in flight, then leave, handing back what never started.
@@ -652,12 +704,15 @@ class Agent:
                         except NotReplicatedError as e:
                             alive = bool(self._short(e)[0])
                         if not alive:
-                            self._lease_lost.set()
+                            self._lose_lease(shard)
                 if now >= next_maintain:
                     # each shard's housekeeping is one agent's while it lives (reap.lua)
                     try:
                         self.engine.maintain(
-                            max_lost=self.max_lost, keeper=self.id, hold_s=3 * self.maintain_s
+                            max_lost=self.max_lost,
+                            keeper=self.id,
+                            hold_s=3 * self.maintain_s,
+                            lease_s=self.lease_s,
                         )
                     except NotReplicatedError as e:
                         self._short(e)

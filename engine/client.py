@@ -524,18 +524,27 @@ class Engine:
         return self.store.count_finished(int((self.server_time() - older_than_s) * 1000))
 
     def maintain(
-        self, max_lost: int = 5, limit: int = 200, keeper: str = "", hold_s: float = 0.0
+        self,
+        max_lost: int = 5,
+        limit: int = 200,
+        keeper: str = "",
+        hold_s: float = 0.0,
+        lease_s: float = 0.0,
     ) -> builtins.list[int]:
         """One round of housekeeping on every shard (see ``reap.lua``); agents call this
         as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
-        round) is left to it."""
+        round) is left to it. ``lease_s``: the keeper's lease, which says how long a gap
+        between calls shows a stalled Redis (its leases are then moved on)."""
         totals = [0, 0, 0, 0]
         retention_ms = int(self.retention_s * 1000)
         hold_ms = int(hold_s * 1000)
+        lease_ms = int(lease_s * 1000)
         short: NotReplicatedError | None = None  # done on the master: the rest goes on
         for shard in self.keys.all_shards():
             try:
-                reaped = self.store.reap(shard, retention_ms, max_lost, limit, keeper, hold_ms)
+                reaped = self.store.reap(
+                    shard, retention_ms, max_lost, limit, keeper, hold_ms, lease_ms
+                )
             except NotReplicatedError as e:
                 reaped, short = e.results[0], short or e  # type: ignore[assignment]
             if reaped is None:

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,8 +67,10 @@ class Task:
 
     @property
     def cancelled(self) -> threading.Event:
-        """Set when the attempt is past its timeout (the engine has failed it): a handler
-        that runs long can check it (``task.cancelled.is_set()``) or wait on it."""
+        """Set when the attempt is no longer this agent's to finish: past its timeout
+        (the engine has failed it), or taken from it (Redis declared the agent dead and
+        handed the task on; its result would be refused). A handler that runs long can
+        check it (``task.cancelled.is_set()``) or wait on it and stop."""
         if self._cancelled is None:
             with _CANCEL_LOCK:
                 if self._cancelled is None:
@@ -183,13 +186,56 @@ def import_handler(spec: str) -> Handler:
     return fn  # type: ignore[no-any-return]
 
 
+# How often a running --exec child's task is checked for ``cancelled``, and how long a
+# child told to stop (SIGTERM) has before it is killed.
+EXEC_POLL_S = 0.2
+EXEC_GRACE_S = 5.0
+
+
+def _run_child(
+    proc: subprocess.Popen[bytes],
+    data: bytes,
+    limit: float | None,
+    cancelled: threading.Event,
+    command: str,
+) -> tuple[int, bytes, bytes]:
+    """Feed ``data`` to ``proc`` and collect its output, killing it past ``limit``
+    seconds; when ``cancelled`` is set (the attempt was taken from this agent, or timed
+    out) it gets SIGTERM, then SIGKILL after :data:`EXEC_GRACE_S`."""
+    deadline = None if limit is None else time.monotonic() + limit
+    send: bytes | None = data
+    while True:
+        step = EXEC_POLL_S
+        if deadline is not None:
+            step = max(0.0, min(step, deadline - time.monotonic()))
+        try:
+            out, err = proc.communicate(send, timeout=step)
+            return proc.returncode, out, err
+        except subprocess.TimeoutExpired:
+            send = None  # the input is being written: later calls go on with it
+        if deadline is not None and time.monotonic() >= deadline:
+            proc.kill()
+            proc.communicate()
+            raise TaskFailed(f"command timed out after {limit:g}s: {command}")
+        if cancelled.is_set():
+            proc.terminate()
+            try:
+                proc.communicate(timeout=EXEC_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            raise TaskFailed(f"command stopped: its attempt was cancelled: {command}")
+
+
 def exec_handler(command: str, timeout: float | None = None) -> Handler:
     """A handler that runs ``command`` (no shell) once per task.
 
     The task (payload, parents' outputs, ids) goes to the command's stdin as JSON; its
     stdout is the output (parsed as JSON when it is JSON, else kept as text); a non-zero
     exit fails the attempt with stderr as the error. A command running past the task's
-    ``timeout`` (``timeout`` here when the task has none) is killed.
+    ``timeout`` (``timeout`` here when the task has none) is killed; one whose attempt is
+    cancelled (its agent lost the lease: the task was handed on) gets SIGTERM, then
+    SIGKILL after :data:`EXEC_GRACE_S`.
     """
     argv = shlex.split(command)
     if not argv:
@@ -198,21 +244,21 @@ def exec_handler(command: str, timeout: float | None = None) -> Handler:
     def run(task: Task) -> Any:
         limit = task.timeout if task.timeout is not None else timeout
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 argv,
-                input=json.dumps(task.to_dict()).encode(),
-                capture_output=True,
-                timeout=limit,
-                check=False,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
         except FileNotFoundError:
             raise TaskFailed(f"command not found: {argv[0]}") from None
-        except subprocess.TimeoutExpired:  # the child is killed
-            raise TaskFailed(f"command timed out after {limit:g}s: {command}") from None
-        if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace").strip()
-            raise TaskFailed(err or f"{argv[0]} exited with code {proc.returncode}")
-        text = proc.stdout.decode(errors="replace").strip()
+        code, stdout, stderr = _run_child(
+            proc, json.dumps(task.to_dict()).encode(), limit, task.cancelled, command
+        )
+        if code != 0:
+            err = stderr.decode(errors="replace").strip()
+            raise TaskFailed(err or f"{argv[0]} exited with code {code}")
+        text = stdout.decode(errors="replace").strip()
         if not text:
             return None
         try:

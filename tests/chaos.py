@@ -233,11 +233,17 @@ class ChaosProxy:
                 self._conns.discard(t)
 
 
-def random_workflow(rng: random.Random, tag: str, doomed: float = 0.0) -> Workflow:
+WORK_MS = (0, 5, 20, 50, 100)
+
+
+def random_workflow(
+    rng: random.Random, tag: str, doomed: float = 0.0, work_ms: tuple[int, ...] = WORK_MS
+) -> Workflow:
     """A random DAG named ``tag``: chains, fans and diamonds, some tasks failing at first.
 
     Each task fails its first 0-2 attempts (and is allowed that many retries); with
-    probability ``doomed`` one task fails every attempt, so the workflow fails.
+    probability ``doomed`` one task fails every attempt, so the workflow fails. Each
+    works one of ``work_ms`` (milliseconds).
     """
     wf = Workflow(tag, retry_backoff=0.05, retry_backoff_max=0.2)
     n = rng.randint(1, 8)
@@ -249,7 +255,7 @@ def random_workflow(rng: random.Random, tag: str, doomed: float = 0.0) -> Workfl
         fails = rng.choice((0, 0, 0, 0, 1, 2))
         if i == doomed_at:
             fails = -1
-        payload = {"w": tag, "f": fails, "s": rng.choice((0, 5, 20, 50, 100))}
+        payload = {"w": tag, "f": fails, "s": rng.choice(work_ms)}
         names.append(f"t{i}")
         wf.task(f"t{i}", payload, after=parents, max_attempts=max(fails, 0) + 1)
     return wf
@@ -277,6 +283,9 @@ class Plan:
     doomed: float = 0.05
     settle_s: float = 90.0  # how long the end may take to finish everything
     seed: int = 0
+    redis_freezes: int = 0  # redis-server SIGSTOPped under load ...
+    redis_freeze_s: float = 30.0  # ... this long each time
+    work_ms: tuple[int, ...] = WORK_MS  # how long a task works, picked per task
 
 
 @dataclass
@@ -305,6 +314,8 @@ class Figures:
     duplicates: int = 0  # runs beyond the ones the outcome needed
     tasks_run_again: int = 0
     rejected: int = 0  # completions fenced off, as the agents still running at the end count
+    redis_freezes: int = 0
+    run_twice_at_once: int = 0  # tasks two agents ran at the same time (runs overlapping)
     seconds: float = 0.0
 
 
@@ -371,6 +382,17 @@ class ChaosRun:
 
     # -- Redis ------------------------------------------------------------------------
 
+    def _freeze_redis(self) -> None:
+        """SIGSTOP redis-server for ``redis_freeze_s`` under load: clients hang, time
+        goes on; then SIGCONT."""
+        assert self.redis.proc is not None
+        self.redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(self.plan.redis_freeze_s)
+        finally:
+            self.redis.proc.send_signal(signal.SIGCONT)
+        self.figures.redis_freezes += 1
+
     def _restart(self, how: str) -> None:
         if how == "shutdown":
             self.redis.set_fsync("everysec")  # SHUTDOWN syncs the file itself
@@ -398,7 +420,10 @@ class ChaosRun:
         if n <= 0:
             return
         base = len(self.pushed)
-        wfs = [random_workflow(self.rng, f"w{base + k}", self.plan.doomed) for k in range(n)]
+        wfs = [
+            random_workflow(self.rng, f"w{base + k}", self.plan.doomed, self.plan.work_ms)
+            for k in range(n)
+        ]
         for wf, wid in zip(wfs, self.engine.push_many(wfs), strict=True):
             self.pushed[wf.name] = (wid, wf)
 
@@ -413,6 +438,7 @@ class ChaosRun:
         at = lambda: began + rng.uniform(0.05, 0.95) * plan.seconds  # noqa: E731
         events: list[tuple[float, str]] = [(at(), "kill") for _ in range(plan.kills)]
         events += [(at(), "freeze") for _ in range(plan.freezes)]
+        events += [(at(), "redis_freeze") for _ in range(plan.redis_freezes)]
         span = plan.seconds / (len(plan.restarts) + 1)
         events += [
             (began + span * (k + rng.uniform(0.7, 1.3)), f"restart:{how}")
@@ -431,6 +457,8 @@ class ChaosRun:
                         self._kill()
                     elif what == "freeze":
                         self._freeze()
+                    elif what == "redis_freeze":
+                        self._freeze_redis()
                     else:
                         self._restart(what.split(":")[1])
                 if now >= next_cut:
@@ -534,11 +562,37 @@ class ChaosRun:
                         f"{tag}.{name} attempt {attempt} started before {parent} succeeded"
                     )
         fig.rejected = sum(1 for e in self._rejections())
+        fig.run_twice_at_once = self._overlapping()
+        if fig.run_twice_at_once and not (self.plan.kills or self.plan.freezes):
+            # no agent was killed or frozen: every agent stayed healthy throughout
+            problems.append(f"{fig.run_twice_at_once} task(s) ran on two agents at once")
         try:
             assert_stats_agree(self.engine)
         except AssertionError as e:
             problems.append(f"counters differ from a recount: {e}")
         return problems
+
+    def _overlapping(self) -> int:
+        """How many tasks had two runs going at the same time (by the runs' start and
+        end lines; a run that never logged its end, cut short by a SIGKILL, is left out)."""
+        spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        opened: dict[tuple[str, str, str, str], float] = {}
+        for path in self.logs.glob("*.log"):
+            for line in path.read_text().splitlines():
+                parts = line.split(" ", 6)
+                if len(parts) < 7:
+                    continue
+                kind, when, me, tag, name, attempt, _ = parts
+                key = (tag, name, me, attempt)
+                if kind == "S":
+                    opened[key] = float(when)
+                elif key in opened:
+                    spans.setdefault((tag, name), []).append((opened.pop(key), float(when)))
+        twice = 0
+        for runs in spans.values():
+            runs.sort()
+            twice += any(b[0] < a[1] for a, b in zip(runs, runs[1:], strict=False))
+        return twice
 
     def _rejections(self) -> list[str]:
         found: list[str] = []

@@ -238,12 +238,14 @@ class Calls:
         limit: int,
         keeper: str = "",
         hold_ms: int = 0,
+        lease_ms: int = 0,
     ) -> tuple[list[int], list[TimedOut]] | None:
         """reap.lua: {agents reaped, tasks requeued, retries promoted, workflows cleaned},
         and the attempts past their timeout, which :meth:`time_out` then fails. With a
         ``keeper`` (an agent id) the shard's housekeeping is that agent's for ``hold_ms``;
-        None when another agent holds it."""
-        args = [*self._common(shard), retention_ms, max_lost, limit, keeper, hold_ms]
+        None when another agent holds it. ``lease_ms``: the keeper's lease (how long a
+        gap between calls shows a stalled Redis: lease_clock in _lib.lua)."""
+        args = [*self._common(shard), retention_ms, max_lost, limit, keeper, hold_ms, lease_ms]
         return self.scripts.run(Call("reap", [shard.agents_live], args, _reaped))
 
     def time_out(self, shard: ShardKeys, late: Sequence[TimedOut]) -> int:

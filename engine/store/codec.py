@@ -537,7 +537,10 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
     out: list[Event] = []
     for kind, wid, idx, extra in data["ev"]:
         public = event_kind(kind, idx)
-        if public.startswith("agent."):
+        if public == "agent.leases_extended":  # Redis stood still: leases moved on
+            data = {"gap_ms": extra[0], "agents": extra[1]}
+            out.append(Event(public, "", ts, None, data, entry_id))
+        elif public.startswith("agent."):
             out.append(Event(public, "", ts, None, {"agent": extra}, entry_id))
         elif public.startswith(("item.", "step.")):
             if type(extra[1]) is list:  # items of one map sharing one event

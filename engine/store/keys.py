@@ -74,6 +74,9 @@ key                           type    holds
                                       (field ``tl``), scored by when they go
 ``P:hk``                      string  the agent that does this shard's housekeeping, for
                                       a few housekeeping rounds (reap.lua renews it)
+``P:lclk``                    string  Redis's clock (ms) at the shard's last register,
+                                      heartbeat or housekeeping call: a longer gap than
+                                      they leave moves every lease on (lease_clock)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
 ============================  ======  =====================================================
@@ -185,6 +188,10 @@ class ShardKeys:
     @property
     def housekeeper(self) -> str:
         return f"{self.prefix}:hk"
+
+    @property
+    def lease_clock(self) -> str:
+        return f"{self.prefix}:lclk"
 
     @property
     def expire(self) -> str:

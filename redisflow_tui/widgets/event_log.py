@@ -38,6 +38,7 @@ KIND_LOOK = {
     "agent.online": "succeeded",
     "agent.dead": "failed",
     "agent.stopped": "skipped",
+    "agent.leases_extended": "retrying",
 }
 
 

@@ -4,6 +4,7 @@
 -- Returns the rows of the tasks it held (see start_task): each restarts with a new
 -- attempt number, so a lingering older process of the same id is fenced off.
 local agent = ARGV[3]
+lease_clock(tonumber(ARGV[5]))
 redis.call('HSET', K_AGENTS, agent, ARGV[4])
 redis.call('HSET', K_AGENTS_STATE, agent, 'online')
 redis.call('ZADD', K_AGENTS_LIVE, NOW + tonumber(ARGV[5]), agent)
