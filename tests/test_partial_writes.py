@@ -161,6 +161,35 @@ def test_runs_stopped_part_way_each_say_what_they_did(
     assert stored(admin) == {first, *e.stored_ids} and len(stored(admin)) == 3
 
 
+def test_a_reply_lost_part_way_says_which_runs_may_have_been_written(
+    engine: Engine, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis going away for good during a push (past push_retry_s): the round trip without
+    a reply is neither stored nor refused for sure."""
+    monkeypatch.setattr("engine.client.PUSH_BATCH", 10)
+    monkeypatch.setattr("engine.client.PUSH_PIPELINE", 1)
+    send, sent = engine._send_push, [0]
+
+    def lost(batch: Any) -> list[Any]:
+        sent[0] += 1
+        out = send(batch)
+        if sent[0] == 2:  # written, but its reply never came
+            raise redis.ConnectionError("Connection closed by server.")
+        return out
+
+    monkeypatch.setattr(engine, "_send_push", lost)
+    with pytest.raises(PartialWriteError) as caught:
+        engine.push_many([sample()] * 30)
+    e = caught.value
+    assert (len(e.stored_ids), e.unknown, e.failed) == (
+        10,
+        list(range(10, 20)),
+        list(range(20, 30)),
+    )
+    assert "10 were not and 10 may have been (no reply came)" in str(e)
+    assert set(e.stored_ids) < stored(admin) and len(stored(admin)) == 20
+
+
 # -- the CLI ----------------------------------------------------------------------------
 
 
