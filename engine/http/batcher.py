@@ -39,8 +39,8 @@ _UNCONFIRMED = (
 )
 _NOT_WRITTEN = "this run was not written: {}"
 _NO_REPLY = (
-    "this run may or may not have been written (Redis did not answer: {}); send it again "
-    "with an Idempotency-Key to be sure"
+    "this run may or may not have been written (no reply came: {}); send it again with an "
+    "Idempotency-Key to be sure"
 )
 _UNSET = RuntimeError("no result")  # a placeholder: every slot is filled before returning
 
