@@ -37,7 +37,7 @@ import redis
 from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
-from .errors import LeaseLostError, NotReplicatedError
+from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
@@ -75,6 +75,8 @@ def transient(error: BaseException) -> bool:
     if isinstance(error, NotReplicatedError):  # replicas behind or away: written, go on
         return True
     if isinstance(error, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_REPLIES)):
+        return True
+    if is_out_of_memory(error):  # Redis 6.2: inside the script's error reply
         return True
     return isinstance(error, redis.ResponseError) and str(error).startswith(TRANSIENT_CODES)
 

@@ -27,6 +27,7 @@ from .errors import (
     DefinitionError,
     NotFoundError,
     NotReplicatedError,
+    PartialWriteError,
     StateError,
     UnreachableError,
 )
@@ -248,6 +249,10 @@ class Engine:
         """Validate every workflow (and input) first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
+        Many workflows go in several script calls, each written whole or not at all: when
+        Redis refuses one (out of memory), no more are sent and, if earlier calls stored
+        workflows, :class:`PartialWriteError` says exactly which (``stored_ids``, ``done``
+        per workflow: its id or None) and which were not (``failed``).
         Workflows with the same tasks share one stored definition; pushing one
         :class:`Workflow` object many times validates and compiles it once.
 
@@ -264,7 +269,11 @@ class Engine:
                     f"{len(values)} inputs for {len(workflows)} workflows: give one per workflow"
                 )
         runs = [RunRequest(wf, v) for wf, v in zip(workflows, values, strict=True)]
-        return [r.id for r in self.push_runs(runs, start_in=start_in, start_at=start_at)]
+        try:
+            return [r.id for r in self.push_runs(runs, start_in=start_in, start_at=start_at)]
+        except PartialWriteError as e:  # its done as ids, as this returns them
+            e.done = [d.id if isinstance(d, Pushed) else None for d in e.done]
+            raise
 
     def push_runs(
         self,
@@ -275,6 +284,9 @@ class Engine:
     ) -> builtins.list[Pushed]:
         """:meth:`push_many` for runs that carry their own options (idempotency key,
         template): one :class:`Pushed` each, in order, saying whether it already existed.
+
+        Stopped part-way (a call refused after others stored runs):
+        :class:`PartialWriteError`, its ``done`` a :class:`Pushed` or None per run.
 
         A run whose workflow declares a concurrency key goes to the shard of its gate, and
         one with an idempotency key to the shard of that key, so each check is one script
@@ -327,23 +339,39 @@ class Engine:
                 calls.append((part, call))
                 start = end
         unconfirmed: builtins.list[int] = []  # runs whose WAIT fell short
+        failed: builtins.list[int] = []  # runs refused, or not sent after a refusal
+        unknown: builtins.list[int] = []  # runs whose call got no reply: maybe written
+        cause: BaseException | None = None
+        # Each call is atomic, the calls together are not: once one is refused no more are
+        # sent, and what the others wrote is reported exactly (PartialWriteError).
         for at in range(0, len(calls), PUSH_PIPELINE):
-            batch = self.store.batch()
             chunk = calls[at : at + PUSH_PIPELINE]
+            if cause is not None:
+                failed.extend(n for part, _ in chunk for n in part)
+                continue
+            batch = self.store.batch()
             for _, call in chunk:
                 batch.add(call)
             try:
                 results, short = self._send_push(batch), []
             except NotReplicatedError as e:  # written: go on, say so once all are sent
                 results, short = e.results, e.unconfirmed
+            except Exception as e:  # noqa: BLE001 - Redis went away during these calls
+                cause = e
+                unknown.extend(n for part, _ in chunk for n in part)
+                continue
             for k, ((part, _), result) in enumerate(zip(chunk, results, strict=True)):
                 if isinstance(result, Exception):
-                    raise result
+                    cause = cause or result
+                    failed.extend(part)
+                    continue
                 for n, wid in zip(part, result, strict=True):
                     existing = wid.startswith("=")
                     out[n] = Pushed(wid[1:] if existing else wid, existing)
                 if k in short:
                     unconfirmed.extend(part)
+        if cause is not None:
+            raise self._partly_pushed(out, sorted(failed), sorted(unknown), unconfirmed, cause)
         pushed = [p for p in out if p is not None]
         if unconfirmed:
             ids = [out[n].id for n in sorted(unconfirmed)]  # type: ignore[union-attr]
@@ -356,6 +384,34 @@ class Engine:
                 sorted(unconfirmed),
             )
         return pushed
+
+    def _partly_pushed(
+        self,
+        out: builtins.list[Pushed | None],
+        failed: builtins.list[int],
+        unknown: builtins.list[int],
+        unconfirmed: builtins.list[int],
+        cause: BaseException,
+    ) -> BaseException:
+        """The error of a push stopped by ``cause``: the cause itself when nothing was
+        written, else a :class:`PartialWriteError` naming what was."""
+        ids = [p.id for p in out if p is not None]
+        if not ids:
+            return cause
+        rest = f"the other {len(failed)} were not"
+        if unknown:
+            rest = f"{len(failed)} were not and {len(unknown)} may have been (no reply came)"
+        short = f"; {len(unconfirmed)} not yet on enough replicas" if unconfirmed else ""
+        return PartialWriteError(
+            f"{len(ids)} of {len(out)} workflow(s) were pushed (ids {_span(ids)}), {rest}"
+            f"{short}: {cause}",
+            done=builtins.list(out),
+            stored_ids=ids,
+            failed=failed,
+            cause=cause,
+            unknown=unknown,
+            unconfirmed=sorted(unconfirmed),
+        )
 
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
         """Run a batch of push calls, sending it again while Redis is unreachable."""
@@ -766,7 +822,9 @@ class Engine:
         self, name: str, start: datetime, end: datetime, overlap: str | None = None
     ) -> builtins.list[TickOutcome]:
         """Run the ticks of ``[start, end]`` not run yet (default overlap ``buffer_all``:
-        one after another); twice does nothing new."""
+        one after another); twice does nothing new. The ticks go in calls of 100, each
+        atomic: stopped part-way, :class:`PartialWriteError` (``done``: each tick's
+        outcome, or None for one not recorded)."""
         from .schedules import manage
 
         start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis
+
 
 class RedisflowError(Exception):
     """Base of every redisflow error."""
@@ -57,3 +59,63 @@ class NotReplicatedError(RedisflowError):
         super().__init__(message)
         self.results: list[object] = results or []
         self.unconfirmed: list[int] = unconfirmed or []
+
+
+class PartialWriteError(RedisflowError):
+    """A write of many items (workflows, schedule ticks) sent as several script calls
+    stopped part-way. Each call is atomic (written whole or not at all), but the calls are
+    not one transaction: the ones before the refusal stand.
+
+    ``done`` holds, per item in the order given, what a full success returns for it (a
+    workflow id, a :class:`~engine.flow.Pushed`, a tick's outcome), or None for an item
+    that was not written; ``stored_ids`` the ids of the workflows written, in that order;
+    ``failed`` the indexes of the items not written (refused, or not sent after a
+    refusal); ``unknown`` those whose call got no reply (Redis went away during it: maybe
+    written); ``unconfirmed`` (with ``wait_replicas``) written items that fewer replicas
+    than asked acknowledged in time; ``cause`` the error that stopped the write.
+
+    Nothing written at all is never a PartialWriteError: the cause itself is raised.
+    """
+
+    exit_code = 4
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        done: list[object],
+        stored_ids: list[str],
+        failed: list[int],
+        cause: BaseException,
+        unknown: list[int] | None = None,
+        unconfirmed: list[int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.done = done
+        self.stored_ids = stored_ids
+        self.failed = failed
+        self.cause = cause
+        self.unknown: list[int] = unknown or []
+        self.unconfirmed: list[int] = unconfirmed or []
+
+    @property
+    def written(self) -> int:
+        """How many items were written."""
+        return sum(1 for d in self.done if d is not None)
+
+    @property
+    def total(self) -> int:
+        """How many items the write had."""
+        return len(self.done)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is Redis refusing a write with memory over ``maxmemory`` (policy
+    noeviction): ``OOM ...`` as a reply (a script refused before it starts, Redis 7), or
+    inside a script's error (refused at its first write, Redis 6.2)."""
+    if isinstance(error, redis.exceptions.OutOfMemoryError):
+        return True
+    if not isinstance(error, redis.ResponseError):
+        return False
+    text = str(error)
+    return text.startswith("OOM ") or "-OOM command not allowed" in text

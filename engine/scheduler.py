@@ -25,7 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import DefinitionError, NotFoundError, StateError
+from .errors import (
+    DefinitionError,
+    NotFoundError,
+    NotReplicatedError,
+    PartialWriteError,
+    StateError,
+)
 from .schedules.clock import Cadence, Plan, plan, run_input
 from .schedules.spec import ScheduleSpec
 from .store.codec import CompiledWorkflow, encode_input, run_options
@@ -203,7 +209,13 @@ class Ticker:
             status = "ok"
             for at in range(len(out), len(ticks), BACKFILL_CHUNK):
                 part = _Part(k, [[t] for t in ticks[at : at + BACKFILL_CHUNK]], policy)
-                [result] = store.scripts.run(self.call(shard, how, [part], templates))
+                call = self.call(shard, how, [part], templates)
+                try:
+                    [result] = store.scripts.run(call)
+                except NotReplicatedError:  # written: not a refusal
+                    raise
+                except Exception as e:
+                    raise _partly_fired(out, len(ticks), e) from None
                 status = result.status
                 if status != "ok":
                     break
@@ -214,6 +226,23 @@ class Ticker:
                 raise NotFoundError(f"schedule {name!r} does not exist")
             log.info("schedule %s changed while firing (attempt %d); again", name, attempt + 1)
         raise RuntimeError(f"schedule {name!r} kept changing while it was fired")
+
+
+def _partly_fired(out: list[TickOutcome], total: int, cause: Exception) -> Exception:
+    """A fire of ``total`` ticks stopped by ``cause`` after the calls that decided ``out``
+    (each call atomic): the cause itself when no call went through, else a
+    :class:`PartialWriteError` naming the ticks recorded and the runs they pushed."""
+    if not out:
+        return cause
+    ids = [o.run for o in out if o.run]
+    return PartialWriteError(
+        f"{len(out)} of {total} tick(s) were recorded ({len(ids)} run(s) pushed), "
+        f"the other {total - len(out)} were not: {cause}",
+        done=[*out, *[None] * (total - len(out))],
+        stored_ids=ids,
+        failed=list(range(len(out), total)),
+        cause=cause,
+    )
 
 
 class Scheduler:

@@ -16,16 +16,22 @@ import redis
 from ..acl import denied_command, permission_message
 from ..client import Engine
 from ..definition import DEFAULT_MAX_PAYLOAD
-from ..errors import DefinitionError, RedisflowError, UnreachableError
+from ..errors import (
+    DefinitionError,
+    PartialWriteError,
+    RedisflowError,
+    UnreachableError,
+    is_out_of_memory,
+)
 from ..urls import as_cluster_url, with_tls
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_PARTIAL = 4  # partly written: the ids of what was written are printed
 
 
-OUT_OF_MEMORY = (
-    "Redis is out of memory (maxmemory reached, policy noeviction): nothing was written; "
-    "free memory (e.g. `redisflow cleanup --finished`) or raise maxmemory"
-)
+NO_MEMORY = "Redis is out of memory (maxmemory reached, policy noeviction)"
+FREE_MEMORY = "free memory (e.g. `redisflow cleanup --finished`) or raise maxmemory"
+OUT_OF_MEMORY = f"{NO_MEMORY}: nothing was written; {FREE_MEMORY}"
 
 # The Redis user of this process's connection, for permission errors (one per process).
 _user: str | None = None
@@ -192,9 +198,36 @@ def server_refusal(error: redis.ResponseError) -> str | None:
                 "(NOPERM): check --namespace, or see `redisflow acl`"
             )
         return permission_message(denied_command(error), _user)
-    if isinstance(error, redis.exceptions.OutOfMemoryError) or text.startswith("OOM "):
+    if is_out_of_memory(error):
         return OUT_OF_MEMORY
     return None
+
+
+def cause_of(error: BaseException) -> str:
+    """Why a write stopped, in one line that says nothing of what was written."""
+    if is_out_of_memory(error):
+        return f"{NO_MEMORY}; {FREE_MEMORY}"
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        return f"Redis unreachable: {error}"
+    if isinstance(error, redis.ResponseError):
+        return server_refusal(error) or str(error)
+    return str(error)
+
+
+def partly_written(e: PartialWriteError, what: str = "workflows", shown: str = "ids") -> int:
+    """Say on stderr that ``e``'s write stopped part-way (what was written is printed
+    above, as ``shown``); exit code 4."""
+    rest = "the rest were not"
+    if e.unknown:
+        rest = f"{len(e.failed)} were not and {len(e.unknown)} may have been (Redis did not answer)"
+    short = ""
+    if e.unconfirmed:
+        short = f"; {len(e.unconfirmed)} of them not yet acknowledged by enough replicas"
+    return fail(
+        f"partly written: {e.written} of {e.total} {what} stored ({shown} above){short}; "
+        f"{rest}: {cause_of(e.cause)}",
+        EXIT_PARTIAL,
+    )
 
 
 def print_json(value: Any) -> None:

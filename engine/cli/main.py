@@ -17,7 +17,7 @@ from .. import timing, viz
 from ..client import Engine
 from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
 from ..definition import plan as plan_workflow
-from ..errors import DefinitionError
+from ..errors import DefinitionError, PartialWriteError
 from ..loader import load_file
 from ..model import TaskState, WorkflowState
 from ..rules import OUTCOMES, Plan, PlannedTask
@@ -31,6 +31,7 @@ from .common import (
     connection_options,
     env_flag,
     guarded,
+    partly_written,
     print_json,
 )
 from .http_cmds import add_http_commands
@@ -231,12 +232,20 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
             )
         ]
     else:
-        ids = engine.push_many(
-            runs,
-            None if args.input is None else [args.input] * len(runs),
-            start_in=args.start_in,
-            start_at=args.start_at,
-        )
+        try:
+            ids = engine.push_many(
+                runs,
+                None if args.input is None else [args.input] * len(runs),
+                start_in=args.start_in,
+                start_at=args.start_at,
+            )
+        except PartialWriteError as e:  # the ids of what was written, then why the rest not
+            if args.json:
+                print_json({"ids": e.stored_ids, "written": e.written, "total": e.total})
+            else:
+                for wid in e.stored_ids:
+                    print(wid, flush=True)
+            return partly_written(e)
     return report_pushed(engine, ids, args)
 
 
@@ -717,7 +726,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="redisflow",
         description="Push, watch and steer redisflow workflows.",
-        epilog="exit codes: 0 ok, 1 a waited-for workflow failed, 2 bad input, 3 Redis unreachable",
+        epilog="exit codes: 0 ok, 1 a waited-for workflow failed, 2 bad input, 3 Redis "
+        "unreachable (or refused: nothing written), 4 partly written (the ids written are printed)",
     )
     # Subcommand parsers are Parsers; their parents are plain ArgumentParsers.
     sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(

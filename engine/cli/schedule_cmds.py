@@ -12,12 +12,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..client import Engine
-from ..errors import DefinitionError
+from ..errors import DefinitionError, PartialWriteError
 from ..schedules import Cadence, PreviewTick, ScheduleInfo, ScheduleSpec, preview
 from ..schedules.info import describe
 from ..schedules.spec import CATCHUP, OVERLAP, format_ms, load_schedules, parse_schedule
 from ..store.schedules import TickOutcome
-from .common import EXIT_OK, connect, print_json
+from .common import EXIT_OK, connect, partly_written, print_json
 
 # --name ... flags and the spec fields they fill
 FLAG_FIELDS = (
@@ -201,17 +201,25 @@ def cmd_backfill(engine: Engine, args: argparse.Namespace) -> int:
     zone = ZoneInfo(engine.schedule(args.name).timezone)
     start = _time_arg(args.start, zone, "--from")
     end = _time_arg(args.end, zone, "--to")
-    outcomes = engine.backfill_schedule(args.name, start, end, args.overlap)
+    partial: PartialWriteError | None = None
+    try:
+        outcomes = engine.backfill_schedule(args.name, start, end, args.overlap)
+    except PartialWriteError as e:  # the ticks recorded are shown, then why the rest not
+        partial = e
+        outcomes = [o for o in e.done if isinstance(o, TickOutcome)]
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.what] = counts.get(o.what, 0) + 1
     if args.json:
         print_json({"name": args.name, "ticks": [o.__dict__ for o in outcomes], "counts": counts})
-        return EXIT_OK
-    for o in outcomes:
-        print(_outcome(o, zone.key))
-    summary = ", ".join(f"{n} {what}" for what, n in sorted(counts.items())) or "no tick in range"
-    print(f"schedule {args.name}: {summary}", file=sys.stderr)
+    else:
+        for o in outcomes:
+            print(_outcome(o, zone.key))
+    if partial is not None:
+        return partly_written(partial, "ticks", "listed")
+    if not args.json:
+        summary = ", ".join(f"{n} {w}" for w, n in sorted(counts.items())) or "no tick in range"
+        print(f"schedule {args.name}: {summary}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -9,7 +9,10 @@ the run is in Redis.
 
 A bad run never fails the others: when a batch is refused (a bad input or key: nothing
 was written, ``push_runs`` checks every run before the first write) its runs are pushed
-one by one, each answered with its own result or error.
+one by one, each answered with its own result or error. A batch goes to Redis in several
+script calls, each atomic: when Redis refuses one part-way (out of memory), each run is
+answered for itself, 202 for the runs stored and 503 for the others, so a client that
+sends a 503 run again makes no duplicate.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import DefinitionError, NotFoundError, NotReplicatedError
+from ..cli.common import cause_of
+from ..errors import DefinitionError, NotFoundError, NotReplicatedError, PartialWriteError
 from ..flow import Pushed, RunRequest
+from .errors import HttpError
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -31,6 +36,11 @@ MAX_BATCH = 512  # runs per push_runs call
 _UNCONFIRMED = (
     "run {} was written but not acknowledged by the replicas in time (--wait-replicas): a "
     "failover now could lose it; send it again with an idempotency key to be sure"
+)
+_NOT_WRITTEN = "this run was not written: {}"
+_NO_REPLY = (
+    "this run may or may not have been written (no reply came: {}); send it again with an "
+    "Idempotency-Key to be sure"
 )
 _UNSET = RuntimeError("no result")  # a placeholder: every slot is filled before returning
 
@@ -111,10 +121,22 @@ class RunBatcher:
                 out[n] = (
                     done if k not in short else NotReplicatedError(_UNCONFIRMED.format(done.id))
                 )
+        except PartialWriteError as e:  # stopped part-way: each run answered for itself
+            short, lost = set(e.unconfirmed), set(e.failed)
+            cause = cause_of(e.cause)
+            for k, ((n, _), done) in enumerate(zip(requests, e.done, strict=True)):
+                if isinstance(done, Pushed):
+                    out[n] = (
+                        done if k not in short else NotReplicatedError(_UNCONFIRMED.format(done.id))
+                    )
+                else:
+                    out[n] = HttpError(
+                        503, (_NOT_WRITTEN if k in lost else _NO_REPLY).format(cause)
+                    )
         except DefinitionError:  # one bad run refused them all, writing nothing
             for n, request in requests:
                 try:
                     out[n] = self.engine.push_runs([request])[0]
-                except DefinitionError as e:
+                except Exception as e:  # noqa: BLE001 - this run's own error, the others go on
                     out[n] = e
         return out
