@@ -689,7 +689,10 @@ def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
     if args.user and len(args.roles) > 1:
         raise DefinitionError("--user names one user: give it with one --role")
     try:
-        lines = [setuser_line(role, args.namespace, args.user, args.cluster) for role in args.roles]
+        lines = [
+            setuser_line(role, args.namespace, args.user, args.cluster, args.db)
+            for role in args.roles
+        ]
     except ValueError as e:
         raise DefinitionError(str(e)) from None
     for line in lines:
@@ -860,7 +863,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the ACL SETUSER line giving a role exactly what it needs",
         description="Print the Redis ACL SETUSER line for a least-privilege user of a role: "
         "its namespace's keys and channels and only the commands the role runs (scripts "
-        "included). It keeps the user's password: set one with ACL SETUSER NAME >secret.",
+        "included, each by its SHA: run it again after an upgrade). It keeps the user's "
+        "password: set one with ACL SETUSER NAME >secret.",
     )
     p.add_argument(
         "--role",
@@ -884,6 +888,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=env_flag("REDISFLOW_CLUSTER"),
         help="for a Redis Cluster: adds sharded pub/sub and the cluster client's commands "
         "(run the line on every node; default: $REDISFLOW_CLUSTER)",
+    )
+    p.add_argument(
+        "--db",
+        type=int,
+        default=0,
+        help="the one database the user may SELECT (its URL's /N; default: 0)",
     )
     p.set_defaults(run=cmd_acl, no_engine=True)
 
