@@ -17,6 +17,7 @@ which would run any code. ``SELECT`` is allowed for the one database the line is
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -150,7 +151,7 @@ def check_namespace(namespace: str) -> str:
 
 
 def setuser_line(
-    role: str,
+    role: str | Sequence[str],
     namespace: str = DEFAULT_NAMESPACE,
     user: str | None = None,
     cluster: bool = False,
@@ -158,27 +159,36 @@ def setuser_line(
 ) -> str:
     """The ``ACL SETUSER`` command that gives the user of ``role`` exactly its permissions
     (``cluster``: on a Redis Cluster, where it is run on every node: ACLs are per node;
-    ``db``: the one database it may SELECT).
+    ``db``: the one database it may SELECT). Several roles make one user with all of
+    theirs (an agent running a scheduler: agent and operator); it needs ``user``.
 
     It replaces the user's keys, channels and commands but keeps its password, so it can
     be run again after an upgrade (which it must be: it names each script by its SHA); a
     new user needs one (``ACL SETUSER NAME >secret``).
     """
+    roles = [role] if isinstance(role, str) else list(dict.fromkeys(role))
+    for r in roles:
+        if r not in ROLE_SCRIPTS:
+            raise ValueError(f"unknown role {r!r}: one of {', '.join(ROLES)}")
     check_namespace(namespace)
-    name = user or f"{namespace}-{role}"
+    if len(roles) != 1 and not user:
+        raise ValueError("a user of several roles needs a name (--user)")
+    name = user or f"{namespace}-{roles[0]}"
     if not name.strip() or any(c.isspace() for c in name):
         raise ValueError(f"user name {name!r} must be non-empty, without spaces")
     if db < 0 or (cluster and db != 0):
         raise ValueError(f"database {db} must be 0 or more (and 0 on a cluster)")
     parts = ["ACL", "SETUSER", name, "on", "resetkeys", f"~{namespace}:*"]
-    if role in SEALED_ROLES:
+    if set(roles) & set(SEALED_ROLES):
         parts.append(f"~{namespace}{SEALED}*")
     parts += ["resetchannels", f"&{namespace}:*"]
-    if role != "agent":  # the console's keyspace notifications (its database)
+    if set(roles) - {"agent"}:  # the console's keyspace notifications (its database)
         parts.append(f"&__keyspace@{db}__:{namespace}:*")
-    parts += ["-@all", *(f"+{c.lower()}" for c in role_commands(role, cluster))]
+    commands = sorted({c for r in roles for c in role_commands(r, cluster)})
+    parts += ["-@all", *(f"+{c.lower()}" for c in commands)]
     parts.append(f"+select|{db}")
-    parts += [f"+evalsha|{sha}" for sha in script_shas(role, cluster)]
+    shas = dict.fromkeys(sha for r in roles for sha in script_shas(r, cluster))
+    parts += [f"+evalsha|{sha}" for sha in shas]
     return " ".join(parts)
 
 

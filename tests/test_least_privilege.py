@@ -24,6 +24,7 @@ from engine.acl import (
     OPERATOR_SCRIPTS,
     ROLE_SCRIPTS,
     ROLES,
+    missing_permissions,
     script_shas,
     setuser_line,
 )
@@ -185,6 +186,17 @@ def test_an_agent_whose_line_is_from_another_version_is_told_to_run_acl_again(
     out = cli(*run, env=env_for(url), tool="redisflow-agent")
     assert out.returncode == 3, out.stderr
     assert "may not run EVALSHA of this redisflow's scripts (NOPERM)" in one_line_error(out)
+
+
+def test_an_agent_running_a_scheduler_is_one_user_with_both_roles(admin: redis.Redis) -> None:
+    line = line_for("agent", "--role", "operator", name="sched")
+    with Engine.connect(make_user(admin, "agent", name="sched", line=line)) as both:
+        assert missing_permissions(both, ["agent", "operator"]) == []
+    with Engine.connect(make_user(admin, "agent")) as agent_only:
+        assert missing_permissions(agent_only, ["agent"]) == []
+        lacking = missing_permissions(agent_only, ["agent", "operator"])
+        assert "EVALSHA push" in lacking and "EVALSHA tick" in lacking and "INCRBY" in lacking
+        assert "EVALSHA claim" not in lacking
 
 
 # -- trigger secrets: sealed from readers and agents, checked at every delivery -----------

@@ -686,13 +686,14 @@ def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
 def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
     from ..acl import setuser_line
 
-    if args.user and len(args.roles) > 1:
-        raise DefinitionError("--user names one user: give it with one --role")
     try:
-        lines = [
-            setuser_line(role, args.namespace, args.user, args.cluster, args.db)
-            for role in args.roles
-        ]
+        if args.user:  # one user with every role given (an agent with --scheduler: two)
+            lines = [setuser_line(args.roles, args.namespace, args.user, args.cluster, args.db)]
+        else:
+            lines = [
+                setuser_line(role, args.namespace, None, args.cluster, args.db)
+                for role in args.roles
+            ]
     except ValueError as e:
         raise DefinitionError(str(e)) from None
     for line in lines:
@@ -880,7 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="key prefix of the deployment (default: rf)",
     )
     p.add_argument(
-        "--user", default=None, help="user name (default: NAMESPACE-ROLE; with one --role)"
+        "--user",
+        default=None,
+        help="user name (default: NAMESPACE-ROLE, a line per role); with several --role, "
+        "one user with all of them",
     )
     p.add_argument(
         "--cluster",
