@@ -212,7 +212,7 @@ def missing_permissions(engine: Engine, roles: tuple[str, ...] | list[str]) -> l
         found = client.register_script(CHECK_SOURCE)(args=list(wanted))
     except redis.exceptions.NoPermissionError:
         return ["EVALSHA"]
-    return [wanted[str(c)] for c in found]
+    return [wanted[c.decode() if isinstance(c, bytes) else str(c)] for c in found]
 
 
 def denied_command(error: Exception) -> str | None:
@@ -233,10 +233,10 @@ def permission_message(command: str | None, user: str | None) -> str:
         return f"{who} lacks a permission redisflow needs (NOPERM): see `redisflow acl`"
     if command.startswith("EVALSHA"):
         _, _, script = command.partition(" ")
-        what = f"script {script}" if script else "scripts"
+        what, it = (f"script {script}", "it") if script else ("scripts", "them")
         return (
             f"{who} may not run EVALSHA of this redisflow's {what} (NOPERM): its role does "
-            "not run it, or its ACL line is from another redisflow version: run `redisflow "
-            "acl` again after an upgrade"
+            f"not run {it}, or its ACL line is from another redisflow version: run "
+            "`redisflow acl` again after an upgrade"
         )
     return f"{who} may not run {command} (NOPERM): grant it or see `redisflow acl`"
