@@ -3,14 +3,20 @@
 Redis evicting keys under memory pressure silently loses workflows (a workflow hash, a
 queue, a lease: the engine cannot tell it was ever there), so anything but
 ``maxmemory-policy noeviction`` is reported loudly, as BullMQ does. Read through
-``INFO`` (which every role of ``redisflow acl`` may run), not ``CONFIG GET`` (admin only).
+``INFO memory``, not ``CONFIG GET`` (admin only). The roles of ``redisflow acl`` have no
+INFO (it is in ``@dangerous``, and ``+info|memory`` would still allow ``INFO memory
+everything``): for them the check is skipped, logged at INFO level; grant ``+info`` to a
+user to have it warn, or check the policy as an admin.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import redis
+
+log = logging.getLogger(__name__)
 
 NEAR_FULL = 0.9  # warn when used memory passes this share of maxmemory
 
@@ -20,7 +26,8 @@ def server_warnings(client: redis.Redis) -> list[str]:
     is well, or when this user may not run INFO)."""
     try:
         info: dict[str, Any] = client.info("memory")
-    except redis.ResponseError:
+    except redis.ResponseError as e:
+        log.info("cannot check maxmemory-policy (%s): INFO is not granted to this user", e)
         return []
     out: list[str] = []
     policy = str(info.get("maxmemory_policy", "noeviction"))

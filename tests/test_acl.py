@@ -13,7 +13,7 @@ from engine_helpers import ROOT, Hand, cli, one_line_error, run_agent, scan_keys
 from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import Engine, Workflow
-from engine.acl import ROLES, permission_message, role_commands, setuser_line
+from engine.acl import ROLE_SCRIPTS, ROLES, permission_message, role_commands, setuser_line
 from engine.store.scripts import SCRIPT_NAMES, script_commands
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
@@ -220,9 +220,14 @@ def test_permission_message_without_a_command_name() -> None:
 
 
 def test_acl_cli_rejects_bad_input() -> None:
-    out = cli("acl", "--role", "agent", "--role", "reader", "--user", "x")
+    out = cli("acl", "--role", "agent", "--role", "reader", "--namespace", "n", "--db", "-1")
     assert out.returncode == 2
     one_line_error(out)
+    # several roles with --user: one user holding all of them (an agent with --scheduler)
+    out = cli("acl", "--role", "agent", "--role", "operator", "--user", "x")
+    assert out.returncode == 0, out.stderr
+    [line] = out.stdout.splitlines()
+    assert line.split()[2] == "x" and "+zpopmin" in line and "+incrby" in line
     out = cli("acl", "--role", "agent", "--role", "reader", "--namespace", "n")
     assert out.returncode == 0
     assert [ln.split()[2] for ln in out.stdout.splitlines()] == ["n-agent", "n-reader"]
@@ -234,4 +239,6 @@ def test_docs_table_matches_the_roles() -> None:
         row = next(ln for ln in doc.splitlines() if ln.startswith(f"| {role} "))
         listed = {c.replace("\\|", "|") for c in re.findall(r"`([A-Z|\\]+)`", row)}
         assert listed == set(role_commands(role)), role
+        scripts = row.rstrip(" |").rsplit("|", 1)[1]
+        assert re.findall(r"`([a-z]+)`", scripts) == list(ROLE_SCRIPTS[role]), role
     assert Path(SAMPLE).exists()

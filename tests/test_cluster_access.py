@@ -14,7 +14,7 @@ import redis
 from engine_helpers import cli, one_line_error, run_agent
 
 from engine import Engine, Event, Workflow
-from engine.acl import role_commands, setuser_line
+from engine.acl import ROLES, role_commands, setuser_line
 from engine.local_cluster import LocalCluster
 
 
@@ -131,3 +131,36 @@ def test_a_cluster_url_on_a_plain_redis_says_so(redis_server: object) -> None:
     out = cli("stats", "--url", f"redis+cluster://127.0.0.1:{port}")
     assert out.returncode == 3
     assert "Cluster mode is not enabled" in one_line_error(out)
+
+
+def test_the_cluster_lines_keep_scripts_and_trigger_secrets_per_role(
+    nodes: list[redis.Redis], cluster_url: str
+) -> None:
+    from engine.acl import missing_permissions
+    from engine.http.triggers import new_trigger
+
+    with Engine.connect(cluster_url):
+        pass
+    urls = {role: make_user(nodes, cluster_url, role, True) for role in ROLES}
+    with (
+        Engine.connect(urls["operator"]) as operator,
+        Engine.connect(urls["agent"]) as agent_engine,
+        Engine.connect(urls["reader"]) as reader,
+    ):
+        operator.put_template("name: build\ntasks:\n  - name: compile\n")
+        operator.put_trigger(new_trigger("gh", "build", "github", "s3cret-0123456789"))
+        assert operator.trigger("gh").secret == "s3cret-0123456789"
+        wid = operator.push(flow("w"))
+        assert missing_permissions(agent_engine, ["agent"]) == []
+        with pytest.raises(redis.exceptions.NoPermissionError, match="script cancel"):
+            agent_engine.cancel(wid)
+        for engine in (agent_engine, reader):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                engine.trigger("gh")
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                engine.redis.hget(operator.keys.shard(0).trigger("gh"), "s")
+        for engine in (operator, agent_engine, reader):
+            node = engine.redis.get_redis_connection(engine.redis.get_default_node())
+            with pytest.raises(redis.exceptions.NoPermissionError, match="info"):
+                node.info("memory")
+        assert reader.status(wid).state.value == "running"

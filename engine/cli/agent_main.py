@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ..acl import missing_commands
+from ..acl import missing_permissions
 from ..agent import Agent
 from ..client import Engine
 from ..definition import check_name
@@ -132,9 +132,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return fail(str(e), EXIT_BAD_INPUT)
     engine = _connect_patiently(args)
     try:
-        missing = missing_commands(engine.redis, "agent")
-        if args.scheduler and not missing:
-            missing = missing_commands(engine.redis, "operator")  # it pushes runs
+        # with --scheduler it pushes runs too: both roles
+        missing = missing_permissions(
+            engine, ["agent", "operator"] if args.scheduler else ["agent"]
+        )
         if missing:
             # Before registering: an agent that cannot work must not half-start.
             return refuse(missing[0])

@@ -200,7 +200,7 @@ def _row(d: dict[str, Any]) -> list[str]:
     return [
         str(d["name"]),
         str(d["template"]),
-        str(d["auth"]),
+        str(d["auth"]) + (" (legacy: refused until put again)" if d.get("legacy") else ""),
         str(d["idempotency_header"] or "-"),
         when,
     ]

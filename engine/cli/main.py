@@ -695,10 +695,14 @@ def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
 def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
     from ..acl import setuser_line
 
-    if args.user and len(args.roles) > 1:
-        raise DefinitionError("--user names one user: give it with one --role")
     try:
-        lines = [setuser_line(role, args.namespace, args.user, args.cluster) for role in args.roles]
+        if args.user:  # one user with every role given (an agent with --scheduler: two)
+            lines = [setuser_line(args.roles, args.namespace, args.user, args.cluster, args.db)]
+        else:
+            lines = [
+                setuser_line(role, args.namespace, None, args.cluster, args.db)
+                for role in args.roles
+            ]
     except ValueError as e:
         raise DefinitionError(str(e)) from None
     for line in lines:
@@ -870,7 +874,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the ACL SETUSER line giving a role exactly what it needs",
         description="Print the Redis ACL SETUSER line for a least-privilege user of a role: "
         "its namespace's keys and channels and only the commands the role runs (scripts "
-        "included). It keeps the user's password: set one with ACL SETUSER NAME >secret.",
+        "included, each by its SHA: run it again after an upgrade). It keeps the user's "
+        "password: set one with ACL SETUSER NAME >secret.",
     )
     p.add_argument(
         "--role",
@@ -886,7 +891,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="key prefix of the deployment (default: rf)",
     )
     p.add_argument(
-        "--user", default=None, help="user name (default: NAMESPACE-ROLE; with one --role)"
+        "--user",
+        default=None,
+        help="user name (default: NAMESPACE-ROLE, a line per role); with several --role, "
+        "one user with all of them",
     )
     p.add_argument(
         "--cluster",
@@ -894,6 +902,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=env_flag("REDISFLOW_CLUSTER"),
         help="for a Redis Cluster: adds sharded pub/sub and the cluster client's commands "
         "(run the line on every node; default: $REDISFLOW_CLUSTER)",
+    )
+    p.add_argument(
+        "--db",
+        type=int,
+        default=0,
+        help="the one database the user may SELECT (its URL's /N; default: 0)",
     )
     p.set_defaults(run=cmd_acl, no_engine=True)
 

@@ -119,9 +119,27 @@ def new_trigger(
 
 def verify_delivery(trigger: Trigger, headers: Mapping[str, str], body: bytes, now: float) -> None:
     """Check a delivery's credentials against ``trigger`` (``headers`` looked up in lower
-    case). Raises a 401 :class:`HttpError` when they do not pass; a trigger whose
-    stored scheme or secret is unusable refuses every delivery."""
+    case). Raises a 401 :class:`HttpError` when they do not pass. The stored scheme is
+    checked at every delivery and fails closed: a trigger stored the old way (readable by
+    every role), an unknown or missing scheme, a scheme needing a secret without one, or
+    ``none`` with a secret (never made by ``new_trigger``) refuses every delivery."""
+    if trigger.legacy:
+        raise HttpError(
+            401,
+            f"trigger {trigger.name} was stored before trigger secrets were sealed (every "
+            "Redis user of the namespace could read or change it): put it again with a new "
+            "secret (redisflow trigger put)",
+            "legacy_trigger",
+        )
+    if trigger.auth not in AUTH_SCHEMES:
+        raise HttpError(
+            401, f"trigger {trigger.name} has unknown auth {trigger.auth!r}", "no_secret"
+        )
     if trigger.auth == "none":
+        if trigger.secret:  # a secret beside "none": not made by new_trigger
+            raise HttpError(
+                401, f"trigger {trigger.name} has auth none and a secret: put it again", "no_secret"
+            )
         return
     if not trigger.secret:  # stored by hand without one: never fail open
         raise HttpError(401, f"trigger {trigger.name} has no secret", "no_secret")
@@ -136,7 +154,7 @@ def verify_delivery(trigger: Trigger, headers: Mapping[str, str], body: bytes, n
             ) from None
     elif trigger.auth == "bearer":
         verify_bearer_secret(trigger.secret, headers.get("authorization"))
-    else:
+    else:  # a scheme added to AUTH_SCHEMES without its check here
         raise HttpError(
             401, f"trigger {trigger.name} has unknown auth {trigger.auth!r}", "no_secret"
         )

@@ -1,8 +1,9 @@
 """The whole Redis key schema of redisflow, in one place.
 
-Every key starts with the namespace (default ``rf``) and carries the hash tag of its
-*shard*, ``{<namespace>:<shard>}``, so every Lua script touches the keys of one shard
-only and a shard can live on one Redis Cluster slot. One shard is the default.
+Every key starts with the namespace (default ``rf``) and ``:`` (``!`` for the sealed keys
+below) and carries the hash tag of its *shard*, ``{<namespace>:<shard>}``, so every Lua
+script touches the keys of one shard only and a shard can live on one Redis Cluster slot.
+One shard is the default.
 
 Per shard ``S`` (``P = <namespace>:{<namespace>:S}``):
 
@@ -88,12 +89,22 @@ Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
                                       n: ``<n>`` the file's text, ``<n>f`` its source,
                                       ``<n>h`` the text's SHA-1, ``<n>t`` put ms
 ``T:tpls``                    zset    template names, scored by their last put ms
-``T:trig:<name>``             hash    a webhook trigger: template, auth scheme, secret,
-                                      idempotency header (``store/triggers.py``)
-``T:trigs``                   zset    trigger names, scored by creation ms
 ``T:http``                    hash    the HTTP server's counters: ``rejected:<reason>``,
                                       ``accepted:<trigger>``, ``duplicate:<trigger>``
 ============================  ======  =====================================================
+
+Sealed keys hold what only the operator role may read or change (``redisflow acl`` gives
+``~<namespace>!*`` to the operator alone: readers and agents get ``~<namespace>:*``). They
+carry shard 0's hash tag, so they share its slot (``S = <namespace>!{<tag of shard 0>}``):
+
+============================  ======  =====================================================
+``S:trig:<name>``             hash    a webhook trigger: template, auth scheme, secret,
+                                      idempotency header (``store/triggers.py``)
+``S:trigs``                   zset    trigger names, scored by creation ms
+============================  ======  =====================================================
+
+Before sealed keys, triggers were ``T:trig:<name>`` and ``T:trigs``: such a trigger
+refuses every delivery until it is put again (its secret was readable by every role).
 
 The deployment's layout lives beside shard 0, under the fixed tag ``{<namespace>:0}``
 (``C = <namespace>:{<namespace>:0}``), written once by the first client that sets it and
@@ -124,6 +135,9 @@ from dataclasses import dataclass
 from ..errors import NotFoundError
 
 DEFAULT_NAMESPACE = "rf"
+# Sealed keys start with the namespace and this (never ':'): ``redisflow acl`` refuses a
+# namespace holding it, so one namespace's sealed pattern matches no other's keys.
+SEALED = "!"
 
 
 @dataclass(frozen=True)
@@ -311,11 +325,26 @@ class ShardKeys:
 
     # -- http: webhook triggers and the HTTP server's counters live in shard 0 ----------
 
+    @property
+    def sealed_prefix(self) -> str:
+        """The prefix of keys only the operator role may touch: ``ns!{ns:S}`` (outside the
+        ``~ns:*`` that readers and agents get; same hash tag, so the same slot)."""
+        return f"{self.namespace}{SEALED}{{{self.hash_tag}}}"
+
     def trigger(self, name: str) -> str:
-        return f"{self.prefix}:trig:{name}"
+        """A trigger's hash: sealed, as its secret and scheme are the operator's alone."""
+        return f"{self.sealed_prefix}:trig:{name}"
 
     @property
     def triggers(self) -> str:
+        return f"{self.sealed_prefix}:trigs"
+
+    def legacy_trigger(self, name: str) -> str:
+        """Where a trigger was stored before sealed keys (refused until put again)."""
+        return f"{self.prefix}:trig:{name}"
+
+    @property
+    def legacy_triggers(self) -> str:
         return f"{self.prefix}:trigs"
 
     @property
@@ -368,5 +397,10 @@ class Keyspace:
 
     @property
     def pattern(self) -> str:
-        """A SCAN pattern matching every key of this namespace."""
+        """A SCAN pattern matching every key of this namespace but the sealed ones."""
         return f"{self.namespace}:*"
+
+    @property
+    def sealed_pattern(self) -> str:
+        """The pattern of this namespace's sealed keys (the operator's alone)."""
+        return f"{self.namespace}{SEALED}*"

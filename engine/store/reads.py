@@ -66,7 +66,7 @@ from .codec import (
     step_prefix,
 )
 from .keys import Keyspace, ShardKeys
-from .layout import cluster_version, is_cluster
+from .layout import has_sharded_pubsub, is_cluster
 
 BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
 DEFINITION_CACHE = 400_000  # definition fields status() keeps between reads
@@ -727,8 +727,8 @@ class Reads:
     def sharded_channels(self) -> bool:
         """Whether the scripts publish on sharded channels (a Redis 7 cluster)."""
         if self._sharded is None:
-            # asked of a node's INFO, which every role has (a reader runs no EVAL)
-            self._sharded = is_cluster(self.redis) and cluster_version(self.redis) >= (7, 0)
+            # asked of a node's COMMAND INFO: a reader runs no script, no role has INFO
+            self._sharded = is_cluster(self.redis) and has_sharded_pubsub(self.redis)
         return self._sharded
 
     def pubsub(self, channels: Iterable[str]) -> Any:

@@ -1,9 +1,11 @@
 """Loads the Lua state transitions in ``engine/store/lua`` and runs them.
 
 Each script is ``_lib.lua`` followed by the script's own file, registered once per
-client with redis-py's ``register_script`` (EVALSHA, falling back to EVAL when the
-server does not know the script yet, e.g. after a restart). Several calls in one round
-trip go through :class:`ScriptBatch`: plain EVALSHA, reloading on NOSCRIPT.
+client with redis-py's ``register_script`` (EVALSHA; SCRIPT LOAD then EVALSHA again when
+the server does not know the script yet, e.g. after a restart). Several calls in one round
+trip go through :class:`ScriptBatch`: plain EVALSHA, reloading on NOSCRIPT. Nothing here
+sends EVAL: ``redisflow acl`` allows each role EVALSHA of its own scripts' SHAs only
+(:func:`script_sha`), and SCRIPT LOAD, which runs nothing.
 
 Two guards keep a script from stopping half-way (Redis does not roll a script back):
 before its own body, each script checks that its ACL user may run every command it may
@@ -14,6 +16,7 @@ over ``maxmemory`` before it starts. Redis 6.2 knows neither: it gets the plain 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,15 +157,36 @@ def script_source(name: str, shebang: bool = False, sharded: bool = False) -> st
     return ("#!lua flags=allow-oom" if name in ALLOW_OOM else "#!lua") + f"\n{source}"
 
 
+def script_sha(source: str) -> str:
+    """The SHA1 Redis names ``source`` by (what EVALSHA sends, and ACLs allow)."""
+    return hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 (Redis's own name)
+
+
+# Loads on Redis 7.0+ only: 6.2 reads "#!lua" as Lua, a syntax error. Loading runs nothing.
+_SHEBANG_PROBE = "#!lua\nreturn 1"
+
+
 def supports_shebang(client: redis.Redis) -> bool:
-    """Whether the server reads ``#!lua`` script flags (Redis 7.0+), asked in Lua so it
-    needs no INFO permission: 6.2 has no ``redis.REDIS_VERSION_NUM``."""
-    return int(client.eval("return redis.REDIS_VERSION_NUM or 0", 0) or 0) >= 0x070000
+    """Whether the server reads ``#!lua`` script flags (Redis 7.0+), asked with SCRIPT
+    LOAD of a script that starts with one: it needs neither INFO nor EVAL (which runs
+    any code), and a NOPERM still raises."""
+    try:
+        client.script_load(_SHEBANG_PROBE)
+    except redis.exceptions.NoPermissionError:
+        raise
+    except redis.ResponseError:
+        return False
+    return True
 
 
-def script_error(e: redis.ResponseError) -> Exception:
-    """The engine's exception for a script's error reply (the reply itself if not ours)."""
+def script_error(e: redis.ResponseError, name: str = "") -> Exception:
+    """The engine's exception for a script's error reply (the reply itself if not ours);
+    an EVALSHA refused by the user's ACL names the script ``name``."""
     text = str(e)
+    if name and isinstance(e, redis.exceptions.NoPermissionError) and "'evalsha'" in text:
+        return redis.exceptions.NoPermissionError(
+            f"this user may not run EVALSHA of script {name} ({text})"
+        )
     for code, cls in SCRIPT_ERRORS.items():
         at = text.find(code + " ")
         if at >= 0:
@@ -235,7 +259,7 @@ class Scripts:
         try:
             reply = self._scripts[call.name](keys=call.keys, args=call.args)
         except redis.ResponseError as e:
-            raise script_error(e) from None
+            raise script_error(e, call.name) from None
         return call.decode(reply)
 
     def batch(self) -> ScriptBatch:
@@ -314,7 +338,7 @@ class ScriptBatch:
         out: list[Any] = []
         for call, reply in zip(self.calls, replies, strict=True):
             if isinstance(reply, redis.ResponseError):
-                out.append(script_error(reply))
+                out.append(script_error(reply, call.name))
             elif isinstance(reply, Exception):
                 out.append(reply)
             else:

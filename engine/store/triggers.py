@@ -1,8 +1,14 @@
 """Webhook triggers as stored, and the HTTP server's counters (both in shard 0).
 
-A trigger is one hash, ``P:trig:<name>``; ``P:trigs`` lists the names, scored by
-creation ms. The HTTP server (:mod:`engine.http`) reads a trigger on each delivery and
-counts what it accepted and rejected in ``P:http`` (see :mod:`.keys`).
+A trigger is one hash among the sealed keys, ``S:trig:<name>``; ``S:trigs`` lists the
+names, scored by creation ms. Sealed keys (``<namespace>!...``) are outside the key
+pattern of the reader and agent ACL roles: only the operator's user (``redisflow trigger``,
+``redisflow serve``) reads a secret or changes a scheme. The HTTP server
+(:mod:`engine.http`) reads a trigger on each delivery and counts what it accepted and
+rejected in ``P:http`` (see :mod:`.keys`).
+
+A trigger stored the old way (``P:trig:<name>``, readable and writable by every role) is
+read back marked ``legacy``: it refuses every delivery until put again, with a new secret.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ class Trigger:
     idempotency_header: str = ""
     created_at: float | None = None  # epoch seconds
     created_by: str = ""
+    legacy: bool = False  # stored before sealed keys: refuses deliveries until put again
 
     def to_dict(self, secret: bool = False) -> dict[str, object]:
         """The trigger as JSON, its secret left out unless ``secret``."""
@@ -53,6 +60,8 @@ class Trigger:
         }
         if secret:
             d["secret"] = self.secret
+        if self.legacy:
+            d["legacy"] = True
         return d
 
 
@@ -67,7 +76,7 @@ def _fields(t: Trigger, now_ms: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _parse(name: str, raw: dict[str, str]) -> Trigger:
+def _parse(name: str, raw: dict[str, str], legacy: bool = False) -> Trigger:
     created = raw.get(TR_CREATED)
     return Trigger(
         name=name,
@@ -77,6 +86,7 @@ def _parse(name: str, raw: dict[str, str]) -> Trigger:
         idempotency_header=raw.get(TR_IDEMPOTENCY, ""),
         created_at=int(created) / 1000.0 if created else None,
         created_by=raw.get(TR_BY, ""),
+        legacy=legacy,
     )
 
 
@@ -88,7 +98,8 @@ class TriggerStore:
         self.shard: ShardKeys = keys.shard(0)
 
     def put(self, trigger: Trigger) -> None:
-        """Store ``trigger``, replacing one of the same name, in one transaction."""
+        """Store ``trigger`` (sealed), replacing one of the same name and any copy stored
+        the old way, in one transaction."""
         sec, usec = self.redis.time()
         now_ms = int(sec) * 1000 + int(usec) // 1000
         key = self.shard.trigger(trigger.name)
@@ -96,28 +107,48 @@ class TriggerStore:
         pipe.delete(key)
         pipe.hset(key, items=_fields(trigger, now_ms))
         pipe.zadd(self.shard.triggers, {trigger.name: now_ms})
+        pipe.delete(self.shard.legacy_trigger(trigger.name))
+        pipe.zrem(self.shard.legacy_triggers, trigger.name)
         pipe.execute()
 
     def get(self, name: str) -> Trigger | None:
-        """The trigger called ``name``, or None."""
+        """The trigger called ``name`` (marked ``legacy`` when only stored the old way), or
+        None."""
         raw = cast("dict[str, str]", self.redis.hgetall(self.shard.trigger(name)))
-        return _parse(name, raw) if raw else None
+        if raw:
+            return _parse(name, raw)
+        raw = cast("dict[str, str]", self.redis.hgetall(self.shard.legacy_trigger(name)))
+        return _parse(name, raw, legacy=True) if raw else None
 
     def all(self) -> builtins.list[Trigger]:
-        """Every trigger, oldest first."""
-        names = cast("list[str]", self.redis.zrange(self.shard.triggers, 0, -1))
+        """Every trigger, oldest first; then those stored the old way (``legacy``)."""
         pipe = self.redis.pipeline(transaction=False)
-        for name in names:
+        pipe.zrange(self.shard.triggers, 0, -1)
+        pipe.zrange(self.shard.legacy_triggers, 0, -1)
+        sealed, old = cast("tuple[list[str], list[str]]", tuple(pipe.execute()))
+        old = [n for n in old if n not in set(sealed)]
+        pipe = self.redis.pipeline(transaction=False)
+        for name in sealed:
             pipe.hgetall(self.shard.trigger(name))
-        return [_parse(n, raw) for n, raw in zip(names, pipe.execute(), strict=True) if raw]
+        for name in old:
+            pipe.hgetall(self.shard.legacy_trigger(name))
+        found = pipe.execute()
+        return [
+            _parse(n, raw, legacy=k >= len(sealed))
+            for k, (n, raw) in enumerate(zip([*sealed, *old], found, strict=True))
+            if raw
+        ]
 
     def remove(self, name: str) -> bool:
-        """Delete trigger ``name``; False when there was none."""
+        """Delete trigger ``name`` (and any copy stored the old way); False when there was
+        none."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.shard.trigger(name))
+        pipe.delete(self.shard.legacy_trigger(name))
         pipe.zrem(self.shard.triggers, name)
-        deleted, _ = pipe.execute()
-        return bool(deleted)
+        pipe.zrem(self.shard.legacy_triggers, name)
+        sealed, old, _, _ = pipe.execute()
+        return bool(sealed or old)
 
     def count(self, field: str, by: int = 1) -> None:
         """Add ``by`` to the HTTP counter ``field`` (``rejected:<reason>``, ...)."""
