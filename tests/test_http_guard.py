@@ -55,11 +55,13 @@ def test_host_names_and_origins() -> None:
     for bad in ("app.example.com", "ftp://x", "https://x/y", "https://u@x", "https://x?q"):
         with pytest.raises(ValueError):
             origin_entry(bad)
-    assert default_hosts("127.0.0.1", 8080) == ("127.0.0.1:8080", "localhost:8080", "[::1]:8080")
-    assert default_hosts("::1", 80) == ("[::1]:80", "127.0.0.1:80", "localhost:80")
-    assert default_hosts("0.0.0.0", 8080) == ("*",)
-    assert default_hosts("::", 8080) == ("*",)
-    assert default_hosts("10.0.0.5", 8080) == ("10.0.0.5:8080",)
+    assert default_hosts("127.0.0.1") == ("127.0.0.1", "localhost", "[::1]")
+    assert default_hosts("::1") == ("[::1]", "127.0.0.1", "localhost")
+    assert default_hosts("LocalHost") == ("localhost", "127.0.0.1", "[::1]")
+    assert default_hosts("0.0.0.0") == ("*",)
+    assert default_hosts("::") == ("*",)
+    assert default_hosts("10.0.0.5") == ("10.0.0.5",)
+    assert default_hosts("flows.internal") == ("flows.internal",)
     check_host(["x:1"], ["x"])
     with pytest.raises(HttpError) as e:
         check_host([], ["x"])

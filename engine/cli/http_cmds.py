@@ -129,8 +129,8 @@ def add_http_commands(
         metavar="NAME[:PORT]",
         help="answer requests whose Host is NAME (any port) or NAME:PORT, repeatable; '*' "
         "any (default: $REDISFLOW_HTTP_ALLOWED_HOSTS, comma-separated; else the --host "
-        "address with its port, and on loopback 127.0.0.1, localhost, [::1]; on 0.0.0.0 "
-        "or :: any); others get 421",
+        "address, and on loopback 127.0.0.1, localhost, [::1]; on 0.0.0.0 or :: any); "
+        "others get 421",
     )
     p.add_argument(
         "--allowed-origin",
@@ -243,7 +243,7 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
 
     engine = connect(args, push_retry_s=PUSH_RETRY_S)
     try:
-        app = create_app(engine, settings.config(args.host, args.port))
+        app = create_app(engine, settings.config(args.host))
         auth = "bearer tokens" if tokens.configured else "no tokens (loopback only)"
         print(
             f"redisflow: serving http://{args.host}:{args.port} for {engine.url} with {auth}; "

@@ -95,20 +95,20 @@ def origin_entry(text: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def default_hosts(host: str, port: int) -> tuple[str, ...]:
-    """The ``Host`` values a server bound to ``host``:``port`` answers by default: on a
-    loopback address its loopback names; on a wildcard address (0.0.0.0, ::; tokens are
-    then required) any name; else the bound name itself."""
+def default_hosts(host: str) -> tuple[str, ...]:
+    """The ``Host`` names a server bound to ``host`` answers by default (any port: the
+    name is what a rebinding page cannot fake): on a loopback address the loopback names;
+    on a wildcard address (0.0.0.0, ::; tokens are then required) any name; else the
+    bound name itself."""
     from .auth import is_loopback
 
     bare = host.strip().strip("[]").lower()
     if bare in ("0.0.0.0", "::", ""):
         return (ANY,)
     name = f"[{bare}]" if ":" in bare else bare
-    names = [name]
-    if is_loopback(host):
-        names += [n for n in LOOPBACK_NAMES if n != name]
-    return tuple(f"{n}:{port}" for n in names)
+    if not is_loopback(host):
+        return (name,)
+    return (name, *(n for n in LOOPBACK_NAMES if n != name))
 
 
 def check_host(values: list[str], allowed: Iterable[str]) -> None:

@@ -43,13 +43,13 @@ class Settings:
     body_timeout_s: float = BODY_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
 
-    def config(self, host: str = "127.0.0.1", port: int = 8080) -> HttpConfig:
-        """The app's config, for a server bound to ``host``:``port``."""
+    def config(self, host: str = "127.0.0.1") -> HttpConfig:
+        """The app's config, for a server bound to ``host``."""
         tokens = Tokens(frozenset(self.read_tokens), frozenset(self.write_tokens))
         return HttpConfig(
             tokens=tokens,
             max_wait_s=self.max_wait_s,
-            allowed_hosts=self.allowed_hosts or default_hosts(host, port),
+            allowed_hosts=self.allowed_hosts or default_hosts(host),
             allowed_origins=self.allowed_origins,
         )
 
@@ -77,7 +77,7 @@ def app_from_env() -> Any:
     from ..client import Engine
 
     raw = json.loads(os.environ[SETTINGS_ENV])
-    host, port = raw.pop("host"), raw.pop("port")
+    host = raw.pop("host")
     for name in ("read_tokens", "write_tokens", "allowed_hosts", "allowed_origins"):
         raw[name] = tuple(raw[name])
     settings = Settings(**raw)
@@ -90,7 +90,7 @@ def app_from_env() -> Any:
         max_payload=settings.max_payload,
         push_retry_s=PUSH_RETRY_S,
     )
-    return create_app(engine, settings.config(host, port))
+    return create_app(engine, settings.config(host))
 
 
 def serve(
@@ -105,7 +105,7 @@ def serve(
     that many processes, each building its own app from ``settings``."""
     import uvicorn
 
-    check_bind(host, settings.config(host, port).tokens)
+    check_bind(host, settings.config(host).tokens)
     if threading.current_thread() is threading.main_thread():
         # uvicorn stops gracefully on SIGTERM, then raises it again: end with exit code 0
         signal.signal(signal.SIGTERM, lambda *_: None)
@@ -119,7 +119,7 @@ def serve(
         **settings.uvicorn_options(),
     }
     if workers > 1 or app is None:
-        os.environ[SETTINGS_ENV] = json.dumps({**settings.__dict__, "host": host, "port": port})
+        os.environ[SETTINGS_ENV] = json.dumps({**settings.__dict__, "host": host})
         options["http"] = "engine.http.protocol:TimedHttpProtocol"  # set in app_from_env
         uvicorn.run("engine.http.server:app_from_env", factory=True, workers=workers, **options)
     else:
