@@ -232,15 +232,16 @@ def _headers(scope: Any) -> tuple[dict[str, str], list[str]]:
 
 
 async def _refuse(send: Any, error: HttpError) -> None:
-    body = json.dumps({"error": error.message}).encode()
+    body = json.dumps({"error": error.message}, ensure_ascii=False, separators=(",", ":"))
+    data = body.encode()
     await send(
         {
             "type": "http.response.start",
             "status": error.status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
+                (b"content-length", str(len(data)).encode()),
             ],
         }
     )
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": data})
