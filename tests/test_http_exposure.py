@@ -481,10 +481,10 @@ def test_slow_clients_are_timed_out_and_do_not_starve_others(
                     break
                 time.sleep(0.1)
             assert served is not None, f"a normal request was not served: {statuses}"
-            replies = [_read_all(s) for s in slow]
         finally:
             stop.set()
             thread.join(10)
+        replies = [_read_all(s) for s in slow]
         assert time.monotonic() - started < 60
         assert {status_of(r) for r in replies} == {408}, {r[:40] for r in replies}
         assert b"headers took over 2s" in replies[0]
