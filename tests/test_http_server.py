@@ -29,6 +29,7 @@ from engine.http.triggers import new_trigger
 READ = "read-token-0123456789"
 WRITE = "write-token-0123456789"
 WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+JSON = {"Content-Type": "application/json"}  # a write's body is JSON or refused (415)
 
 PIPELINE = """
 name: pipeline
@@ -156,7 +157,8 @@ def test_a_body_over_the_payload_limit_is_413(redis_url: str, client: Client) ->
     try:
         small.put_template(PIPELINE)
         http = client(eng=small)
-        r = http.post("/v1/templates/pipeline/runs", content=b'"' + b"x" * 2000 + b'"')
+        big = b'"' + b"x" * 2000 + b'"'
+        r = http.post("/v1/templates/pipeline/runs", content=big, headers=JSON)
         assert r.status_code == 413
         assert "1000-byte" in r.json()["error"]
 
@@ -164,7 +166,7 @@ def test_a_body_over_the_payload_limit_is_413(redis_url: str, client: Client) ->
             for _ in range(20):
                 yield b"x" * 100
 
-        r = http.post("/v1/templates/pipeline/runs", content=chunked())
+        r = http.post("/v1/templates/pipeline/runs", content=chunked(), headers=JSON)
         assert r.status_code == 413
         assert small.count() == 0
     finally:
@@ -319,7 +321,7 @@ def test_redis_unreachable_is_503(client: Client) -> None:
         http.get("/v1/workflows"),
         http.get("/metrics"),
         http.get("/healthz"),
-        http.post("/v1/triggers/gh", content=b"{}"),
+        http.post("/v1/triggers/gh", content=b"{}", headers=JSON),
     ):
         assert r.status_code == 503
         assert r.json()["error"].startswith("Redis unreachable")
@@ -363,11 +365,11 @@ def test_github_deliveries(engine: Engine, api: httpx.Client) -> None:
     r = api.post(
         "/v1/triggers/gh",
         content=body,
-        headers={"X-Hub-Signature-256": github_signature("s3cret", body)},
+        headers={"X-Hub-Signature-256": github_signature("s3cret", body), **JSON},
     )
     assert r.status_code == 400
     assert "X-GitHub-Delivery" in r.json()["error"]
-    assert api.post("/v1/triggers/nope", content=body).status_code == 404
+    assert api.post("/v1/triggers/nope", content=body, headers=JSON).status_code == 404
     assert engine.count() == 2
 
 
@@ -380,6 +382,7 @@ def test_standard_webhooks_deliveries(engine: Engine, api: httpx.Client) -> None
             "webhook-id": msg_id,
             "webhook-timestamp": str(sent),
             "webhook-signature": standard_signature(secret, msg_id, sent, body),
+            **JSON,
         }
         return api.post("/v1/triggers/sw", content=body, headers=headers)
 
@@ -433,7 +436,7 @@ def test_metrics(engine: Engine, api: httpx.Client) -> None:
     _gh_post(api, b"{}", "s3cret", "d-1")
     _gh_post(api, b"{}", "s3cret", "d-1")
     _gh_post(api, b"{}", "wrong", "d-2")
-    api.post("/v1/templates/pipeline/runs", content=b"{")
+    api.post("/v1/templates/pipeline/runs", content=b"{", headers=JSON)
     shard = engine.keys.shard(0)
     sec, _ = engine.redis.time()
     engine.redis.zadd(shard.schedules_due, {"nightly": (sec - 90) * 1000, "later": 1e15})

@@ -7,6 +7,7 @@ server's packages (the ``http`` extra) are imported only when ``serve`` runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -44,6 +45,48 @@ def wait_limit(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def timeout(text: str) -> float:
+    """A timeout: a duration over 0 and at most a day."""
+    from ..timing import parse_duration
+
+    try:
+        seconds = parse_duration(text, "timeout")
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if not 0 < seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"a timeout from 1ms to 1d, not {text!r}")
+    return seconds
+
+
+def connection_cap(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"not a connection count (1 to 1000000): {text!r}")
+    return int(text)
+
+
+def allowed_host(text: str) -> str:
+    from ..http.guard import host_entry
+
+    try:
+        return host_entry(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def allowed_origin(text: str) -> str:
+    from ..http.guard import origin_entry
+
+    try:
+        return origin_entry(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _env_list(name: str) -> list[str]:
+    """The comma-separated entries of environment variable ``name``."""
+    return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
+
+
 def add_http_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -79,6 +122,49 @@ def add_http_commands(
         help="the longest ?wait= a request may ask (default 5m)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        type=allowed_host,
+        metavar="NAME[:PORT]",
+        help="answer requests whose Host is NAME (any port) or NAME:PORT, repeatable; '*' "
+        "any (default: $REDISFLOW_HTTP_ALLOWED_HOSTS, comma-separated; else the --host "
+        "address, and on loopback 127.0.0.1, localhost, [::1]; on 0.0.0.0 or :: any); "
+        "others get 421",
+    )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        type=allowed_origin,
+        metavar="ORIGIN",
+        help="a site whose pages may call the API from a browser (CORS), like "
+        "https://app.example.com, repeatable (default: $REDISFLOW_HTTP_ALLOWED_ORIGINS; "
+        "else none: pages of other origins may not write)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=timeout,
+        default=os.environ.get("REDISFLOW_HTTP_HEADER_TIMEOUT") or "60s",
+        metavar="DURATION",
+        help="a request's line and headers must arrive within this, else 408 and the "
+        "connection closed (default: $REDISFLOW_HTTP_HEADER_TIMEOUT, else 60s)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=timeout,
+        default=os.environ.get("REDISFLOW_HTTP_BODY_TIMEOUT") or "60s",
+        metavar="DURATION",
+        help="a request's whole body must arrive within this after its headers, else 408 "
+        "(default: $REDISFLOW_HTTP_BODY_TIMEOUT, else 60s)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=connection_cap,
+        default=os.environ.get("REDISFLOW_HTTP_MAX_CONNECTIONS") or "1000",
+        metavar="N",
+        help="open connections per server process; past it new requests get 503 "
+        "(default: $REDISFLOW_HTTP_MAX_CONNECTIONS, else 1000)",
+    )
     p.set_defaults(run=cmd_serve, no_engine=True)
 
     p = sub.add_parser(
@@ -132,6 +218,8 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
 
     tokens = load_tokens(args.token_file)
     check_bind(args.host, tokens)  # before connecting: bad input touches nothing
+    hosts = args.allowed_host or _checked_env("REDISFLOW_HTTP_ALLOWED_HOSTS", allowed_host)
+    origins = args.allowed_origin or _checked_env("REDISFLOW_HTTP_ALLOWED_ORIGINS", allowed_origin)
     url = connection_url(args)
     if args.workers > 1 and url is None:
         raise DefinitionError("--workers above 1 needs --url (a Redis every worker reaches)")
@@ -142,6 +230,11 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         read_tokens=tuple(sorted(tokens.read)),
         write_tokens=tuple(sorted(tokens.write)),
         max_wait_s=args.max_wait,
+        allowed_hosts=tuple(hosts),
+        allowed_origins=tuple(origins),
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        max_connections=args.max_connections,
     )
     if args.workers > 1:
         serve(settings, args.host, args.port, args.workers, args.access_log)
@@ -150,7 +243,7 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
 
     engine = connect(args, push_retry_s=PUSH_RETRY_S)
     try:
-        app = create_app(engine, settings.config())
+        app = create_app(engine, settings.config(args.host))
         auth = "bearer tokens" if tokens.configured else "no tokens (loopback only)"
         print(
             f"redisflow: serving http://{args.host}:{args.port} for {engine.url} with {auth}; "
@@ -162,6 +255,13 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
     finally:
         engine.close()
     return EXIT_OK
+
+
+def _checked_env(name: str, check: Any) -> list[str]:
+    try:
+        return [check(entry) for entry in _env_list(name)]
+    except argparse.ArgumentTypeError as e:
+        raise DefinitionError(f"${name}: {e}") from None
 
 
 def cmd_trigger_put(_: Engine | None, args: argparse.Namespace) -> int:

@@ -25,7 +25,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -39,9 +41,18 @@ from ..errors import (
 from ..model import WorkflowState, WorkflowStatus
 from .auth import Tokens, require
 from .batcher import RunBatcher
-from .bodies import check_key, check_length, parse_json, parse_limit, parse_wait, read_limited
+from .bodies import (
+    check_key,
+    check_length,
+    parse_cursor,
+    parse_json,
+    parse_limit,
+    parse_wait,
+    read_limited,
+)
 from .errors import HttpError
 from .finished import FinishWaiter
+from .guard import LOOPBACK_NAMES, Guard, GuardConfig
 from .metrics import registry_for
 from .openapi import SCHEMA, docs_page
 from .triggers import delivery_key, verify_delivery
@@ -63,11 +74,17 @@ class HttpConfig:
         tokens: bearer tokens by role; none: every caller may read and write.
         max_wait_s: the longest ``?wait=`` accepted.
         max_page: the largest ``limit`` of a workflow list.
+        allowed_hosts: the ``Host`` values answered (``NAME`` any port, ``NAME:PORT``,
+            ``*`` any); others get 421 (:mod:`.guard`). Default: the loopback names.
+        allowed_origins: origins (``https://app.example.com``) whose pages may call the
+            API from a browser (CORS); pages of any other origin may not write.
     """
 
     tokens: Tokens = field(default_factory=Tokens)
     max_wait_s: float = 300.0
     max_page: int = 1000
+    allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES
+    allowed_origins: tuple[str, ...] = ()
 
 
 def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
@@ -88,7 +105,25 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/docs", api.docs, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers=_HANDLERS, lifespan=api.lifespan)
+    config = api.config
+    middleware = []
+    if config.allowed_origins:  # their pages may call the API: answer CORS preflights
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.allowed_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            )
+        )
+    guard = GuardConfig(config.allowed_hosts, config.allowed_origins)
+    middleware.append(Middleware(Guard, config=guard))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers=_HANDLERS,
+        lifespan=api.lifespan,
+    )
     app.state.redisflow = api
     return app
 
@@ -234,10 +269,7 @@ class Api:
                 400, f"state {state!r} is not one of {', '.join(s.value for s in WorkflowState)}"
             )
         limit = parse_limit(q.get("limit"), 50, self.config.max_page)
-        cursor = q.get("cursor") or "0"
-        if not cursor.isdigit():
-            raise HttpError(400, f"cursor {cursor[:40]!r} is not one this server gave")
-        offset = int(cursor)
+        offset = parse_cursor(q.get("cursor"))
         name, template = q.get("name") or None, q.get("template") or None
         rows = await run_in_threadpool(self.engine.list, state, name, offset, limit, template)
         return JSONResponse(
@@ -370,6 +402,12 @@ async def _redis_refused(request: Request, exc: Exception) -> Response:
     return _json_error(503, message)
 
 
+async def _gone(_: Request, exc: Exception) -> Response:
+    """The client went away mid-request (its body cut short): nobody reads an answer,
+    and it is no error of the server's: nothing logged."""
+    return Response(status_code=400)
+
+
 async def _internal(_: Request, exc: Exception) -> Response:
     log.error("internal error: %r", exc)
     return _json_error(500, "internal error (see the server's log)")
@@ -386,5 +424,6 @@ _HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
     redis.ConnectionError: _unreachable,
     redis.TimeoutError: _unreachable,
     redis.ResponseError: _redis_refused,
+    ClientDisconnect: _gone,
     Exception: _internal,
 }

@@ -1,11 +1,16 @@
-"""Request bodies and parameters: size limit, JSON with line and column, ``?wait=``.
+"""Request bodies and parameters: size limit, JSON with line and column, ``?wait=``,
+``limit`` and ``cursor``.
 
 Pure functions (and one async reader over any chunk iterator), tested without a server.
+Numbers in a query or a header are ASCII digits only (``str.isdigit`` and ``int`` also
+take other scripts' digits, ``int`` underscores and spaces), with a length cap before
+any conversion.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,16 +19,24 @@ from ..timing import parse_duration
 from .errors import HttpError
 
 MAX_KEY = 200  # characters of an idempotency key
+MAX_CURSOR = 10**15  # the largest ?cursor= (an offset into the list of workflows)
+_DIGITS = re.compile(r"[0-9]{1,18}")  # a whole number that fits in 64 bits
+_NUMBER = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
+_DURATION = re.compile(rf"{_NUMBER}|(?:{_NUMBER}(?:ms|s|m|h|d|w)){{1,8}}", re.I | re.A)  # 90, 1m30s
+
+
+def whole_number(value: str) -> int | None:
+    """``value`` as an int when it is 1 to 18 ASCII digits, else None."""
+    return int(value) if _DIGITS.fullmatch(value) else None
 
 
 def check_length(header: str | None, limit: int) -> None:
     """413 at once when ``Content-Length`` says the body is over ``limit`` bytes."""
     if header is None:
         return
-    try:
-        size = int(header)
-    except ValueError:
-        raise HttpError(400, f"Content-Length {header[:40]!r} is not a number") from None
+    size = whole_number(header.strip())
+    if size is None:
+        raise HttpError(400, f"Content-Length {header[:40]!r} is not a number")
     if size > limit:
         raise HttpError(413, _too_large(limit), "too_large")
 
@@ -80,6 +93,8 @@ def parse_wait(value: str | None, most: float) -> float | None:
     :class:`HttpError` when it is not a duration or is over ``most`` seconds."""
     if value is None:
         return None
+    if len(value) > 64 or not _DURATION.fullmatch(value):
+        raise HttpError(400, f"wait {value[:40]!r} is not a duration (like 30, 30s, 2m, 500ms)")
     try:
         seconds = parse_duration(value, "wait")
     except DefinitionError as e:
@@ -108,6 +123,19 @@ def parse_limit(value: str | None, default: int, most: int) -> int:
     """``?limit=`` as a whole number from 1 to ``most``."""
     if value is None:
         return default
-    if not value.isdigit() or not 1 <= int(value) <= most:
-        raise HttpError(400, f"limit must be a whole number from 1 to {most}, not {value!r}")
-    return int(value)
+    n = whole_number(value)
+    if n is None or not 1 <= n <= most:
+        raise HttpError(400, f"limit must be a whole number from 1 to {most}, not {value[:40]!r}")
+    return n
+
+
+def parse_cursor(value: str | None) -> int:
+    """``?cursor=`` (a ``next_cursor`` this server gave) as an offset; 0 when absent."""
+    if not value:
+        return 0
+    n = whole_number(value)
+    if n is None or n > MAX_CURSOR:
+        raise HttpError(
+            400, f"cursor {value[:40]!r} is not one this server gave (a whole number, 0 to 10^15)"
+        )
+    return n

@@ -19,7 +19,13 @@ def _error(text: str) -> dict[str, Any]:
 
 _COMMON = {
     "401": _error("missing or invalid bearer token"),
+    "421": _error("the Host header is not one of the server's names (--allowed-host)"),
     "503": _error("Redis unreachable: try again"),
+}
+_WRITE = {  # what any POST may also answer (engine/http/guard.py, protocol.py)
+    "403": _error("sent by a page of another origin (Origin, Sec-Fetch-Site), or a read token"),
+    "408": _error("the request's headers or body took too long to arrive"),
+    "415": _error("a body not sent as Content-Type: application/json"),
 }
 _WID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _WAIT = {
@@ -66,6 +72,7 @@ def _control(op: str, text: str) -> dict[str, Any]:
                 "404": _error("no such workflow"),
                 "409": _error("not allowed in the workflow's state"),
                 **_COMMON,
+                **_WRITE,
             },
         }
     }
@@ -79,7 +86,9 @@ SCHEMA: dict[str, Any] = {
         "description": "Run workflow templates, deliver webhooks to triggers, read and steer "
         'workflows. Every error is JSON {"error": "..."}. With tokens configured, '
         "every /v1 call except trigger deliveries needs Authorization: Bearer <token> "
-        "(read, or write to push and steer).",
+        "(read, or write to push and steer). Only the Host names the server answers to "
+        "are served (421); a POST takes its body as application/json (415) and is refused "
+        "from a page of another origin (403).",
     },
     "paths": {
         "/v1/templates/{name}/runs": {
@@ -104,10 +113,14 @@ SCHEMA: dict[str, Any] = {
                     "202": _ACCEPTED,
                     "200": _DONE,
                     "422": _FAILED,
-                    "400": _error("malformed JSON (line and column named) or a bad input"),
+                    "400": _error(
+                        "malformed JSON (line and column named), a bad input, ?wait= or "
+                        "Idempotency-Key"
+                    ),
                     "404": _error("no such template"),
                     "413": _error("body over the payload limit"),
                     **_COMMON,
+                    **_WRITE,
                 },
             }
         },
@@ -129,11 +142,16 @@ SCHEMA: dict[str, Any] = {
                     "202": _ACCEPTED,
                     "200": _DONE,
                     "422": _FAILED,
-                    "400": _error("malformed JSON, or the idempotency header missing"),
+                    "400": _error(
+                        "malformed JSON, a bad ?wait=, or the idempotency header missing"
+                    ),
                     "401": _error("bad or missing signature, or a stale timestamp"),
                     "404": _error("no such trigger (or its template is gone)"),
                     "413": _error("body over the payload limit"),
+                    "421": _COMMON["421"],
                     "503": _COMMON["503"],
+                    **_WRITE,
+                    "403": _error("sent by a page of another origin (Origin, Sec-Fetch-Site)"),
                 },
             }
         },
@@ -144,15 +162,22 @@ SCHEMA: dict[str, Any] = {
                 "tags": ["workflows"],
                 "parameters": [
                     {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
-                    for n in ("state", "template", "name", "cursor")
+                    for n in ("state", "template", "name")
                 ]
                 + [
+                    {
+                        "name": "cursor",
+                        "in": "query",
+                        "required": False,
+                        "description": "the next_cursor of the previous page",
+                        "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"},
+                    },
                     {
                         "name": "limit",
                         "in": "query",
                         "required": False,
                         "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
-                    }
+                    },
                 ],
                 "responses": {
                     "200": _json(
@@ -208,6 +233,7 @@ SCHEMA: dict[str, Any] = {
                 "tags": ["operations"],
                 "responses": {
                     "200": _json({"type": "object"}, "Redis answers"),
+                    "421": _COMMON["421"],
                     "503": _COMMON["503"],
                 },
             }

@@ -1,7 +1,10 @@
 """``redisflow serve``: the app under uvicorn, in one process or several workers.
 
 Without any token configured the server binds loopback addresses only
-(:func:`check_bind`): anyone who can reach it could push and cancel runs.
+(:func:`check_bind`): anyone who can reach it could push and cancel runs. It answers the
+``Host`` names it is bound to (:func:`.guard.default_hosts`), times out slow requests
+(:mod:`.protocol`) and caps its open connections (uvicorn's ``limit_concurrency``: 503
+beyond it).
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from typing import Any
 from ..errors import DefinitionError
 from .app import HttpConfig, create_app
 from .auth import Tokens, is_loopback
+from .guard import default_hosts
+from .protocol import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, TimedHttpProtocol, timed_protocol
 
 SETTINGS_ENV = "REDISFLOW_HTTP_SETTINGS"  # how workers learn what the parent was told
 PUSH_RETRY_S = 5.0  # a request gives up on an unreachable Redis after this (then 503)
+MAX_CONNECTIONS = 1000  # open connections per server process; past it new requests get 503
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,29 @@ class Settings:
     read_tokens: tuple[str, ...] = ()
     write_tokens: tuple[str, ...] = ()
     max_wait_s: float = 300.0
+    allowed_hosts: tuple[str, ...] = ()  # () : those of the bound address (default_hosts)
+    allowed_origins: tuple[str, ...] = ()
+    header_timeout_s: float = HEADER_TIMEOUT_S
+    body_timeout_s: float = BODY_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
 
-    def config(self) -> HttpConfig:
+    def config(self, host: str = "127.0.0.1") -> HttpConfig:
+        """The app's config, for a server bound to ``host``."""
         tokens = Tokens(frozenset(self.read_tokens), frozenset(self.write_tokens))
-        return HttpConfig(tokens=tokens, max_wait_s=self.max_wait_s)
+        return HttpConfig(
+            tokens=tokens,
+            max_wait_s=self.max_wait_s,
+            allowed_hosts=self.allowed_hosts or default_hosts(host),
+            allowed_origins=self.allowed_origins,
+        )
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """The timeouts and the connection cap as ``uvicorn.Config`` options (for a
+        server in this process: workers build theirs in :func:`app_from_env`)."""
+        return {
+            "http": timed_protocol(self.header_timeout_s, self.body_timeout_s),
+            "limit_concurrency": self.max_connections,
+        }
 
 
 def check_bind(host: str, tokens: Tokens) -> None:
@@ -52,16 +77,20 @@ def app_from_env() -> Any:
     from ..client import Engine
 
     raw = json.loads(os.environ[SETTINGS_ENV])
-    raw["read_tokens"] = tuple(raw["read_tokens"])
-    raw["write_tokens"] = tuple(raw["write_tokens"])
+    host = raw.pop("host")
+    for name in ("read_tokens", "write_tokens", "allowed_hosts", "allowed_origins"):
+        raw[name] = tuple(raw[name])
     settings = Settings(**raw)
+    # this worker process serves this one app: its protocol class takes the timeouts
+    TimedHttpProtocol.header_timeout = settings.header_timeout_s
+    TimedHttpProtocol.body_timeout = settings.body_timeout_s
     engine = Engine.connect(
         settings.url,
         namespace=settings.namespace,
         max_payload=settings.max_payload,
         push_retry_s=PUSH_RETRY_S,
     )
-    return create_app(engine, settings.config())
+    return create_app(engine, settings.config(host))
 
 
 def serve(
@@ -76,19 +105,38 @@ def serve(
     that many processes, each building its own app from ``settings``."""
     import uvicorn
 
-    check_bind(host, settings.config().tokens)
+    check_bind(host, settings.config(host).tokens)
     if threading.current_thread() is threading.main_thread():
         # uvicorn stops gracefully on SIGTERM, then raises it again: end with exit code 0
         signal.signal(signal.SIGTERM, lambda *_: None)
+    raise_open_files(settings.max_connections)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
         "access_log": access_log,
         "log_level": "info",
         "server_header": False,
+        **settings.uvicorn_options(),
     }
     if workers > 1 or app is None:
-        os.environ[SETTINGS_ENV] = json.dumps(settings.__dict__)
+        os.environ[SETTINGS_ENV] = json.dumps({**settings.__dict__, "host": host})
+        options["http"] = "engine.http.protocol:TimedHttpProtocol"  # set in app_from_env
         uvicorn.run("engine.http.server:app_from_env", factory=True, workers=workers, **options)
     else:
         uvicorn.run(app, **options)
+
+
+def raise_open_files(connections: int) -> None:
+    """Raise this process's soft limit of open files (up to the hard one) so that
+    ``connections`` sockets, plus Redis connections and the rest, fit: past the limit
+    uvicorn cannot accept, and the cap's 503 is never sent."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    want = connections + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
