@@ -37,6 +37,7 @@ from engine.store.triggers import Trigger
 
 SAMPLE_FILE_PATH = str(ROOT / "demos" / "seed000-sample.yaml")
 SECRET = "gh-s3cret-0123456789"
+JSON = "application/json"
 TEMPLATE = "name: build\ntasks:\n  - name: compile\n"
 
 
@@ -259,7 +260,7 @@ def test_a_forged_delivery_after_tampering_is_refused(
     assert "put it again with a new secret" in r.json()["error"]
     assert operator.stats().workflows_pushed == pushed
     body = b'{"ref": "main"}'
-    signed = {"X-Hub-Signature-256": github_signature(SECRET, body)}
+    signed = {"X-Hub-Signature-256": github_signature(SECRET, body), "Content-Type": JSON}
     assert http.post("/v1/triggers/gh", content=body, headers=signed).status_code == 202
 
 
@@ -273,13 +274,16 @@ def test_a_trigger_stored_the_old_way_is_refused_until_put_again(
     assert operator.trigger("old").legacy
     assert [(t.name, t.legacy) for t in operator.triggers()] == [("gh", False), ("old", True)]
     body = b"{}"
-    signed = {"X-Hub-Signature-256": github_signature(SECRET, body)}
+    signed = {"X-Hub-Signature-256": github_signature(SECRET, body), "Content-Type": JSON}
     r = http.post("/v1/triggers/old", content=body, headers=signed)
     assert r.status_code == 401 and "stored before trigger secrets were sealed" in r.text
     operator.put_trigger(new_trigger("old", "build", "github", "a-new-secret-0123"))
     assert not admin.exists(shard.legacy_trigger("old"))
     assert admin.zscore(shard.legacy_triggers, "old") is None
-    signed = {"X-Hub-Signature-256": github_signature("a-new-secret-0123", body)}
+    signed = {
+        "X-Hub-Signature-256": github_signature("a-new-secret-0123", body),
+        "Content-Type": JSON,
+    }
     assert http.post("/v1/triggers/old", content=body, headers=signed).status_code == 202
 
 
