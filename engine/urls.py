@@ -120,8 +120,7 @@ def parse_url(url: str, check_options: bool = True) -> RedisURL:
         raise URLError(
             "expected redis://, rediss://, redis+cluster://, rediss+cluster:// or unix://"
         )
-    scheme = scheme.lower()
-    if scheme not in SCHEMES:
+    if scheme not in SCHEMES:  # redis-py reads lower case only
         raise URLError(
             f"unknown scheme {scheme}://: expected redis://, rediss://, redis+cluster://, "
             "rediss+cluster:// or unix://"
@@ -254,7 +253,7 @@ def _check_options(parsed: RedisURL) -> None:
 
 def is_cluster_url(url: str) -> bool:
     """Whether ``url`` names a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``)."""
-    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+    return url.partition("://")[0] in CLUSTER_SCHEMES
 
 
 def as_cluster_url(url: str) -> str:
@@ -367,7 +366,7 @@ def redact(url: str) -> str:
         return parse_url(url, check_options=False).redacted()
     except URLError:
         scheme = url.partition("://")[0] if isinstance(url, str) and "://" in url else ""
-        shown = scheme.lower() if _SCHEME.fullmatch(scheme) else "?"
+        shown = scheme if _SCHEME.fullmatch(scheme) else "?"
         return f"{shown}://(unreadable URL)"
 
 
