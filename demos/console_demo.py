@@ -117,9 +117,7 @@ def _die_with_parent() -> None:
 
 def connect(url: str, namespace: str = "rf") -> Engine:
     """An engine on ``url`` (no embedded fallback: the demo always has a server)."""
-    client = open_client(
-        url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-    )
+    client = open_client(url, decode_responses=True)  # timeouts: engine.urls
     return Engine(client, namespace=namespace)
 
 

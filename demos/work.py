@@ -21,7 +21,12 @@ import redis
 import redis.asyncio
 
 from engine import Task, TaskFailed
-from engine.urls import close_client, is_cluster_url, open_client
+from engine.urls import close_client, connection_defaults, is_cluster_url, open_client
+
+
+def _timeouts(url: str) -> dict[str, Any]:
+    """The engine's timeouts and keepalive (not on a unix socket) for a client of ours."""
+    return connection_defaults(tcp=not url.startswith("unix:"))
 
 
 def node_url(url: str, key: str) -> str:
@@ -51,7 +56,7 @@ class RoundTrip:
     """
 
     def __init__(self, url: str, key: str) -> None:
-        self.client = redis.Redis.from_url(node_url(url, key))
+        self.client = redis.Redis.from_url(node_url(url, key), **_timeouts(url))
         self.key = key
         self._local = threading.local()
 
@@ -74,7 +79,7 @@ class AsyncRoundTrip:
 
     async def __call__(self, value: str) -> Any:
         if self.client is None:
-            self.client = redis.asyncio.Redis.from_url(self.url)
+            self.client = redis.asyncio.Redis.from_url(self.url, **_timeouts(self.url))
         return await self.client.set(self.key, value, get=True)
 
 

@@ -69,6 +69,7 @@ PUSH_PIPELINE = 16  # push.lua calls per round trip
 EXPAND_GRACE_MS = 3000  # a map still expanding after this is finished by housekeeping
 PUSH_RETRY_S = 30.0  # how long a push goes on trying while Redis is unreachable
 DEFAULT_WAIT_TIMEOUT_MS = 1000  # with wait_replicas: how long a write waits for replicas
+WAIT_MARGIN_S = 5.0  # the read timeout of an engine that WAITs: its WAIT's timeout plus this
 # "count[17]" or "count.17" (as the console shows it): item 17 of map count
 ITEM_NAME = re.compile(r"^(.*?)(?:\[(\d+)\]|\.(\d+))$")
 
@@ -149,30 +150,44 @@ class Engine:
         ``wait_timeout_ms`` (default 1000): fewer raise :class:`NotReplicatedError`
         (the write stands on the master; see docs/cluster.md, Failover).
 
-        Raises :class:`UnreachableError` when Redis does not answer.
+        Every reply is waited for at most ``REDISFLOW_TIMEOUT`` seconds (default 10; with
+        ``wait_replicas``, at least ``wait_timeout_ms`` plus 5 s), with TCP keepalive on
+        (:func:`engine.urls.connection_defaults`): a frozen Redis raises
+        ``redis.TimeoutError`` rather than hanging a call.
+
+        Raises :class:`UnreachableError` when Redis does not answer, and
+        :class:`DefinitionError` for a malformed URL (:func:`engine.urls.parse_url`).
         """
-        from .urls import open_client, redact
+        from .urls import URLError, open_client, read_timeout, redact
 
         url = url or url_from_env()
+        timeout = read_timeout()
+        if options.get("wait_replicas") and options.get("wait_timeout_ms"):
+            # a WAIT holds its connection that long: the reply may take as much more
+            timeout = max(timeout, options["wait_timeout_ms"] / 1000 + WAIT_MARGIN_S)
         embedded = None
         if url is None:
             embedded = EmbeddedRedis().start()
             url = embedded.url
         try:
-            client = open_client(
-                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-            )
+            client = open_client(url, decode_responses=True, socket_timeout=timeout)
         except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
             raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
+        except URLError as e:
+            raise DefinitionError(str(e)) from None
         except ValueError as e:
             if embedded is not None:
                 embedded.stop()
-            raise DefinitionError(f"invalid Redis URL {redact(url)!r}: {e}") from None
+            raise DefinitionError(f"invalid Redis URL {redact(url)}: {e}") from None
         try:
             client.ping()
         except redis.AuthenticationError as e:
             raise UnreachableError(f"cannot log in to Redis at {redact(url)}: {e}") from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+        except redis.TimeoutError:
+            raise UnreachableError(
+                f"Redis at {redact(url)} did not answer within {timeout:g} s (REDISFLOW_TIMEOUT)"
+            ) from None
+        except (redis.ConnectionError, OSError) as e:
             raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
         try:
             return cls(client, embedded=embedded, **options)

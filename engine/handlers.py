@@ -7,12 +7,14 @@ import functools
 import importlib
 import inspect
 import json
+import os
+import re
 import shlex
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,7 +229,51 @@ def _run_child(
             raise TaskFailed(f"command stopped: its attempt was cancelled: {command}")
 
 
-def exec_handler(command: str, timeout: float | None = None) -> Handler:
+# What an --exec command's environment keeps of the agent's by default: no credentials
+# (REDISFLOW_URL, HTTP tokens, webhook secrets, a cloud provider's keys...). A trailing *
+# matches any rest of the name.
+EXEC_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ",
+    "TMPDIR", "TEMP", "TMP", "PYTHON*", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "SSL_CERT_FILE",
+    "SSL_CERT_DIR", "SYSTEMROOT",
+)  # fmt: skip
+EXEC_ENV_VAR = "REDISFLOW_EXEC_ENV"  # more names for it, separated by commas or spaces
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?|\*")
+
+
+def exec_env_names(text: str) -> list[str]:
+    """The names (or ``NAME*`` patterns) listed in ``text``: commas or spaces between."""
+    names = [n for n in re.split(r"[\s,]+", text) if n]
+    for name in names:
+        if not _ENV_NAME.fullmatch(name):
+            raise DefinitionError(
+                f"--exec-env {name!r}: expected an environment variable's name, or a "
+                "prefix ending in * (as LC_*)"
+            )
+    return names
+
+
+def exec_environment(
+    extra: Iterable[str] = (), source: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment an ``--exec`` command gets: the variables of ``source`` (default:
+    this process's) that :data:`EXEC_ENV` or ``extra`` name (a name, or a prefix ending in
+    ``*``). ``REDISFLOW_*`` variables pass only when named in full in ``extra``: a
+    pattern, even ``*``, never passes them."""
+    source = os.environ if source is None else source
+    exact = {n for n in extra if not n.endswith("*")}
+    prefixes = tuple(n[:-1] for n in (*EXEC_ENV, *extra) if n.endswith("*"))
+    exact.update(n for n in EXEC_ENV if not n.endswith("*"))
+    return {
+        name: value
+        for name, value in source.items()
+        if name in exact or (name.startswith(prefixes) and not name.startswith("REDISFLOW_"))
+    }
+
+
+def exec_handler(
+    command: str, timeout: float | None = None, env: Mapping[str, str] | None = None
+) -> Handler:
     """A handler that runs ``command`` (no shell) once per task.
 
     The task (payload, parents' outputs, ids) goes to the command's stdin as JSON; its
@@ -236,10 +282,14 @@ def exec_handler(command: str, timeout: float | None = None) -> Handler:
     ``timeout`` (``timeout`` here when the task has none) is killed; one whose attempt is
     cancelled (its agent lost the lease: the task was handed on) gets SIGTERM, then
     SIGKILL after :data:`EXEC_GRACE_S`.
+
+    The command's environment is ``env``; by default :func:`exec_environment`'s, which
+    leaves out the agent's credentials (``REDISFLOW_URL`` and the like).
     """
     argv = shlex.split(command)
     if not argv:
         raise DefinitionError("--exec: empty command")
+    child_env = dict(exec_environment() if env is None else env)
 
     def run(task: Task) -> Any:
         limit = task.timeout if task.timeout is not None else timeout
@@ -249,6 +299,7 @@ def exec_handler(command: str, timeout: float | None = None) -> Handler:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env=child_env,
             )
         except FileNotFoundError:
             raise TaskFailed(f"command not found: {argv[0]}") from None

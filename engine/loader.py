@@ -242,6 +242,9 @@ _SEQ_TAGS = {None, "!", "tag:yaml.org,2002:seq"}
 ALIAS_GROWTH, ALIAS_ALLOWANCE = 10, 100_000
 _NO_KEY = object()
 _MERGE = object()
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+# libyaml's own refusal of deep flow nesting; its limit (1,000) is past MAX_DEPTH
+_LIBYAML_DEPTH = "maximum nesting depth"
 
 
 class _Open:
@@ -331,7 +334,7 @@ class _YAMLBuilder:
                 if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
                     raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
                 if len(stack) >= MAX_DEPTH:
-                    raise self.fail(ev.start_mark, f"nested more than {MAX_DEPTH} levels deep")
+                    raise self.fail(ev.start_mark, _TOO_DEEP)
                 if is_map:
                     value = _Located()
                     value.line = ev.start_mark.line + 1
@@ -370,7 +373,7 @@ class _YAMLBuilder:
                     raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
                 value, size, height = got
                 if len(stack) + height > MAX_DEPTH:
-                    raise self.fail(ev.start_mark, f"nested more than {MAX_DEPTH} levels deep")
+                    raise self.fail(ev.start_mark, _TOO_DEEP)
                 expanded += size
                 if expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
                     raise self.fail(
@@ -470,6 +473,10 @@ def _parse(text: str, source: str, max_tasks: int) -> Any:
         mark = e.problem_mark or e.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         what = e.problem or e.context or "malformed YAML"
+        if _LIBYAML_DEPTH in what:
+            # libyaml (PyYAML 6.0.2+) refuses nesting past its own limit (1,000) while it
+            # reads ahead, before the builder sees the events that pass ours: say it our way
+            what = _TOO_DEEP
         raise DefinitionError(f"{where}: invalid YAML: {what}") from None
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1

@@ -73,7 +73,6 @@ def make_engine(
             url,
             decode_responses=True,
             socket_connect_timeout=3,
-            socket_timeout=10,
             health_check_interval=15,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
         )

@@ -286,6 +286,7 @@ class Plan:
     redis_freezes: int = 0  # redis-server SIGSTOPped under load ...
     redis_freeze_s: float = 30.0  # ... this long each time
     work_ms: tuple[int, ...] = WORK_MS  # how long a task works, picked per task
+    concurrency: int = 0  # each agent's (0: 1, 2, 3, 1, ... by slot)
 
 
 @dataclass
@@ -331,7 +332,7 @@ class ChaosRun:
         self.redis = RedisProcess(folder, fsync="always").start()
         self.proxy = ChaosProxy(self.redis.port).start()
         self.engine = Engine.connect(self.redis.url)
-        self.slots = [Slot(f"c{k}", 1 + k % 3) for k in range(plan.agents)]
+        self.slots = [Slot(f"c{k}", plan.concurrency or 1 + k % 3) for k in range(plan.agents)]
         self.pushed: dict[str, tuple[str, Workflow]] = {}  # tag -> (wid, definition)
         self.figures = Figures()
         self.deaths: list[str] = []  # agents that exited by themselves

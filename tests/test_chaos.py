@@ -40,20 +40,21 @@ LONG = Plan(
 # 70 s running across it: no healthy agent may be declared dead for Redis's own stall, so
 # no task runs on two agents at once.
 REDIS_FREEZE = Plan(
-    workflows=400,
-    seconds=90,
+    workflows=80,
+    seconds=60,
     agents=3,
     kills=0,
     freezes=0,
     restarts=(),
     cut_every_s=1e9,
     lease_s=15.0,
-    backlog=120,
+    backlog=80,
     doomed=0.0,
-    settle_s=300,
+    settle_s=400,
     redis_freezes=1,
     redis_freeze_s=30.0,
-    work_ms=(0, 20, 100, 2000, 20000, 70000),
+    work_ms=(0, 20, 100, 500, 2000, 5000, 20000, 70000),
+    concurrency=12,
     seed=2,
 )
 

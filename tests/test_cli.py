@@ -122,7 +122,7 @@ def test_missing_file(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -
         (["status", "999"], r"workflow 999 does not exist"),
         (["pause", "999"], r"workflow 999 does not exist"),
         (["frobnicate"], r"invalid choice: 'frobnicate'"),
-        (["stats", "--url", "notaurl"], r"invalid Redis URL 'notaurl'"),
+        (["stats", "--url", "notaurl"], r"invalid Redis URL: expected redis://"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(

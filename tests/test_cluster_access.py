@@ -116,7 +116,7 @@ def test_a_single_redis_line_is_refused_on_the_cluster_naming_the_permission(
     ("url", "says"),
     [
         ("redis+cluster://", "a cluster URL names a node"),
-        ("redis+cluster://127.0.0.1:99999", "Port out of range"),
+        ("redis+cluster://127.0.0.1:99999", "the port must be a number from 1 to 65535"),
         ("http+cluster://127.0.0.1:7000", "invalid Redis URL"),
     ],
 )

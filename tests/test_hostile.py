@@ -240,6 +240,29 @@ def test_hostile_input_is_refused_in_one_line(case: str) -> None:
     assert elapsed < 5, f"{case}: {elapsed:.1f}s"  # a guard against hangs, not a benchmark
 
 
+@pytest.mark.parametrize("parser", ["CSafeLoader", "SafeLoader"])
+@pytest.mark.parametrize("opener", ["[", "{a: "])
+def test_deep_yaml_flow_gets_our_message_from_either_parser(
+    parser: str, opener: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libyaml refuses flow nesting past its own limit before the events reach ours:
+    the message is the same either way (and with the pure-Python parser, which has none)."""
+    import yaml
+
+    import engine.loader
+
+    if not hasattr(yaml, parser):
+        pytest.skip(f"PyYAML without {parser}")
+    monkeypatch.setattr(engine.loader, "_YAMLParser", getattr(yaml, parser))
+    closer = "]" if opener == "[" else "}"
+    text = "name: w\ntasks:\n  - name: a\n    payload: " + opener * 5000 + closer * 5000 + "\n"
+    with pytest.raises(DefinitionError) as e:
+        load_text(text, "w.yaml")
+    assert re.fullmatch(
+        rf"w.yaml:4:\d+: invalid YAML: nested more than {MAX_DEPTH} levels deep", str(e.value)
+    )
+
+
 @pytest.mark.parametrize(
     "case",
     ["long integer payload (JSON)", "YAML alias bomb", "line break in a workflow name"],

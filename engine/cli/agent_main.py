@@ -15,7 +15,13 @@ from ..agent import Agent
 from ..client import Engine
 from ..definition import check_name
 from ..errors import DefinitionError, UnreachableError
-from ..handlers import exec_handler, import_handler
+from ..handlers import (
+    EXEC_ENV_VAR,
+    exec_env_names,
+    exec_environment,
+    exec_handler,
+    import_handler,
+)
 from ..health import server_warnings
 from .common import (
     EXIT_BAD_INPUT,
@@ -88,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --exec: the timeout of tasks that set none (a task's own timeout wins)",
     )
     p.add_argument(
+        "--exec-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --exec: an environment variable the command gets besides the default "
+        "ones (PATH, HOME, LANG, LC_*, TZ, TMPDIR, PYTHON*...), or a prefix ending in *; "
+        "repeat for several, or list them in $REDISFLOW_EXEC_ENV. REDISFLOW_* variables "
+        "(the URL, tokens) pass only when named in full",
+    )
+    p.add_argument(
         "--scheduler",
         action="store_true",
         help="also fire schedules' ticks (any number of agents may; each tick runs once)",
@@ -120,9 +136,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     if args.handler:
+        if args.exec_env:
+            return fail("--exec-env goes with --exec", EXIT_BAD_INPUT)
         handler = import_handler(args.handler)
     else:
-        handler = exec_handler(args.command, timeout=args.exec_timeout)
+        listed = [os.environ.get(EXEC_ENV_VAR, ""), *args.exec_env]
+        env = exec_environment(exec_env_names(" ".join(listed)))
+        handler = exec_handler(args.command, timeout=args.exec_timeout, env=env)
     types = args.types or [""]
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)

@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 
@@ -23,7 +22,7 @@ from ..errors import (
     UnreachableError,
     is_out_of_memory,
 )
-from ..urls import as_cluster_url, with_tls
+from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_PARTIAL = 4  # partly written: the ids of what was written are printed
@@ -124,7 +123,9 @@ def connection_url(args: argparse.Namespace) -> str | None:
         return None
     try:
         url = as_cluster_url(args.url) if getattr(args, "cluster", False) else args.url
-        return with_tls(url, *tls)
+        url = with_tls(url, *tls)
+        parse_url(url)  # a malformed URL: one line naming what is wrong, exit 2
+        return url
     except ValueError as e:
         raise DefinitionError(str(e)) from None
 
@@ -140,7 +141,7 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
     options.setdefault("wait_timeout_ms", getattr(args, "wait_timeout", 1000))
     url = connection_url(args)
     # the URL's user, named in permission errors (a refusal can come while connecting)
-    _user = urlsplit(url).username if url else None
+    _user = parse_url(url).username if url else None
     engine = Engine.connect(url, namespace=args.namespace, max_payload=args.max_payload, **options)
     if engine.embedded is not None:
         print(
@@ -165,7 +166,12 @@ def guarded(fn: Callable[..., int]) -> Callable[..., int]:
             return fn(*a, **kw)
         except UnreachableError as e:
             return fail(str(e), EXIT_UNREACHABLE)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
+        except redis.TimeoutError as e:
+            return fail(
+                f"Redis did not answer within {read_timeout():g} s (REDISFLOW_TIMEOUT): {e}",
+                EXIT_UNREACHABLE,
+            )
+        except redis.ConnectionError as e:
             return fail(f"Redis unreachable: {e}", EXIT_UNREACHABLE)
         except redis.ResponseError as e:
             message = server_refusal(e)

@@ -32,6 +32,7 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
+from ..urls import block_slice_ms
 from .channels import ShardedPubSub
 from .codec import (
     BATCH_FIELD,
@@ -633,14 +634,25 @@ class Reads:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
         if is_cluster(self.redis) and self.keys.shards > 1:
             return self._events_after_each(last_ids, block_ms)
-        streams: dict[KeyT, StreamIdT] = {
-            s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()
-        }
-        # RESP2 reply: [[stream key, entries], ...], or None when nothing arrived in time
-        reply = cast(
-            "list[tuple[str, _Entries]] | None",
-            self.redis.xread(streams, block=block_ms or None, count=1000),
-        )
+        slice_ms = block_slice_ms(self.redis)
+        if block_ms > slice_ms:  # blocks in slices: "$" must not skip what comes between
+            for s in self.keys.all_shards():
+                if s.shard not in last_ids:
+                    last = cast(_Entries, self.redis.xrevrange(s.events, count=1))
+                    last_ids[s.shard] = last[0][0] if last else "0-0"
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            streams: dict[KeyT, StreamIdT] = {
+                s.events: last_ids.get(s.shard, "$") for s in self.keys.all_shards()
+            }
+            left_ms = max(1, math.ceil((deadline - time.monotonic()) * 1000)) if block_ms else 0
+            # RESP2 reply: [[stream key, entries], ...], or None when nothing arrived in time
+            reply = cast(
+                "list[tuple[str, _Entries]] | None",
+                self.redis.xread(streams, block=min(left_ms, slice_ms) or None, count=1000),
+            )
+            if reply or left_ms <= slice_ms:
+                break
         out: list[Event] = []
         for key, entries in reply or []:
             shard = next(s for s in self.keys.all_shards() if s.events == key)
