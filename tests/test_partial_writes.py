@@ -357,6 +357,19 @@ def test_a_tick_refused_leaves_no_record_and_fires_once_later(
     assert len(runs_of(engine, "s")) == 6
 
 
+def test_a_scheduler_still_reads_its_schedules_while_memory_is_full(
+    engine: Engine, admin: redis.Redis
+) -> None:
+    """heads.lua only reads (``flags=no-writes``): a full Redis still answers it, so a
+    scheduler pass plans and only its tick call is refused."""
+    engine.put_template("name: job\ntasks:\n  - name: work\n", name="job")
+    overdue(engine, "s")
+    full(admin)
+    shard = engine.keys.shard_of_schedule("s")
+    [head] = engine.store.schedule_heads(shard, [("s", 0)])
+    assert head.version is not None and head.next_tick is not None
+
+
 def test_a_pass_stopped_part_way_keeps_what_it_fired(
     engine: Engine, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,9 @@ SCRIPT_ERRORS: dict[str, type[Exception]] = {
 
 # Scripts that may run while Redis is out of memory: cleanup frees what it touches.
 ALLOW_OOM = frozenset({"cleanup"})
+# Scripts that only read (``#!lua flags=no-writes``): Redis runs them while out of memory
+# and on a read-only replica.
+NO_WRITES = frozenset({"heads"})
 _CALL = re.compile(r"""(?:redis\.p?call|write_all)\(\s*'([A-Za-z]+)'""")
 _FUNCTION = re.compile(r"^local function (\w+)\(", re.MULTILINE)
 _CALLED = re.compile(r"\b(\w+)\(")
@@ -154,7 +157,10 @@ def script_source(name: str, shebang: bool = False, sharded: bool = False) -> st
     source = f"{lib_for(body)}\n{guard}\n{_lua(name)}"
     if not shebang:
         return source
-    return ("#!lua flags=allow-oom" if name in ALLOW_OOM else "#!lua") + f"\n{source}"
+    flags = " flags=allow-oom" if name in ALLOW_OOM else ""
+    if name in NO_WRITES:
+        flags = " flags=no-writes"
+    return f"#!lua{flags}\n{source}"
 
 
 def script_sha(source: str) -> str:
