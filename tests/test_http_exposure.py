@@ -543,3 +543,26 @@ def test_a_long_wait_is_not_a_slow_client(pushed: Engine) -> None:
         r = http.post("/v1/templates/pipeline/runs?wait=2s", json={})
         assert r.status_code == 202
         assert r.json()["state"] == "running"
+
+
+# -- the schema, checked by a client nobody here wrote ----------------------------------
+
+
+def test_schemathesis_finds_the_server_true_to_its_schema(
+    pushed: Engine, cli_env: dict[str, str]
+) -> None:
+    """schemathesis generates requests from /openapi.json (valid and not) and checks every
+    answer against it: status codes documented, schema-valid requests accepted, invalid
+    ones refused, 405s naming the methods allowed. A fixed seed: the same requests each
+    run."""
+    binary = BIN / "schemathesis"
+    if not binary.exists():
+        pytest.skip("schemathesis is not installed (the test extra installs it)")
+    with redisflow_serve(cli_env) as (port, _):
+        result = subprocess.run(
+            [str(binary), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
+             "--max-examples", "25", "--seed", "1", "--no-color"],
+            capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert " passed" in result.stdout

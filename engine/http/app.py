@@ -263,7 +263,7 @@ class Api:
         """GET /v1/workflows?state=&template=&name=&limit=&cursor="""
         self.auth(request, "read")
         q = request.query_params
-        state = q.get("state") or None
+        state = q.get("state")
         if state is not None and state not in {s.value for s in WorkflowState}:
             raise HttpError(
                 400, f"state {state!r} is not one of {', '.join(s.value for s in WorkflowState)}"
@@ -369,7 +369,8 @@ async def _http_error(_: Request, exc: Exception) -> Response:
 
 async def _starlette_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _json_error(exc.status_code, str(exc.detail))
+    # its headers too: a 405 names the methods allowed (Allow, RFC 9110)
+    return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
 
 
 async def _not_found(_: Request, exc: Exception) -> Response:

@@ -19,10 +19,12 @@ from ..timing import parse_duration
 from .errors import HttpError
 
 MAX_KEY = 200  # characters of an idempotency key
-MAX_CURSOR = 10**15  # the largest ?cursor= (an offset into the list of workflows)
+MAX_CURSOR = 10**16 - 1  # the largest ?cursor= (an offset into the list of workflows)
 _DIGITS = re.compile(r"[0-9]{1,18}")  # a whole number that fits in 64 bits
 _NUMBER = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
-_DURATION = re.compile(rf"{_NUMBER}|(?:{_NUMBER}(?:ms|s|m|h|d|w)){{1,8}}", re.I | re.A)  # 90, 1m30s
+# 90, 1m30s (the OpenAPI schema publishes the same pattern)
+DURATION_PATTERN = rf"{_NUMBER}|(?:{_NUMBER}(?:ms|s|m|h|d|w|MS|S|M|H|D|W)){{1,8}}"
+_DURATION = re.compile(DURATION_PATTERN, re.A)
 
 
 def whole_number(value: str) -> int | None:
@@ -89,8 +91,9 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant)  # made once: loads() m
 
 
 def parse_wait(value: str | None, most: float) -> float | None:
-    """``?wait=30s`` (or ``30``, ``1m``) as seconds, None when absent; a 400
-    :class:`HttpError` when it is not a duration or is over ``most`` seconds."""
+    """``?wait=30s`` (or ``30``, ``1m``) as seconds, at most ``most`` (a longer wait
+    waits that long, as a long poll does); None when absent; a 400 :class:`HttpError`
+    when it is not a duration."""
     if value is None:
         return None
     if len(value) > 64 or not _DURATION.fullmatch(value):
@@ -99,9 +102,7 @@ def parse_wait(value: str | None, most: float) -> float | None:
         seconds = parse_duration(value, "wait")
     except DefinitionError as e:
         raise HttpError(400, str(e)) from None
-    if seconds > most:
-        raise HttpError(400, f"wait {value!r} is over the {most:g}s the server allows")
-    return seconds
+    return min(seconds, most)  # a longer wait waits as long as the server allows
 
 
 def check_key(value: str | None, header: str) -> str | None:
@@ -131,11 +132,13 @@ def parse_limit(value: str | None, default: int, most: int) -> int:
 
 def parse_cursor(value: str | None) -> int:
     """``?cursor=`` (a ``next_cursor`` this server gave) as an offset; 0 when absent."""
-    if not value:
+    if value is None:
         return 0
     n = whole_number(value)
     if n is None or n > MAX_CURSOR:
         raise HttpError(
-            400, f"cursor {value[:40]!r} is not one this server gave (a whole number, 0 to 10^15)"
+            400,
+            f"cursor {value[:40]!r} is not one this server gave "
+            "(a whole number of at most 16 digits)",
         )
     return n

@@ -6,6 +6,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..model import WorkflowState
+from .bodies import DURATION_PATTERN
+
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
 
@@ -33,7 +36,7 @@ _WAIT = {
     "in": "query",
     "required": False,
     "description": "wait this long (30s, 2m) for the run to finish",
-    "schema": {"type": "string"},
+    "schema": {"type": "string", "pattern": f"^(?:{DURATION_PATTERN})$", "maxLength": 64},
 }
 _ACCEPTED = _json(
     {"$ref": "#/components/schemas/Accepted"},
@@ -69,6 +72,7 @@ def _control(op: str, text: str) -> dict[str, Any]:
             ),
             "responses": {
                 "200": _json({"$ref": "#/components/schemas/Control"}, "done"),
+                **({"400": _error("a malformed JSON body")} if op == "retry" else {}),
                 "404": _error("no such workflow"),
                 "409": _error("not allowed in the workflow's state"),
                 **_COMMON,
@@ -105,7 +109,12 @@ SCHEMA: dict[str, Any] = {
                         "required": False,
                         "description": "the same key again answers the first run's id "
                         "(replayed: true) and pushes nothing",
-                        "schema": {"type": "string", "maxLength": 200},
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 200,
+                            "pattern": "^[\\x20-\\x7e]*[\\x21-\\x7e][\\x20-\\x7e]*$",
+                        },
                     },
                 ],
                 "requestBody": _json({}, "the run's input: any JSON value (empty: none)"),
@@ -161,8 +170,16 @@ SCHEMA: dict[str, Any] = {
                 "operationId": "listWorkflows",
                 "tags": ["workflows"],
                 "parameters": [
+                    {
+                        "name": "state",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": [s.value for s in WorkflowState]},
+                    }
+                ]
+                + [
                     {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
-                    for n in ("state", "template", "name")
+                    for n in ("template", "name")
                 ]
                 + [
                     {
