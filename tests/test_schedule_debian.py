@@ -5,6 +5,13 @@ docstring lists what it assumes of Debian cron's source).
 A run at a forward jump is one tick each (consecutive milliseconds from the jump), so the
 comparison is the real minute of each tick, in order, against the real minute of each run
 of the model; ``preview`` must note every tick a clock change touches.
+
+Assumptions: the model follows cron.c's main loop and find_jobs and entry.c's field
+flags as Debian's cron (3.0pl1 with its patches, which carry vixie cron's
+daylight-saving handling) has them, written from that source's algorithm rather than
+by running the daemon; jobs take no time; cron has been running since the start of
+each window. The windows are the days around each 2026 change of Paris, New York and
+Lord Howe (Kolkata and UTC, which do not change, over the same days).
 """
 
 from __future__ import annotations
