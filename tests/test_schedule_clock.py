@@ -295,3 +295,28 @@ def test_both_day_fields_one_starting_with_a_star_is_their_intersection() -> Non
     days = [local(t, c.zone).date() for t in c.ticks(ms(2026, 1, 1), 6)]
     assert all(d.isoweekday() == 1 and d.day % 2 == 1 for d in days)
     assert [d.isoformat() for d in days[:3]] == ["2026-01-05", "2026-01-19", "2026-02-09"]
+
+
+@pytest.mark.parametrize("mode", ["none", "latest", "all", "coalesce"])
+def test_the_ticks_of_one_jump_are_all_on_time(mode: str) -> None:
+    """At 03:00 the 02:15 and 02:45 ticks are due together: neither is late, both run."""
+    c = cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup=mode)
+    jump = ms(2026, 3, 29, 3, zone="Europe/Paris")
+    p = plan(c, jump, jump + 5000)
+    assert p.runs == [[jump], [jump + 1]]
+    assert (p.missed, p.due, p.late) == (0, 2, 0)
+    assert p.next_tick == ms(2026, 3, 30, 2, 15, zone="Europe/Paris")
+
+
+def test_late_ticks_of_a_jump_follow_the_catchup_policy() -> None:
+    jump = ms(2026, 3, 29, 3, zone="Europe/Paris")
+    later = jump + 2 * HOUR  # a scheduler back two hours later: both ticks late
+    latest = plan(cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup_window="3h"),
+                  jump, later)  # fmt: skip
+    assert latest.runs == [[jump], [jump + 1]] and latest.missed == 0
+    none = plan(cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup="none"),
+                jump, later)  # fmt: skip
+    assert none.runs == [] and none.missed == 2
+    one = plan(cadence(cron="0 1-3 * * *", timezone="Europe/Paris", catchup="latest"),
+               ms(2026, 3, 29, 1, zone="Europe/Paris"), jump + 1000)  # fmt: skip
+    assert one.runs == [[jump], [jump + 1]] and one.missed == 1  # 01:00 is late

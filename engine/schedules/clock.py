@@ -17,7 +17,6 @@ Everything here is pure: the scheduler passes Redis's clock in as ``now``.
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -156,10 +155,13 @@ class Plan:
 def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     """The catch-up plan for a schedule whose next tick is ``first_tick``, at Redis time
     ``now`` (ms). A due tick is *late* when the one after it is due too, or it is more
-    than a minute behind; the newest due tick is on time otherwise. Then, by ``catchup``:
+    than a minute behind; the newest due tick is on time otherwise, and so are the ticks
+    a clock jump fired with it (a cron schedule's ticks in the same minute). Then, by
+    ``catchup``:
 
-    * ``none``: the on-time tick runs, late ones are missed;
-    * ``latest``: one run, the newest due tick, if within ``catchup_window``;
+    * ``none``: the on-time ticks run, late ones are missed;
+    * ``latest``: one run, the newest due tick (with those of its clock jump), if within
+      ``catchup_window``;
     * ``all``: the late ticks run oldest first, at most ``max_catchup`` of them, then
       the on-time one; late ticks past the cap are missed;
     * ``coalesce``: one run carrying every due tick (the list capped at ``max_catchup``).
@@ -167,14 +169,18 @@ def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     spec = cadence.spec
     keep = spec.max_catchup + 1
     head: list[int] = []  # the oldest due ticks
-    last: deque[int] = deque(maxlen=2)  # the two newest
+    group: list[int] = []  # the newest due tick and those fired with it at a clock jump
+    together = spec.cron is not None
     count = 0
     t: int | None = first_tick
     steps = 0
     while t is not None and cadence.due(t) <= now:
         if len(head) < keep:
             head.append(t)
-        last.append(t)
+        if together and group and group[-1] // MINUTE_MS == t // MINUTE_MS:
+            group.append(t)
+        else:
+            group = [t]
         count += 1
         steps += 1
         if steps == ENUM_LIMIT:
@@ -190,28 +196,29 @@ def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     next_due = None if t is None else cadence.due(t)
     if count == 0:
         return Plan([], 0, [], t, next_due)
-    newest = last[-1]
+    newest = group[-1]
     on_time = now - cadence.due(newest) <= LATE_AFTER_MS
-    late = count - 1 if on_time else count
+    late = count - len(group) if on_time else count
+    newest_runs = [[x] for x in group]
     runs: list[list[int]] = []
     missed = late
     mode = spec.catchup
     if mode == "none":
         if on_time:
-            runs = [[newest]]
+            runs = newest_runs
     elif mode == "latest":
         if on_time or now - cadence.due(newest) <= spec.catchup_window_ms:
-            runs = [[newest]]
-            missed = count - 1
+            runs = newest_runs
+            missed = count - len(group)
     elif mode == "all":
-        caught = [x for x in head[: spec.max_catchup] if x != newest or not on_time]
+        caught = [x for x in head[: spec.max_catchup] if x not in group or not on_time]
         runs = [[x] for x in caught]
         if on_time:
-            runs.append([newest])
+            runs += newest_runs
         missed = late - len(caught)
     else:  # coalesce
         if late == 0:
-            runs = [[newest]]
+            runs = newest_runs
         else:
             carried = head[: spec.max_catchup]
             if carried[-1] != newest:
