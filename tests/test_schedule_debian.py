@@ -137,3 +137,26 @@ def test_day_rule_over_months(expr: str) -> None:
     end = int(datetime(YEAR, 3, 1, tzinfo=UTC).timestamp() * 1000)
     theirs = [r.real_ms for r in runs(expr, ZoneInfo("UTC"), start, end)]
     assert ours(c, start, end) == theirs and theirs
+
+
+def test_the_model_runs_skipped_times_after_the_jump_and_repeated_ones_once() -> None:
+    """The model itself, on the cases docs/schedules.md states."""
+    paris, new_york = ZoneInfo("Europe/Paris"), ZoneInfo("America/New_York")
+    day = int(datetime(2026, 3, 29, tzinfo=paris).timestamp() * 1000)
+
+    def at(line: str, zone: ZoneInfo, start: int) -> list[str]:
+        return [
+            f"{local(r.real_ms, zone):%H:%M %Z} for {r.wall:%H:%M}"
+            for r in runs(line, zone, start, start + 20 * 3_600_000)
+        ]
+
+    assert at("15,45 2 * * *", paris, day) == ["03:00 CEST for 02:15", "03:00 CEST for 02:45"]
+    assert at("0 1-3 * * *", paris, day) == [
+        "01:00 CET for 01:00", "03:00 CEST for 02:00", "03:00 CEST for 03:00",
+    ]  # fmt: skip
+    assert at("*/30 2 * * *", paris, day) == []  # a wildcard job: not in the skipped hour
+    fall = int(datetime(2026, 11, 1, tzinfo=new_york).timestamp() * 1000)
+    assert at("30 1 * * *", new_york, fall) == ["01:30 EDT for 01:30"]
+    assert at("30 * * * *", new_york, fall)[:3] == [
+        "00:30 EDT for 00:30", "01:30 EDT for 01:30", "01:30 EST for 01:30",
+    ]  # fmt: skip
