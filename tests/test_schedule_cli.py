@@ -39,6 +39,8 @@ def keys(url: str) -> list[str]:
         (["--every", "1h", "--overlap", "sometimes"], "invalid choice: 'sometimes'"),
         (["--every", "soon"], "every 'soon' is not a duration"),
         (["--every", "1h", "--input", "[1]"], "input: [1] must be a mapping"),
+        (["--cron", "@often"], "cron: '@often' is not a cron macro (known: @yearly, "),
+        (["--cron", "0 2 * *"], "has 4 fields; a cron expression has 5"),
     ],
 )
 def test_bad_flags_are_one_line_exit_2_and_write_nothing(
@@ -131,3 +133,34 @@ def test_preview_a_file_marks_daylight_saving(tmp_path: Path) -> None:
         "2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00",
     ]  # fmt: skip
     assert "happens twice (clocks go back) → fires once" in rows["ticks"][0]["note"]
+
+
+def test_a_macro_and_show_prints_input_as_json(env: dict[str, str]) -> None:
+    put = cli("schedule", "put", "--name", "d", "--template", "job", "--cron", "@daily",
+              "--timezone", "Europe/Paris", "--input", '{"region": "eu", "dry": true, "n": null}',
+              env=env)  # fmt: skip
+    assert put.returncode == 0, put.stderr
+    assert "schedule d: created, At 00:00 (Europe/Paris), next " in put.stdout
+    shown = cli("schedule", "show", "d", env=env).stdout.splitlines()
+    assert "when              cron @daily: At 00:00 (Europe/Paris)" in shown
+    [line] = [x for x in shown if x.startswith("input ")]
+    assert json.loads(line.removeprefix("input")) == {"region": "eu", "dry": True, "n": None}
+    assert line.endswith('{"dry": true, "n": null, "region": "eu"}')  # stored with sorted keys
+
+
+def test_preview_two_skipped_times_and_a_macro(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("name: twice\ntemplate: job\ncron: '15,45 2 * * *'\ntimezone: Europe/Paris\n")
+    out = cli("schedule", "preview", str(f), "--next", "3", "--from", "2026-03-29T00:00")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1:] == [
+        "2026-03-29 Sun 03:00:00 CEST  02:15 does not exist (clocks jump forward) → fires 03:00",
+        "2026-03-29 Sun 03:00:00 CEST  02:45 does not exist (clocks jump forward) → fires 03:00",
+        "2026-03-30 Mon 02:15:00 CEST",
+    ]
+    f.write_text("name: h\ntemplate: job\ncron: '@hourly'\n")
+    out = cli("schedule", "preview", str(f), "--next", "2", "--from", "2026-03-29T00:10Z")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "# h: Every hour (UTC)", "2026-03-29 Sun 01:00:00 UTC", "2026-03-29 Sun 02:00:00 UTC",
+    ]  # fmt: skip

@@ -230,3 +230,93 @@ def test_run_input_carries_the_tick_in_the_schedule_zone() -> None:
     assert run_input(c, [tick]) == {
         "region": "eu", "schedule": "s", "tick": "2026-03-29T03:00:00+02:00",
     }  # fmt: skip
+
+
+# -- several skipped times, macros, the day rule ---------------------------------------------
+
+
+def test_each_skipped_time_fires_after_the_jump() -> None:
+    c = cadence(cron="15,45 2 * * *", timezone="Europe/Paris")
+    jump = ms(2026, 3, 29, 3, zone="Europe/Paris")
+    assert c.ticks(ms(2026, 3, 29, 0, zone="Europe/Paris"), 3) == [
+        jump, jump + 1, ms(2026, 3, 30, 2, 15, zone="Europe/Paris"),
+    ]  # fmt: skip
+    rows = preview(c, ms(2026, 3, 29, 0, zone="Europe/Paris"), 3)
+    assert [r.note for r in rows] == [
+        "02:15 does not exist (clocks jump forward) → fires 03:00",
+        "02:45 does not exist (clocks jump forward) → fires 03:00",
+        "",
+    ]
+    assert [run_input(c, [t])["tick"] for t in (jump, jump + 1)] == [
+        "2026-03-29T03:00:00+02:00", "2026-03-29T03:00:00.001+02:00",
+    ]  # fmt: skip
+
+
+def test_the_skipped_hour_and_the_next_both_fire_after_the_jump() -> None:
+    c = cadence(cron="0 1-3 * * *", timezone="Europe/Paris")
+    rows = preview(c, ms(2026, 3, 29, 0, zone="Europe/Paris"), 4)
+    assert wall(c, [r.tick_ms for r in rows]) == [
+        "03-29 01:00 CET", "03-29 03:00 CEST", "03-29 03:00 CEST", "03-30 01:00 CEST",
+    ]  # fmt: skip
+    assert rows[1].tick_ms + 1 == rows[2].tick_ms
+    assert rows[1].note == "02:00 does not exist (clocks jump forward) → fires 03:00"
+    assert rows[2].note == "03:00, after the skipped 02:00 (clocks jump forward)"
+
+
+def test_a_wildcard_job_notes_the_times_it_skips() -> None:
+    c = cadence(cron="*/30 * * * *", timezone="Europe/Paris")
+    rows = preview(c, ms(2026, 3, 29, 1, 0, zone="Europe/Paris"), 2)
+    assert wall(c, [r.tick_ms for r in rows]) == ["03-29 01:30 CET", "03-29 03:00 CEST"]
+    assert rows[1].note.startswith("02:00, 02:30 did not exist (clocks jumped forward): not run")
+
+
+def test_a_wildcard_hour_runs_by_the_real_clock_after_a_half_hour_fall_back() -> None:
+    """Lord Howe goes back 30 minutes at 02:00 (+11 → +10:30): 02:00 +10:30 happens once."""
+    c = cadence(cron="0 */2 * * *", timezone="Australia/Lord_Howe")
+    start = ms(2026, 4, 4, 23, 0, zone="Australia/Lord_Howe")
+    assert wall(c, c.ticks(start, 2)) == ["04-05 00:00 +11", "04-05 02:00 +1030"]
+
+
+@pytest.mark.parametrize(
+    ("macro", "fields"),
+    [("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *"), ("@monthly", "0 0 1 * *"),
+     ("@weekly", "0 0 * * 0"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"),
+     ("@hourly", "0 * * * *")],
+)  # fmt: skip
+def test_macros_tick_as_their_fields(macro: str, fields: str) -> None:
+    start = ms(2026, 3, 1, zone="Europe/Paris")
+    ours = cadence(cron=macro, timezone="Europe/Paris").ticks(start, 30)
+    assert ours == cadence(cron=fields, timezone="Europe/Paris").ticks(start, 30)
+
+
+def test_both_day_fields_one_starting_with_a_star_is_their_intersection() -> None:
+    """``0 0 */2 * 1``: odd-dated Mondays (Debian cron: AND when a field starts with *)."""
+    c = cadence(cron="0 0 */2 * 1")
+    days = [local(t, c.zone).date() for t in c.ticks(ms(2026, 1, 1), 6)]
+    assert all(d.isoweekday() == 1 and d.day % 2 == 1 for d in days)
+    assert [d.isoformat() for d in days[:3]] == ["2026-01-05", "2026-01-19", "2026-02-09"]
+
+
+@pytest.mark.parametrize("mode", ["none", "latest", "all", "coalesce"])
+def test_the_ticks_of_one_jump_are_all_on_time(mode: str) -> None:
+    """At 03:00 the 02:15 and 02:45 ticks are due together: neither is late, both run."""
+    c = cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup=mode)
+    jump = ms(2026, 3, 29, 3, zone="Europe/Paris")
+    p = plan(c, jump, jump + 5000)
+    assert p.runs == [[jump], [jump + 1]]
+    assert (p.missed, p.due, p.late) == (0, 2, 0)
+    assert p.next_tick == ms(2026, 3, 30, 2, 15, zone="Europe/Paris")
+
+
+def test_late_ticks_of_a_jump_follow_the_catchup_policy() -> None:
+    jump = ms(2026, 3, 29, 3, zone="Europe/Paris")
+    later = jump + 2 * HOUR  # a scheduler back two hours later: both ticks late
+    latest = plan(cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup_window="3h"),
+                  jump, later)  # fmt: skip
+    assert latest.runs == [[jump], [jump + 1]] and latest.missed == 0
+    none = plan(cadence(cron="15,45 2 * * *", timezone="Europe/Paris", catchup="none"),
+                jump, later)  # fmt: skip
+    assert none.runs == [] and none.missed == 2
+    one = plan(cadence(cron="0 1-3 * * *", timezone="Europe/Paris", catchup="latest"),
+               ms(2026, 3, 29, 1, zone="Europe/Paris"), jump + 1000)  # fmt: skip
+    assert one.runs == [[jump], [jump + 1]] and one.missed == 1  # 01:00 is late

@@ -127,3 +127,34 @@ def test_format_ms() -> None:
     assert [format_ms(x) for x in (0, 250, 1500, 90_000, 5_400_000, 86_400_000)] == [
         "0s", "250ms", "1.5s", "1m30s", "1h30m", "1d",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "macro", ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"]
+)
+def test_cron_macros_are_accepted(macro: str) -> None:
+    spec = parse_schedule({**BASE, "cron": f" {macro.upper()} "})
+    assert spec.cron == macro and spec.when == f"cron {macro}"
+    assert ScheduleSpec.from_json(spec.to_json()) == spec
+
+
+def test_an_unknown_macro_is_one_line() -> None:
+    with pytest.raises(DefinitionError, match=r"cron: '@reboot' is not a cron macro \(known: "):
+        parse_schedule({**BASE, "cron": "@reboot"})
+
+
+@pytest.mark.parametrize(
+    ("expr", "words"),
+    [
+        ("0 0 */2 * 1", "At 00:00, on days 1, 3, 5, … 31 of the month, if that day is also Monday"),
+        ("0 0 1,15 * 1-5", "At 00:00, on day 1 and 15 of the month, or on Monday through Friday"),
+        ("0 0 1 * 1", "At 00:00, on day 1 of the month, or on Monday"),
+        ("0 0 * * 1", "At 00:00, only on Monday"),
+        ("@daily", "At 00:00"),
+        ("@weekly", "At 00:00, only on Sunday"),
+    ],
+)
+def test_descriptions_join_the_day_fields_as_cron_does(expr: str, words: str) -> None:
+    from engine.schedules import describe
+
+    assert describe(parse_schedule({**BASE, "cron": expr})) == f"{words} (UTC)"

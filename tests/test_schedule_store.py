@@ -412,3 +412,44 @@ def test_a_scheduler_reads_a_spec_once_per_version(eng: Engine) -> None:
     inputs = [r.input for r in runs_of(eng)]
     assert [i.get("v") for i in inputs] == [None, None, 2]
     assert eng.store.fired_ticks("s") == [tick - 2 * HOUR, tick - HOUR, tick]
+
+
+# -- daylight saving, as Debian cron runs it -----------------------------------------------
+
+
+def paris_ms(*parts: int) -> int:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return int(datetime(*parts, tzinfo=ZoneInfo("Europe/Paris")).timestamp() * 1000)
+
+
+def test_each_time_skipped_by_the_jump_forward_is_its_own_run(eng: Engine) -> None:
+    """``15,45 2 * * *`` in Paris on 2026-03-29: 02:15 and 02:45 do not exist; Debian cron
+    runs both just after the jump, so two runs at 03:00 (two ticks a millisecond apart)."""
+    put(eng, cron="15,45 2 * * *", timezone="Europe/Paris", catchup="all",
+        overlap="allow_all", start_at="2026-03-29T00:00", end_at="2026-03-29T12:00")  # fmt: skip
+    jump = paris_ms(2026, 3, 29, 3)
+    set_due(eng, "s", jump)
+    assert Scheduler(eng).run_due() == 1
+    assert eng.store.fired_ticks("s") == [jump, jump + 1]
+    assert [r.input["tick"] for r in runs_of(eng)] == [
+        "2026-03-29T03:00:00+02:00", "2026-03-29T03:00:00.001+02:00",
+    ]  # fmt: skip
+    assert eng.schedule("s").runs == 2 and eng.schedule("s").next_due is None
+
+
+def test_a_backfill_over_the_jump_runs_the_skipped_hour_and_the_next(eng: Engine) -> None:
+    """``0 1-3 * * *``: the 02:00 job (skipped) and the 03:00 job both run at 03:00."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    put(eng, cron="0 1-3 * * *", timezone="Europe/Paris")
+    paris = ZoneInfo("Europe/Paris")
+    start, end = datetime(2026, 3, 29, 0, tzinfo=paris), datetime(2026, 3, 29, 4, tzinfo=paris)
+    done = eng.backfill_schedule("s", start, end, "allow_all")
+    jump = paris_ms(2026, 3, 29, 3)
+    assert [o.tick for o in done] == [paris_ms(2026, 3, 29, 1), jump, jump + 1]
+    assert [o.what for o in done] == ["fired"] * 3
+    assert [o.what for o in eng.backfill_schedule("s", start, end, "allow_all")] == ["dup"] * 3
+    assert len(runs_of(eng)) == 3

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -136,7 +137,7 @@ def cmd_show(engine: Engine, args: argparse.Namespace) -> int:
         ("start_at", _when(s.start_at_ms / 1000, i.timezone, now) if s.start_at_ms else "-"),
         ("end_at", _when(s.end_at_ms / 1000, i.timezone, now) if s.end_at_ms else "-"),
         ("pause_on_failure", "yes" if s.pause_on_failure else "no"),
-        ("input", "-" if s.input is None else str(s.input)),
+        ("input", "-" if s.input is None else json.dumps(s.input, ensure_ascii=False)),
         ("runs", f"{i.runs:,} ({i.buffered:,} buffered), {i.skipped:,} skipped, "
                  f"{i.missed:,} missed"),
     ]  # fmt: skip

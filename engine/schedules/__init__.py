@@ -2,8 +2,10 @@
 
 * :mod:`.spec` — a schedule's settings: parsed from a file or flags, validated, stored
   as JSON;
-* :mod:`.clock` — when its ticks fall (cron via cronsim, or every N from the epoch), time
-  zones and daylight saving, jitter, the catch-up plan, preview;
+* :mod:`.cron` — cron expressions as Debian cron runs them: macros, wildcard jobs, the
+  times a jump forward skips;
+* :mod:`.clock` — when its ticks fall (cron via cronsim and :mod:`.cron`, or every N from
+  the epoch), time zones and daylight saving, jitter, the catch-up plan, preview;
 * :mod:`.info` — :class:`ScheduleInfo`, what the reads return.
 
 The scheduler loop is :mod:`engine.scheduler`; the scripts and reads are

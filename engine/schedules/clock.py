@@ -1,12 +1,12 @@
 """When a schedule's ticks fall, and what a scheduler does about the ones that are due.
 
-Ticks are epoch milliseconds. A cron schedule's come from cronsim in the schedule's time
-zone, which follows Debian cron across daylight saving changes: a job at a fixed local
-time that does not exist that day (clocks jump forward) fires just after the jump, and
-one in the hour that happens twice (clocks go back) fires once, the first time. Jobs
-with a wildcard minute or hour fire by the real clock, in both copies of a repeated
-hour. An ``every`` schedule ticks at ``offset + k * every`` from the Unix epoch: time
-zones do not move it.
+Ticks are epoch milliseconds. A cron schedule's follow Debian cron in the schedule's time
+zone (:mod:`.cron`): a job at a fixed local time that does not exist that day (clocks jump
+forward) fires just after the jump, each skipped time its own tick a millisecond after the
+one before; one in the hour that happens twice (clocks go back) fires once, the first
+time. Jobs with a wildcard minute or hour fire by the real clock, in both copies of a
+repeated hour and not in a skipped one. An ``every`` schedule ticks at
+``offset + k * every`` from the Unix epoch: time zones do not move it.
 
 A tick's *due* time is the tick plus its jitter, ``H(name, tick) mod jitter``: the same
 in every scheduler, so they agree on it to the millisecond.
@@ -17,12 +17,12 @@ Everything here is pure: the scheduler passes Redis's clock in as ``now``.
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .cron import MINUTE_MS, expand, fired_at_jump, is_wildcard, jump_at, wildcard_next
 from .spec import ScheduleSpec
 
 # A due tick is late (subject to the catch-up policy) when the tick after it is due too,
@@ -59,6 +59,8 @@ class Cadence:
         self.spec = spec
         self.zone = ZoneInfo(spec.timezone)
         self.name = spec.name
+        self.expr = None if spec.cron is None else expand(spec.cron)
+        self.wild = self.expr is not None and is_wildcard(self.expr)
 
     def _raw_next(self, ms: int) -> int:
         """The first tick strictly after ``ms``, ignoring start and end."""
@@ -68,14 +70,23 @@ class Cadence:
             return ((ms - off) // every + 1) * every + off
         from cronsim import CronSim
 
-        assert self.spec.cron is not None
-        it = CronSim(self.spec.cron, local(ms, self.zone))
+        expr = self.expr
+        assert expr is not None
+        if self.wild:
+            return wildcard_next(expr, self.zone, ms)
+        jump = ms - ms % MINUTE_MS
+        if ms + 1 < jump + len(fired_at_jump(expr, self.zone, jump)):
+            return ms + 1  # the next of the runs fired together at a forward jump
+        it = CronSim(expr, local(ms, self.zone))
         while True:
             # cronsim counts from the whole second, and a fixed-time job in the second copy
             # of a repeated hour can come back at the first copy: ticks only move forward
             t = to_ms(next(it))
-            if t > ms:
-                return t
+            if t <= ms:
+                continue
+            if jump_at(t, self.zone) and not fired_at_jump(expr, self.zone, t):
+                continue  # cronsim fires at a jump where Debian cron runs nothing
+            return t
 
     def next_after(self, ms: int) -> int | None:
         """The first tick after ``ms`` within start_at/end_at; None when none is left."""
@@ -144,10 +155,13 @@ class Plan:
 def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     """The catch-up plan for a schedule whose next tick is ``first_tick``, at Redis time
     ``now`` (ms). A due tick is *late* when the one after it is due too, or it is more
-    than a minute behind; the newest due tick is on time otherwise. Then, by ``catchup``:
+    than a minute behind; the newest due tick is on time otherwise, and so are the ticks
+    a clock jump fired with it (a cron schedule's ticks in the same minute). Then, by
+    ``catchup``:
 
-    * ``none``: the on-time tick runs, late ones are missed;
-    * ``latest``: one run, the newest due tick, if within ``catchup_window``;
+    * ``none``: the on-time ticks run, late ones are missed;
+    * ``latest``: one run, the newest due tick (with those of its clock jump), if within
+      ``catchup_window``;
     * ``all``: the late ticks run oldest first, at most ``max_catchup`` of them, then
       the on-time one; late ticks past the cap are missed;
     * ``coalesce``: one run carrying every due tick (the list capped at ``max_catchup``).
@@ -155,14 +169,18 @@ def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     spec = cadence.spec
     keep = spec.max_catchup + 1
     head: list[int] = []  # the oldest due ticks
-    last: deque[int] = deque(maxlen=2)  # the two newest
+    group: list[int] = []  # the newest due tick and those fired with it at a clock jump
+    together = spec.cron is not None
     count = 0
     t: int | None = first_tick
     steps = 0
     while t is not None and cadence.due(t) <= now:
         if len(head) < keep:
             head.append(t)
-        last.append(t)
+        if together and group and group[-1] // MINUTE_MS == t // MINUTE_MS:
+            group.append(t)
+        else:
+            group = [t]
         count += 1
         steps += 1
         if steps == ENUM_LIMIT:
@@ -178,28 +196,29 @@ def plan(cadence: Cadence, first_tick: int, now: int) -> Plan:
     next_due = None if t is None else cadence.due(t)
     if count == 0:
         return Plan([], 0, [], t, next_due)
-    newest = last[-1]
+    newest = group[-1]
     on_time = now - cadence.due(newest) <= LATE_AFTER_MS
-    late = count - 1 if on_time else count
+    late = count - len(group) if on_time else count
+    newest_runs = [[x] for x in group]
     runs: list[list[int]] = []
     missed = late
     mode = spec.catchup
     if mode == "none":
         if on_time:
-            runs = [[newest]]
+            runs = newest_runs
     elif mode == "latest":
         if on_time or now - cadence.due(newest) <= spec.catchup_window_ms:
-            runs = [[newest]]
-            missed = count - 1
+            runs = newest_runs
+            missed = count - len(group)
     elif mode == "all":
-        caught = [x for x in head[: spec.max_catchup] if x != newest or not on_time]
+        caught = [x for x in head[: spec.max_catchup] if x not in group or not on_time]
         runs = [[x] for x in caught]
         if on_time:
-            runs.append([newest])
+            runs += newest_runs
         missed = late - len(caught)
     else:  # coalesce
         if late == 0:
-            runs = [[newest]]
+            runs = newest_runs
         else:
             carried = head[: spec.max_catchup]
             if carried[-1] != newest:
@@ -242,26 +261,44 @@ class PreviewTick:
     note: str = ""  # what daylight saving does to it, if anything
 
 
-def _cron_fields(expr: str) -> tuple[set[int], set[int], bool]:
-    """The minutes and hours of a cron expression, and whether cronsim treats it as a
-    fixed-time job (Debian cron's rule: minute and hour fields not starting with ``*``)."""
-    from cronsim import CronSim
-
-    sim = CronSim(expr, datetime(2000, 1, 1))
-    parts = expr.split()
-    fixed = not parts[0].startswith("*") and not parts[1].startswith("*")
-    return set(sim.minutes), set(sim.hours), fixed
-
-
-def _exists(naive: datetime, zone: ZoneInfo) -> bool:
-    aware = naive.replace(tzinfo=zone)
-    return aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == naive
-
-
 def _twice(at: datetime) -> bool:
     """Whether ``at``'s wall time happens twice (the hour clocks go back over)."""
     other = at.replace(fold=1 - at.fold)
     return other.utcoffset() != at.utcoffset()
+
+
+def _jump_between(lo: int, hi: int, zone: ZoneInfo) -> int | None:
+    """The ms of a forward clock change in ``(lo, hi]`` (whole minutes), if the offset at
+    ``hi`` is ahead of the one at ``lo``."""
+    if local(hi, zone).utcoffset() <= local(lo, zone).utcoffset():  # type: ignore[operator]
+        return None
+    lo -= lo % MINUTE_MS
+    hi -= hi % MINUTE_MS
+    while hi - lo > MINUTE_MS:  # the offset at lo is behind, at hi ahead
+        mid = lo + (hi - lo) // MINUTE_MS // 2 * MINUTE_MS
+        if jump_at(mid, zone) or local(mid, zone).utcoffset() == local(hi, zone).utcoffset():
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _skipped_wildcard(expr: str, zone: ZoneInfo, jump: int) -> list[datetime]:
+    """The wall times of a wildcard job that the forward jump at ``jump`` skips."""
+    from cronsim import CronSim
+
+    after = local(jump, zone).replace(tzinfo=None)
+    out: list[datetime] = []
+    for at in CronSim(expr, after - timedelta(minutes=jump_at(jump, zone) + 1)):
+        if at >= after:
+            break
+        out.append(at)
+    return out
+
+
+def _times(ats: list[datetime]) -> str:
+    names = [f"{a:%H:%M}" for a in ats]
+    return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, … {names[-1]}"
 
 
 def dst_note(cadence: Cadence, at: datetime, before: datetime | None) -> str:
@@ -270,17 +307,28 @@ def dst_note(cadence: Cadence, at: datetime, before: datetime | None) -> str:
     spec = cadence.spec
     hm = f"{at:%H:%M}"
     if spec.cron is not None:
-        minutes, hours, fixed = _cron_fields(spec.cron)
-        if at.minute not in minutes or at.hour not in hours:
-            # moved: the local time it stands for does not exist that day
-            naive = at.replace(tzinfo=None)
-            for back in range(1, 181):
-                m = naive - timedelta(minutes=back)
-                if m.minute in minutes and m.hour in hours and not _exists(m, cadence.zone):
-                    return f"{m:%H:%M} does not exist (clocks jump forward) → fires {hm}"
-            return f"moved by a clock change → fires {hm}"
+        expr = expand(spec.cron)
+        tick = to_ms(at)
+        jump = tick - tick % MINUTE_MS
+        fired = fired_at_jump(expr, cadence.zone, jump)
+        if fired and tick - jump < len(fired):
+            stands = fired[tick - jump]
+            if stands.hour != at.hour or stands.minute != at.minute:
+                return f"{stands:%H:%M} does not exist (clocks jump forward) → fires {hm}"
+            if tick > jump:
+                return f"{hm}, after the skipped {_times(list(fired[:-1]))} (clocks jump forward)"
+        if is_wildcard(expr):
+            lo = to_ms(before) if before is not None else tick - 86_400_000
+            change = _jump_between(lo, tick, cadence.zone)
+            skipped = [] if change is None else _skipped_wildcard(expr, cadence.zone, change)
+            if skipped:
+                day = "" if skipped[0].date() == at.date() else f"{skipped[0]:%Y-%m-%d} "
+                return (
+                    f"{day}{_times(skipped)} did not exist (clocks jumped forward): not run, "
+                    "a wildcard minute or hour runs by the real clock"
+                )
         if _twice(at):
-            if fixed:
+            if not is_wildcard(expr):
                 return f"{hm} happens twice (clocks go back) → fires once, the first ({at:%Z})"
             which = "second" if at.fold else "first"
             return f"{which} {hm} ({at:%Z}): the repeated hour runs twice by the real clock"

@@ -78,9 +78,10 @@ def format_ms(ms: int) -> str:
 class ScheduleSpec:
     """One schedule, validated. Times are epoch ms, durations ms.
 
-    Exactly one of ``cron`` (5 fields, in ``timezone``) and ``every_ms`` (ticks at
-    ``offset_ms + k * every_ms`` from the Unix epoch) is set. ``paused`` is a request
-    (``None``: leave the stored schedule as it is; new schedules start unpaused).
+    Exactly one of ``cron`` (5 fields or a macro like ``@daily``, in ``timezone``) and
+    ``every_ms`` (ticks at ``offset_ms + k * every_ms`` from the Unix epoch) is set.
+    ``paused`` is a request (``None``: leave the stored schedule as it is; new schedules
+    start unpaused).
     """
 
     name: str
@@ -179,20 +180,30 @@ def _choice(value: Any, key: str, choices: tuple[str, ...], where: str) -> str:
 
 
 def check_cron(expr: Any, where: str) -> str:
-    """``expr`` if it is a 5-field cron expression cronsim accepts and that fires."""
+    """``expr`` if it is a 5-field cron expression (or one of Debian cron's macros:
+    ``@yearly @annually @monthly @weekly @daily @midnight @hourly``) that fires."""
     from cronsim import CronSim, CronSimError
+
+    from .cron import MACROS, expand
 
     if not isinstance(expr, str):
         raise _problem(where, f"cron: {show_value(expr)} must be a string (quote it)")
     text = " ".join(expr.split())
+    if text.startswith("@"):
+        if text.lower() not in MACROS:
+            raise _problem(
+                where,
+                f"cron: {show_value(expr)} is not a cron macro (known: {', '.join(MACROS)})",
+            )
+        return text.lower()
     if len(text.split()) != 5:
         raise _problem(
             where,
             f"cron: {show_value(expr)} has {len(text.split())} fields; a cron expression "
-            "has 5 (minute hour day-of-month month day-of-week)",
+            "has 5 (minute hour day-of-month month day-of-week), or is a macro like @daily",
         )
     try:
-        it = CronSim(text, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")))
+        it = CronSim(expand(text), datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")))
         next(it)
     except CronSimError as e:
         raise _problem(where, f"cron: {show_value(expr)} is not a cron expression ({e})") from None
