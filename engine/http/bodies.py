@@ -1,5 +1,5 @@
 """Request bodies and parameters: size limit, JSON with line and column, ``?wait=``,
-``limit`` and ``cursor``.
+``limit``, ``cursor`` and creation times.
 
 Pure functions (and one async reader over any chunk iterator), tested without a server.
 Numbers in a query or a header are ASCII digits only (``str.isdigit`` and ``int`` also
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import DefinitionError
@@ -142,3 +143,27 @@ def parse_cursor(value: str | None) -> int:
             "(a whole number of at most 16 digits)",
         )
     return n
+
+
+_EPOCH = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,6})?")
+
+
+def parse_created(value: str | None, name: str) -> float | None:
+    """``?created_after=`` / ``?created_before=``: epoch seconds (``1764064800``) or an
+    ISO 8601 time (``2026-11-25T10:00:00Z``; without an offset: UTC); None when absent."""
+    if value is None:
+        return None
+    if _EPOCH.fullmatch(value):
+        return float(value)
+    try:
+        if len(value) <= 40 and value.isascii():
+            at = datetime.fromisoformat(value)
+            if at.tzinfo is None:
+                at = at.replace(tzinfo=UTC)
+            return at.timestamp()
+    except (ValueError, OverflowError):
+        pass
+    raise HttpError(
+        400,
+        f"{name} {value[:40]!r} is not a time: epoch seconds or ISO 8601 (2026-11-25T10:00:00Z)",
+    )
