@@ -619,6 +619,8 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
         if isinstance(extra, list):
             return {"name": extra[0], "by": extra[1]}
         return {"name": extra}
+    if kind == "retention" and isinstance(extra, list):  # expire.lua: ms kept, -1 never
+        return {"ttl_ms": extra[0], "by": extra[1]}
     if isinstance(extra, list):  # an operator's step: {count, who}
         return {"count": extra[0], "by": extra[1]}
     return {"count": extra}
