@@ -452,10 +452,12 @@ def test_http_by_key_and_by_creation_time(engine: Engine, http: httpx.Client) ->
     assert http.get("/v1/workflows/by-key/order/8812").json()["id"] == wid
     missing = http.get("/v1/workflows/by-key/nope")
     assert missing.status_code == 404 and "no workflow has the key" in missing.json()["error"]
-    assert http.get("/v1/workflows/by-key/%20").status_code == 400
+    for bad in ("%20", "caf%C3%A9", "x" * 201):
+        assert http.get(f"/v1/workflows/by-key/{bad}").status_code == 400, bad
     page = http.get("/v1/workflows", params={"created_after": "2023-11-14T22:14:00Z"}).json()
     assert [w["id"] for w in page["workflows"]] == [other]
-    page = http.get("/v1/workflows", params={"created_before": "1700000030"}).json()
-    assert [w["id"] for w in page["workflows"]] == [wid]
-    bad = http.get("/v1/workflows", params={"created_after": "yesterday"})
-    assert bad.status_code == 400 and "created_after 'yesterday' is not a time" in bad.text
+    page = http.get("/v1/workflows", params={"created_before": "2023-11-15T00:13:50+02:00"})
+    assert [w["id"] for w in page.json()["workflows"]] == [wid]
+    for bad in ("yesterday", "1700000030", "2023-11-14", "2023-13-14T00:00:00Z"):
+        got = http.get("/v1/workflows", params={"created_after": bad})
+        assert got.status_code == 400 and "is not an RFC 3339 time" in got.text, bad

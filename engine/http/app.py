@@ -44,6 +44,7 @@ from .batcher import RunBatcher
 from .bodies import (
     check_key,
     check_length,
+    check_path_key,
     parse_created,
     parse_cursor,
     parse_json,
@@ -264,7 +265,7 @@ class Api:
     async def workflow_by_key(self, request: Request) -> Response:
         """GET /v1/workflows/by-key/{key}: the workflow pushed with that idempotency key"""
         self.auth(request, "read")
-        key = check_key(request.path_params["key"], "the key")
+        key = check_path_key(request.path_params["key"])
         status = await run_in_threadpool(lambda: self.engine.status(key=key))
         return JSONResponse(status.to_dict())
 

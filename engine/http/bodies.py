@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..errors import DefinitionError
@@ -145,25 +145,40 @@ def parse_cursor(value: str | None) -> int:
     return n
 
 
-_EPOCH = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,6})?")
+# An RFC 3339 date-time (the schema's "format": "date-time"), checked by fromisoformat.
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_EPOCH = datetime(1970, 1, 1)
+# A key in a URL path: printable ASCII, not only blanks (the Idempotency-Key header's).
+KEY_PATTERN = r"^[\x20-\x7e]*[\x21-\x7e][\x20-\x7e]*$"
+_KEY = re.compile(KEY_PATTERN)
 
 
 def parse_created(value: str | None, name: str) -> float | None:
-    """``?created_after=`` / ``?created_before=``: epoch seconds (``1764064800``) or an
-    ISO 8601 time (``2026-11-25T10:00:00Z``; without an offset: UTC); None when absent."""
+    """``?created_after=`` / ``?created_before=``: an RFC 3339 time
+    (``2026-11-25T10:00:00Z``, ``...+01:00``) as epoch seconds; None when absent."""
     if value is None:
         return None
-    if _EPOCH.fullmatch(value):
-        return float(value)
-    try:
-        if len(value) <= 40 and value.isascii():
-            at = datetime.fromisoformat(value)
-            if at.tzinfo is None:
-                at = at.replace(tzinfo=UTC)
-            return at.timestamp()
-    except (ValueError, OverflowError):
-        pass
+    if _DATE_TIME.fullmatch(value):
+        try:
+            at = datetime.fromisoformat(value.upper())
+        except ValueError:
+            at = None
+        offset = at.utcoffset() if at is not None else None
+        if at is not None and offset is not None:
+            # by hand: .timestamp() overflows near year 1 and 9999 with an offset
+            return (at.replace(tzinfo=None) - _EPOCH - offset).total_seconds()
     raise HttpError(
         400,
-        f"{name} {value[:40]!r} is not a time: epoch seconds or ISO 8601 (2026-11-25T10:00:00Z)",
+        f"{name} {value[:40]!r} is not an RFC 3339 time (2026-11-25T10:00:00Z)",
     )
+
+
+def check_path_key(value: str) -> str:
+    """An idempotency key given in a URL path: 1 to :data:`MAX_KEY` printable ASCII
+    characters, not only blanks (as the header takes them), stripped; else a 400."""
+    if len(value) > MAX_KEY or not _KEY.fullmatch(value):
+        raise HttpError(400, f"a key is 1 to {MAX_KEY} printable ASCII characters")
+    return value.strip()

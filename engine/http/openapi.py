@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from ..model import WorkflowState
-from .bodies import DURATION_PATTERN
+from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
@@ -113,7 +113,7 @@ SCHEMA: dict[str, Any] = {
                             "type": "string",
                             "minLength": 1,
                             "maxLength": 200,
-                            "pattern": "^[\\x20-\\x7e]*[\\x21-\\x7e][\\x20-\\x7e]*$",
+                            "pattern": KEY_PATTERN,
                         },
                     },
                 ],
@@ -201,9 +201,9 @@ SCHEMA: dict[str, Any] = {
                         "name": n,
                         "in": "query",
                         "required": False,
-                        "description": f"only workflows created {when}: epoch seconds or ISO "
-                        "8601 (2026-11-25T10:00:00Z; without an offset, UTC)",
-                        "schema": {"type": "string", "maxLength": 40},
+                        "description": f"only workflows created {when}: an RFC 3339 time "
+                        "(2026-11-25T10:00:00Z)",
+                        "schema": {"type": "string", "format": "date-time"},
                     }
                     for n, when in (
                         ("created_after", "at or after this time"),
@@ -246,11 +246,21 @@ SCHEMA: dict[str, Any] = {
                 "operationId": "getWorkflowByKey",
                 "tags": ["workflows"],
                 "parameters": [
-                    {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
+                    {
+                        "name": "key",
+                        "in": "path",
+                        "required": True,
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_KEY,
+                            "pattern": KEY_PATTERN,
+                        },
+                    }
                 ],
                 "responses": {
                     "200": _json({"type": "object"}, "the workflow"),
-                    "400": _error("a key that is not 1 to 200 printable characters"),
+                    "400": _error("a key that is not 1 to 200 printable ASCII characters"),
                     "404": _error("no workflow has this key"),
                     **_COMMON,
                 },
