@@ -283,6 +283,7 @@ def test_list_by_creation_time_finds_exactly_the_window(engine: Engine) -> None:
     )[:2]
 
 
+@pytest.mark.single_redis  # counts the server's commands
 def test_the_search_reads_a_few_workflows_not_all(engine: Engine) -> None:
     wf = one_task()
     compiled = engine.compile(wf)
