@@ -66,7 +66,7 @@ AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
-    "push", "pause", "release", "cancel", "retry", "cleanup", "expand", "template",
+    "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
     "schedule", "tick", "heads",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .definition import DEFAULT_MAX_PAYLOAD, Workflow
+from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
 from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import (
@@ -77,6 +77,17 @@ ITEM_NAME = re.compile(r"^(.*?)(?:\[(\d+)\]|\.(\d+))$")
 def _span(ids: builtins.list[str]) -> str:
     """A list of ids in a message: all of a few, else the first and last."""
     return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} ... {ids[-1]}"
+
+
+def _ms(when: float | datetime | None) -> int | None:
+    """Epoch seconds or a datetime (naive: local time) as epoch ms."""
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        return round(when.timestamp() * 1000)
+    if isinstance(when, bool) or not isinstance(when, int | float) or when != when:
+        raise DefinitionError(f"a time is epoch seconds or a datetime, not {show_value(when)}")
+    return round(when * 1000)
 
 
 def default_actor() -> str:
@@ -532,19 +543,25 @@ class Engine:
 
     # -- steering -----------------------------------------------------------------------
 
-    def pause(self, wid: str | int) -> int:
+    def pause(self, wid: str | int | None = None, *, key: str | None = None) -> int:
         """Hold a running workflow; returns how many ready tasks were held back."""
-        return self.store.pause(wid, self.actor)
+        return self.store.pause(self._wid(wid, key), self.actor)
 
-    def release(self, wid: str | int) -> int:
+    def release(self, wid: str | int | None = None, *, key: str | None = None) -> int:
         """Resume a paused workflow; returns how many held tasks went back to the queues."""
-        return self.store.release(wid, self.actor)
+        return self.store.release(self._wid(wid, key), self.actor)
 
-    def cancel(self, wid: str | int) -> int:
+    def cancel(self, wid: str | int | None = None, *, key: str | None = None) -> int:
         """Cancel a running or paused workflow; returns how many tasks were cancelled."""
-        return self.store.cancel(wid, self.actor)
+        return self.store.cancel(self._wid(wid, key), self.actor)
 
-    def retry(self, wid: str | int, tasks: Iterable[str] | None = None) -> int:
+    def retry(
+        self,
+        wid: str | int | None = None,
+        tasks: Iterable[str] | None = None,
+        *,
+        key: str | None = None,
+    ) -> int:
         """Run failed tasks again, inputs unchanged; returns how many tasks were reset.
 
         Without ``tasks``: every failed and skipped task of a failed workflow. With task
@@ -552,6 +569,7 @@ class Engine:
         runs its failed items again. ``"count[17]"`` (or ``"count.17"``) names item 17 of
         map ``count``: that failed item alone runs again.
         """
+        wid = self._wid(wid, key)
         indexes: list[str] = []
         if tasks is not None:
             names = self.store.task_names(wid)
@@ -568,9 +586,43 @@ class Engine:
         self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
         return reset
 
-    def cleanup(self, wid: str | int) -> None:
+    def cleanup(self, wid: str | int | None = None, *, key: str | None = None) -> None:
         """Delete a finished workflow and everything kept of it."""
-        self.store.cleanup(wid, self.actor)
+        self.store.cleanup(self._wid(wid, key), self.actor)
+
+    def expire(
+        self, wid: str | int | None, ttl: float | None, *, key: str | None = None
+    ) -> float | None:
+        """Change a workflow's own retention: keep it ``ttl`` seconds, or (``None`` or
+        ``-1``, gush's ``expire_workflow(wf, -1)``) until it is cleaned up by hand.
+
+        A finished workflow is kept that long from now; one not finished yet keeps it for
+        when it ends. Returns when a finished workflow goes (epoch seconds), ``None`` when
+        it is kept until cleaned up by hand or not finished yet. Raises
+        :class:`DefinitionError` for a ttl that is not above 0 (nothing is written)."""
+        if ttl is None or (not isinstance(ttl, bool) and ttl == -1):
+            ttl_ms = -1
+        elif isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL:
+            raise DefinitionError(
+                f"a retention is a number of seconds above 0 and at most {MAX_TTL:.0f}, "
+                f"or -1 (keep it), not {show_value(ttl)}"
+            )
+        else:
+            ttl_ms = max(1, round(ttl * 1000))
+        due = self.store.expire(self._wid(wid, key), ttl_ms, self.actor)
+        return due / 1000.0 if due > 0 else None
+
+    def id_for_key(self, key: str) -> str:
+        """The id of the workflow pushed with idempotency key ``key`` (``push(key=)``,
+        ``Idempotency-Key``). Raises :class:`NotFoundError` when none exists."""
+        check_key(key)
+        return self.store.id_for_key(key)
+
+    def _wid(self, wid: str | int | None, key: str | None) -> str | int:
+        """The workflow an id or (``key=``) an idempotency key names: exactly one."""
+        if (wid is None) == (key is None):
+            raise DefinitionError("give a workflow id or key=, not both or neither")
+        return self.id_for_key(key) if key is not None else wid  # type: ignore[return-value]
 
     def cleanup_finished(self, older_than_s: float = 0.0) -> int:
         """Clean up every finished workflow that finished more than ``older_than_s`` ago."""
@@ -653,13 +705,14 @@ class Engine:
         """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
         return self.store.server_time()
 
-    def status(self, wid: str | int) -> WorkflowStatus:
-        """Everything stored of one workflow: state, counts by task state, every task.
+    def status(self, wid: str | int | None = None, *, key: str | None = None) -> WorkflowStatus:
+        """Everything stored of one workflow (by id, or ``key=`` its idempotency key):
+        state, counts by task state, every task.
 
         A small workflow is read atomically; a big one in slices (see
         :meth:`engine.store.reads.Reads.status`).
         """
-        return self.store.status(wid)
+        return self.store.status(self._wid(wid, key))
 
     def items(
         self,
@@ -701,10 +754,17 @@ class Engine:
         limit: int = 50,
         template: str | None = None,
         oldest_first: bool = False,
+        created_after: float | datetime | None = None,
+        created_before: float | datetime | None = None,
     ) -> builtins.list[str]:
         """Workflow ids, newest first (or oldest first), one page at a time; filter by
-        state, name and/or the template they run."""
-        return self.store.list_ids(state, name, offset, limit, template, oldest_first)
+        state, name and/or the template they run, and by creation time: at or after
+        ``created_after``, before ``created_before`` (epoch seconds or datetimes; found by
+        searching the ordered indexes, not by reading every workflow)."""
+        return self.store.list_ids(
+            state, name, offset, limit, template, oldest_first,
+            _ms(created_after), _ms(created_before),
+        )  # fmt: skip
 
     # This method shadows the builtin inside the class body: annotations here say
     # ``builtins.list``.
@@ -716,16 +776,28 @@ class Engine:
         limit: int = 50,
         template: str | None = None,
         oldest_first: bool = False,
+        created_after: float | datetime | None = None,
+        created_before: float | datetime | None = None,
     ) -> builtins.list[WorkflowSummary]:
         """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
-        return self.summaries(self.list_ids(state, name, offset, limit, template, oldest_first))
+        return self.summaries(
+            self.list_ids(
+                state, name, offset, limit, template, oldest_first, created_after, created_before
+            )
+        )
 
     def count(
-        self, state: str | None = None, name: str | None = None, template: str | None = None
+        self,
+        state: str | None = None,
+        name: str | None = None,
+        template: str | None = None,
+        created_after: float | datetime | None = None,
+        created_before: float | datetime | None = None,
     ) -> int:
         """How many workflows match: O(1) per shard for one filter; with more, a walk of
-        the name's (or template's) index."""
-        return self.store.count(state, name, template)
+        the name's (or template's) index; a creation-time window is searched (and walked
+        only to check a state)."""
+        return self.store.count(state, name, template, _ms(created_after), _ms(created_before))
 
     def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""

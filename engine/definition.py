@@ -84,6 +84,8 @@ class TaskDef:
             retries it per ``max_attempts``) whatever its agent does.
         delay: seconds it waits, once its parents allow it to run, before it is ready
             (gush's ``wait``); a root waits that long after the workflow starts.
+        before: names of tasks that run after this one (gush's ``before:``): ``a`` before
+            ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
     """
 
     name: str
@@ -99,6 +101,7 @@ class TaskDef:
     finally_: bool = False
     timeout: float | None = None
     delay: float | None = None
+    before: list[str] = field(default_factory=list)
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -143,6 +146,7 @@ class Workflow:
         type: str = "",
         priority: int = 0,
         after: Iterable[TaskDef | str] = (),
+        before: Iterable[TaskDef | str] = (),
         max_attempts: int = 1,
         where: str | None = None,
         map: TaskDef | OutputRef | MapSpec | str | None = None,
@@ -158,6 +162,9 @@ class Workflow:
         finally_: bool = False,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
+
+        ``before`` names tasks that run after this one (defined before or after it):
+        ``wf.task("fetch", before=["parse"])`` is ``parse`` after ``fetch``.
 
         With ``map`` (a parent, or one key of its output: ``split["sections"]``) the task
         runs once per element; ``concurrency``, ``max_items``, ``on_empty`` and
@@ -182,6 +189,16 @@ class Workflow:
             raise _fail(
                 where,
                 f"task {show_value(name)}: after must be a list of tasks, not {show_value(after)}",
+            ) from None
+        if isinstance(before, TaskDef | str):
+            before = [before]
+        try:
+            children = [c.name if isinstance(c, TaskDef) else c for c in before]
+        except TypeError:
+            raise _fail(
+                where,
+                f"task {show_value(name)}: before must be a list of tasks, "
+                f"not {show_value(before)}",
             ) from None
         spec = None
         if map is not None:
@@ -214,7 +231,7 @@ class Workflow:
                 ) from None
         t = TaskDef(
             name, payload, type, priority, parents, max_attempts, where, spec,
-            trigger, handles, finally_, timeout, delay,
+            trigger, handles, finally_, timeout, delay, children,
         )  # fmt: skip
         self.tasks.append(t)
         return t
@@ -358,6 +375,7 @@ def validate(
     wf.concurrency = concurrency_from(
         getattr(wf, "concurrency", None), f"{_at(where)}workflow {name!r}"
     )
+    _add_before_edges(wf.tasks, where, name)
     seen: dict[str, TaskDef] = {}
     types: set[str] = set()
     payloads: list[str] = []
@@ -455,6 +473,42 @@ def validate(
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
     return payloads
+
+
+def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> None:
+    """Turn every ``before`` into the ``after`` it stands for (``a`` before ``b``: ``a``
+    joins ``b``'s ``after``, once: validating again adds nothing). Refuses a ``before``
+    that is not a list of names, names an unknown task or the task itself, or names one
+    task twice; cycles are found with every other edge."""
+    by_name: dict[str, TaskDef] = {}
+    for t in tasks:
+        if isinstance(t, TaskDef) and isinstance(t.name, str):
+            by_name.setdefault(t.name, t)
+    for t in tasks:
+        if not isinstance(t, TaskDef):
+            continue  # validate names it
+        later = getattr(t, "before", None)
+        if not later:
+            continue
+        here = t.where if isinstance(t.where, str) else where
+        if not isinstance(later, list) or not all(isinstance(c, str) for c in later):
+            raise _fail(here, f"task {show_value(t.name)}: before must be a list of task names")
+        if len(set(later)) != len(later):
+            raise _fail(here, f"task {show_value(t.name)} lists a task twice in before")
+        for c in later:
+            if c == t.name:
+                raise _fail(here, f"task {show_value(t.name)} runs before itself")
+            child = by_name.get(c)
+            if child is None:
+                raise _fail(
+                    here,
+                    f"task {show_value(t.name)} runs before unknown task {show_value(c)} "
+                    f"(workflow {name!r})",
+                )
+            if not isinstance(child.after, list):
+                continue  # validate names it
+            if t.name not in child.after:
+                child.after.append(t.name)
 
 
 MAX_STEPS = 100  # steps per item of a map

@@ -12,7 +12,7 @@ Native (YAML or JSON)::
         priority: 5               # optional, higher first
         max_attempts: 3           # optional, default 1
       - name: build
-        after: [fetch]
+        after: [fetch]            # or, on fetch: before: [build] (gush's before:)
         trigger: all_success      # optional: when it runs, by how its parents ended
       - name: alert
         on_failure: [fetch, build]  # optional: runs when one of them failed
@@ -551,8 +551,8 @@ NATIVE_WORKFLOW = {
     "concurrency",
 }
 NATIVE_TASK = {
-    "name", "type", "payload", "priority", "after", "max_attempts", "map", "steps", "timeout",
-    "delay",
+    "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
+    "timeout", "delay",
     "trigger", "on_failure", "finally",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
@@ -649,6 +649,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         get("finally", False),
         timeout,
         _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
+        _names(get("before"), "before", here),
     )
 
 

@@ -114,7 +114,7 @@ def test_missing_file(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
-        (["status"], r"the following arguments are required: wid"),
+        (["status"], r"the following arguments are required: WID\|key:KEY"),
         (["list", "--state", "bogus"], r"invalid choice: 'bogus'"),
         (["list", "--limit", "0"], r"--limit: must be at least 1, not 0"),
         (["cleanup", "--finished", "--older-than", "soon"], r"not a duration: 'soon'"),

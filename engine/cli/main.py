@@ -18,6 +18,7 @@ from ..client import Engine
 from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
 from ..definition import plan as plan_workflow
 from ..errors import DefinitionError, PartialWriteError
+from ..flow import check_key
 from ..loader import load_file
 from ..model import TaskState, WorkflowState
 from ..rules import OUTCOMES, Plan, PlannedTask
@@ -105,11 +106,30 @@ def max_tasks(text: str) -> int:
     return value
 
 
+KEY_PREFIX = "key:"  # `status key:order-8812`: the workflow pushed with that key
+
+
 def workflow_id(text: str) -> str:
-    """A workflow id: a whole number."""
+    """A workflow id (a whole number), or ``key:<K>``: the workflow pushed with
+    idempotency key K (looked up once connected: :func:`resolve_key`)."""
+    if text.startswith(KEY_PREFIX):
+        try:
+            check_key(text[len(KEY_PREFIX) :])
+        except DefinitionError as e:
+            raise argparse.ArgumentTypeError(f"{_arg(text)}: {e}") from None
+        return text
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
-        raise argparse.ArgumentTypeError(f"not a workflow id (a whole number): {_arg(text)}")
+        raise argparse.ArgumentTypeError(
+            f"not a workflow id (a whole number, or key:<idempotency key>): {_arg(text)}"
+        )
     return str(int(text))
+
+
+def resolve_key(engine: Engine, wid: str) -> str:
+    """A workflow id as given: ``key:<K>`` becomes the id of the workflow K names."""
+    if wid.startswith(KEY_PREFIX):
+        return engine.id_for_key(wid[len(KEY_PREFIX) :])
+    return wid
 
 
 def name_arg(text: str) -> str:
@@ -151,6 +171,47 @@ def parse_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"not a duration: {_arg(text)} (e.g. 90s, 15m, 1h30m, 7d)"
         ) from None
+
+
+class _Ago(float):
+    """Seconds before now, remembering the text given (for messages)."""
+
+    text: str
+
+
+def _ago_arg(text: str) -> _Ago:
+    """``--since`` / ``--until``: a duration before now (``2h``) or a time
+    (``2026-12-01T06:00``, ``06:00``: the last one), as seconds before now."""
+    try:
+        seconds = timing.parse_duration(text)
+    except DefinitionError:
+        try:
+            when = timing.parse_time(text)
+        except DefinitionError:
+            raise argparse.ArgumentTypeError(
+                f"not a duration or a time: {_arg(text)} (e.g. 2h, 30m, 2026-12-01T06:00)"
+            ) from None
+        seconds = time.time() - when.timestamp()
+        if seconds < 0 and "-" not in text:  # a time of day: the last one, not the next
+            seconds += 86400
+    value = _Ago(seconds)
+    value.text = text
+    return value
+
+
+def _retention(text: str) -> float | None:
+    """``expire``'s retention: a duration, or ``never`` (None)."""
+    if text == "never":
+        return None
+    try:
+        seconds = timing.parse_duration(text)
+    except DefinitionError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration or 'never': {_arg(text)} (e.g. 12h, 7d, 2w, never)"
+        ) from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"a retention must be above 0, not {_arg(text)}")
+    return seconds
 
 
 def parse_time(text: str) -> datetime:
@@ -514,10 +575,12 @@ def _viz_graph(
     """The graph ``redisflow viz`` draws: a file's workflow (coloured by a plan when
     given --assume) or a stored workflow with its tasks' states."""
     target = args.target
-    if not Path(target).exists() and target.isascii() and target.isdigit():
+    if not Path(target).exists() and (
+        target.isascii() and target.isdigit() or target.startswith(KEY_PREFIX)
+    ):
         engine = connect(args)
         try:
-            st = engine.status(workflow_id(target))
+            st = engine.status(resolve_key(engine, workflow_id(target)))
         finally:
             engine.close()
         index = {t.name: t.index for t in st.tasks}
@@ -553,6 +616,14 @@ def cmd_viz(_: Engine | None, args: argparse.Namespace) -> int:
 
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     offset = (args.page - 1) * args.limit
+    now = engine.server_time()
+    after = None if args.since is None else now - args.since
+    before = None if args.until is None else now - args.until
+    if after is not None and before is not None and before <= after:
+        raise DefinitionError(
+            f"--until {args.until.text} is not later than --since {args.since.text}: "
+            "no workflow can be in that window"
+        )
     rows = engine.list(
         args.state,
         args.name,
@@ -560,12 +631,13 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         limit=args.limit,
         template=args.template,
         oldest_first=args.oldest,
+        created_after=after,
+        created_before=before,
     )
-    total = engine.count(args.state, args.name, args.template)
+    total = engine.count(args.state, args.name, args.template, after, before)
     if args.json:
         print_json({"page": args.page, "total": total, "workflows": [r.to_dict() for r in rows]})
         return EXIT_OK
-    now = engine.server_time()
     table = _table("id", "name", "state", "done", "failed", "created", "finished")
     for r in rows:
         table.add_row(
@@ -664,6 +736,20 @@ def cmd_cleanup(engine: Engine, args: argparse.Namespace) -> int:
         print_json({"cleaned": 1, "id": args.wid})
     else:
         print(f"workflow {args.wid}: cleaned up")
+    return EXIT_OK
+
+
+def cmd_expire(engine: Engine, args: argparse.Namespace) -> int:
+    due = engine.expire(args.wid, args.ttl)
+    if args.json:
+        print_json({"id": args.wid, "ttl": args.ttl, "expires_at": due})
+    elif args.ttl is None:
+        print(f"workflow {args.wid}: kept until cleaned up by hand")
+    elif due is None:
+        print(f"workflow {args.wid}: kept {_span(args.ttl)} once it ends")
+    else:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(due))
+        print(f"workflow {args.wid}: kept until {when} ({_span(args.ttl)})")
     return EXIT_OK
 
 
@@ -786,7 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_push)
 
     p = sub.add_parser("status", parents=both, help="one workflow and its tasks")
-    p.add_argument("wid", type=workflow_id)
+    p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
     p.add_argument("--task", type=name_arg, help="a map: page its items")
     p.add_argument("--page", type=positive_int, default=1, help="with --task: which page")
     p.add_argument("--limit", type=positive_int, default=50, help="with --task: items a page")
@@ -798,9 +884,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", type=name_arg)
     p.add_argument("--template", type=name_arg, help="runs of this template only")
     p.add_argument("--oldest", action="store_true", help="oldest first")
+    p.add_argument(
+        "--since",
+        type=_ago_arg,
+        metavar="DURATION|TIME",
+        help="created at most this long ago (2h) or at/after TIME (2026-12-01T06:00)",
+    )
+    p.add_argument(
+        "--until",
+        type=_ago_arg,
+        metavar="DURATION|TIME",
+        help="created more than this long ago (30m) or before TIME",
+    )
     p.add_argument("--page", type=positive_int, default=1)
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(run=cmd_list)
+
+    p = sub.add_parser(
+        "expire",
+        parents=both,
+        help="change how long a workflow is kept once finished (7d), or never clean it (never)",
+        description="Set a workflow's own retention. A finished workflow is kept that long "
+        "from now; one not finished yet keeps it for when it ends. 'never' keeps it until "
+        "it is cleaned up by hand (the deployment's retention steps over it).",
+    )
+    p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
+    p.add_argument("ttl", type=_retention, metavar="DURATION|never")
+    p.set_defaults(run=cmd_expire)
 
     sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
         run=cmd_agents
@@ -818,7 +928,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("retry", "run a failed workflow's failed tasks again"),
     ):
         p = sub.add_parser(name, parents=both, help=text)
-        p.add_argument("wid", type=workflow_id)
+        p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
         if name == "retry":
             p.add_argument(
                 "--task", action="append", type=name_arg, help="retry only this failed task"
@@ -864,7 +974,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_viz, no_engine=True)
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
-    p.add_argument("wid", nargs="?", type=workflow_id)
+    p.add_argument("wid", nargs="?", type=workflow_id, metavar="WID|key:KEY")
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
     p.set_defaults(run=cmd_cleanup)
@@ -950,6 +1060,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         args.input = read_input(args.input, args.max_payload)
     engine = connect(args)
     try:
+        if isinstance(getattr(args, "wid", None), str):
+            args.wid = resolve_key(engine, args.wid)
         return int(args.run(engine, args))
     finally:
         engine.close()

@@ -44,6 +44,8 @@ from .batcher import RunBatcher
 from .bodies import (
     check_key,
     check_length,
+    check_path_key,
+    parse_created,
     parse_cursor,
     parse_json,
     parse_limit,
@@ -98,6 +100,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         ),
         Route("/v1/triggers/{name}", api.pushing(api.deliver, "unknown_trigger"), methods=["POST"]),
         Route("/v1/workflows", api.list_workflows, methods=["GET"]),
+        Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
         Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
         Route("/metrics", api.metrics, methods=["GET"]),
@@ -259,8 +262,15 @@ class Api:
         status = await run_in_threadpool(self.engine.status, request.path_params["id"])
         return JSONResponse(status.to_dict())
 
+    async def workflow_by_key(self, request: Request) -> Response:
+        """GET /v1/workflows/by-key/{key}: the workflow pushed with that idempotency key"""
+        self.auth(request, "read")
+        key = check_path_key(request.path_params["key"])
+        status = await run_in_threadpool(lambda: self.engine.status(key=key))
+        return JSONResponse(status.to_dict())
+
     async def list_workflows(self, request: Request) -> Response:
-        """GET /v1/workflows?state=&template=&name=&limit=&cursor="""
+        """GET /v1/workflows?state=&template=&name=&limit=&cursor=&created_after=&created_before="""
         self.auth(request, "read")
         q = request.query_params
         state = q.get("state")
@@ -271,7 +281,14 @@ class Api:
         limit = parse_limit(q.get("limit"), 50, self.config.max_page)
         offset = parse_cursor(q.get("cursor"))
         name, template = q.get("name") or None, q.get("template") or None
-        rows = await run_in_threadpool(self.engine.list, state, name, offset, limit, template)
+        after = parse_created(q.get("created_after"), "created_after")
+        before = parse_created(q.get("created_before"), "created_before")
+        rows = await run_in_threadpool(
+            lambda: self.engine.list(
+                state, name, offset, limit, template,
+                created_after=after, created_before=before,
+            )
+        )  # fmt: skip
         return JSONResponse(
             {
                 "workflows": [r.to_dict() for r in rows],

@@ -1,5 +1,5 @@
 """Request bodies and parameters: size limit, JSON with line and column, ``?wait=``,
-``limit`` and ``cursor``.
+``limit``, ``cursor`` and creation times.
 
 Pure functions (and one async reader over any chunk iterator), tested without a server.
 Numbers in a query or a header are ASCII digits only (``str.isdigit`` and ``int`` also
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from ..errors import DefinitionError
@@ -142,3 +143,42 @@ def parse_cursor(value: str | None) -> int:
             "(a whole number of at most 16 digits)",
         )
     return n
+
+
+# An RFC 3339 date-time (the schema's "format": "date-time"), checked by fromisoformat.
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_EPOCH = datetime(1970, 1, 1)
+# A key in a URL path: printable ASCII, not only blanks (the Idempotency-Key header's).
+KEY_PATTERN = r"^[\x20-\x7e]*[\x21-\x7e][\x20-\x7e]*$"
+_KEY = re.compile(KEY_PATTERN)
+
+
+def parse_created(value: str | None, name: str) -> float | None:
+    """``?created_after=`` / ``?created_before=``: an RFC 3339 time
+    (``2026-11-25T10:00:00Z``, ``...+01:00``) as epoch seconds; None when absent."""
+    if value is None:
+        return None
+    if _DATE_TIME.fullmatch(value):
+        try:
+            at = datetime.fromisoformat(value.upper())
+        except ValueError:
+            at = None
+        offset = at.utcoffset() if at is not None else None
+        if at is not None and offset is not None:
+            # by hand: .timestamp() overflows near year 1 and 9999 with an offset
+            return (at.replace(tzinfo=None) - _EPOCH - offset).total_seconds()
+    raise HttpError(
+        400,
+        f"{name} {value[:40]!r} is not an RFC 3339 time (2026-11-25T10:00:00Z)",
+    )
+
+
+def check_path_key(value: str) -> str:
+    """An idempotency key given in a URL path: 1 to :data:`MAX_KEY` printable ASCII
+    characters, not only blanks (as the header takes them), stripped; else a 400."""
+    if len(value) > MAX_KEY or not _KEY.fullmatch(value):
+        raise HttpError(400, f"a key is 1 to {MAX_KEY} printable ASCII characters")
+    return value.strip()

@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from ..model import WorkflowState
-from .bodies import DURATION_PATTERN
+from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
@@ -113,7 +113,7 @@ SCHEMA: dict[str, Any] = {
                             "type": "string",
                             "minLength": 1,
                             "maxLength": 200,
-                            "pattern": "^[\\x20-\\x7e]*[\\x21-\\x7e][\\x20-\\x7e]*$",
+                            "pattern": KEY_PATTERN,
                         },
                     },
                 ],
@@ -195,6 +195,20 @@ SCHEMA: dict[str, Any] = {
                         "required": False,
                         "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
                     },
+                ]
+                + [
+                    {
+                        "name": n,
+                        "in": "query",
+                        "required": False,
+                        "description": f"only workflows created {when}: an RFC 3339 time "
+                        "(2026-11-25T10:00:00Z)",
+                        "schema": {"type": "string", "format": "date-time"},
+                    }
+                    for n, when in (
+                        ("created_after", "at or after this time"),
+                        ("created_before", "before this time"),
+                    )
                 ],
                 "responses": {
                     "200": _json(
@@ -207,7 +221,7 @@ SCHEMA: dict[str, Any] = {
                         },
                         "a page; pass next_cursor as cursor for the next one",
                     ),
-                    "400": _error("a bad state, limit or cursor"),
+                    "400": _error("a bad state, limit, cursor, created_after or created_before"),
                     **_COMMON,
                 },
             }
@@ -221,6 +235,33 @@ SCHEMA: dict[str, Any] = {
                 "responses": {
                     "200": _json({"type": "object"}, "the workflow"),
                     "404": _error("no such workflow"),
+                    **_COMMON,
+                },
+            }
+        },
+        "/v1/workflows/by-key/{key}": {
+            "get": {
+                "summary": "The workflow pushed with an idempotency key (Idempotency-Key, "
+                "push --key): state, counts, every task",
+                "operationId": "getWorkflowByKey",
+                "tags": ["workflows"],
+                "parameters": [
+                    {
+                        "name": "key",
+                        "in": "path",
+                        "required": True,
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_KEY,
+                            "pattern": KEY_PATTERN,
+                        },
+                    }
+                ],
+                "responses": {
+                    "200": _json({"type": "object"}, "the workflow"),
+                    "400": _error("a key that is not 1 to 200 printable ASCII characters"),
+                    "404": _error("no workflow has this key"),
                     **_COMMON,
                 },
             }

@@ -194,6 +194,11 @@ class Calls:
         """cleanup.lua: delete a finished workflow."""
         self._control("cleanup", wid, who)
 
+    def expire(self, wid: str | int, ttl_ms: int, who: str = "") -> int:
+        """expire.lua: set a workflow's own retention (``-1``: until cleaned up by hand);
+        returns when a finished one goes (ms), -1 never, 0 counted from its end."""
+        return self._control("expire", wid, who, ttl_ms)
+
     # -- agents ---------------------------------------------------------------------------
 
     def register(self, shard: ShardKeys, agent: str, info: str, lease_ms: int) -> list[Task]:

@@ -69,7 +69,7 @@ F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds i
 F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
 F_DUE = "due"  # ... that time, epoch ms, once it started
 F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
-F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention
+F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention (-1: never)
 F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it runs
 F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
 F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
@@ -619,6 +619,8 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
         if isinstance(extra, list):
             return {"name": extra[0], "by": extra[1]}
         return {"name": extra}
+    if kind == "retention" and isinstance(extra, list):  # expire.lua: ms kept, -1 never
+        return {"ttl_ms": extra[0], "by": extra[1]}
     if isinstance(extra, list):  # an operator's step: {count, who}
         return {"count": extra[0], "by": extra[1]}
     return {"count": extra}

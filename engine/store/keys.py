@@ -72,7 +72,8 @@ key                           type    holds
 ``P:wt:<template>``           zset    workflow ids run from a template, scored by id
 ``P:truns``                   hash    template -> how many runs were pushed here
 ``P:expire``                  zset    finished workflows with a retention of their own
-                                      (field ``tl``), scored by when they go
+                                      (field ``tl``), scored by when they go (``+inf``:
+                                      ``tl`` -1, kept until cleaned up by hand)
 ``P:hk``                      string  the agent that does this shard's housekeeping, for
                                       a few housekeeping rounds (reap.lua renews it)
 ``P:lclk``                    string  Redis's clock (ms) at the shard's last register,

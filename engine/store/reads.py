@@ -33,6 +33,7 @@ from ..model import (
     decode_json,
 )
 from ..urls import block_slice_ms
+from . import by_time
 from .channels import ShardedPubSub
 from .codec import (
     BATCH_FIELD,
@@ -372,6 +373,18 @@ class Reads:
                 out.append(parse_summary(wid, row))
         return out
 
+    def id_for_key(self, key: str) -> str:
+        """The id of the workflow pushed with idempotency key ``key`` (``P:ik:<key>``):
+        looked up in the key's shard, then (a run routed by its concurrency gate) in the
+        others. Raises :class:`NotFoundError` when no workflow has it."""
+        home = self.keys.shard_for(key)
+        order = [home] + [s for s in range(self.keys.shards) if s != home]
+        for s in order:
+            wid = self.redis.get(self.keys.shard(s).idem(key))
+            if wid is not None:
+                return str(wid)
+        raise NotFoundError(f"no workflow has the key {key!r}")
+
     def _index_key(
         self, shard: ShardKeys, state: str | None, name: str | None, template: str | None = None
     ) -> str:
@@ -391,11 +404,22 @@ class Reads:
         limit: int = 50,
         template: str | None = None,
         oldest_first: bool = False,
+        created_after_ms: int | None = None,
+        created_before_ms: int | None = None,
     ) -> builtins.list[str]:
         """Workflow ids, newest first (or oldest first), one page at a time; filter by
-        state, name and/or the template they run."""
+        state, name and/or the template they run, and by creation time (at or after
+        ``created_after_ms``, before ``created_before_ms``: see :mod:`.by_time`)."""
         if state is not None:
             WorkflowState(state)  # ValueError for a state that does not exist
+        if created_after_ms is not None or created_before_ms is not None:
+            ids: list[str] = []
+            for key, start, end, wanted in self._windows(
+                state, name, template, created_after_ms, created_before_ms
+            ):
+                ids += self._ranks_matching(key, start, end, wanted, offset + limit, oldest_first)
+            ids.sort(key=int, reverse=not oldest_first)
+            return ids[offset : offset + limit]
         # the index walked, and what is checked of each workflow on it
         checks: dict[str, str] = {}
         if template is not None:
@@ -407,7 +431,7 @@ class Reads:
             key = self._index_key(self.keys.shard(0), index_state, name, template)
             read = self.redis.zrange if oldest_first else self.redis.zrevrange
             return list(cast("list[str]", read(key, offset, offset + limit - 1)))
-        ids: list[str] = []
+        ids = []
         for shard in self.keys.all_shards():
             key = self._index_key(shard, index_state, name, template)
             if checks:
@@ -439,11 +463,81 @@ class Reads:
             start += chunk
         return found[:want]
 
+    def _windows(
+        self,
+        state: str | None,
+        name: str | None,
+        template: str | None,
+        after_ms: int | None,
+        before_ms: int | None,
+    ) -> Iterator[tuple[str, int, int, dict[str, str]]]:
+        """Per shard: the sequence-ordered index a creation-time filter searches (the
+        template's, the name's, or every workflow's), the ranks of its window, and what
+        is checked of each workflow in it (state; name, on a template's index)."""
+        checks = {F_STATE: state} if state is not None else {}
+        if template is not None and name is not None:
+            checks[F_NAME] = name
+        for shard in self.keys.all_shards():
+            key = self._index_key(shard, None, name, template)
+            start, end = by_time.window(self.redis, shard, key, after_ms, before_ms)
+            yield key, start, end, checks
+
+    def _ranks_matching(
+        self,
+        index: str,
+        start: int,
+        end: int,
+        checks: dict[str, str],
+        want: int,
+        oldest_first: bool = False,
+    ) -> builtins.list[str]:
+        """Up to ``want`` ids of ``index`` at ranks ``[start, end)`` (the newest first,
+        or the oldest) whose workflow has the ``checks`` field values."""
+        found: list[str] = []
+        fields = list(checks)
+        wanted = [checks[f] for f in fields]
+        chunk = 500
+        lo, hi = start, end
+        while len(found) < want and lo < hi:
+            if oldest_first:
+                a, b = lo, min(hi, lo + chunk)
+                lo = b
+            else:
+                a, b = max(lo, hi - chunk), hi
+                hi = a
+            wids = cast("list[str]", self.redis.zrange(index, a, b - 1))
+            if not oldest_first:
+                wids.reverse()
+            if fields:
+                pipe = self.redis.pipeline(transaction=False)
+                for wid in wids:
+                    pipe.hmget(self.keys.shard_of(wid).workflow(wid), fields)
+                got = pipe.execute()
+                wids = [w for w, row in zip(wids, got, strict=True) if list(row) == wanted]
+            found += wids
+        return found[:want]
+
     def count(
-        self, state: str | None = None, name: str | None = None, template: str | None = None
+        self,
+        state: str | None = None,
+        name: str | None = None,
+        template: str | None = None,
+        created_after_ms: int | None = None,
+        created_before_ms: int | None = None,
     ) -> int:
         """How many workflows match: O(1) per shard for one filter; with more, a walk of
-        the name's (or template's) index."""
+        the name's (or template's) index. A creation-time window is searched (see
+        :mod:`.by_time`), and walked only to check a state (or a name on a template's)."""
+        if created_after_ms is not None or created_before_ms is not None:
+            total = 0
+            for key, start, end, checks in self._windows(
+                state, name, template, created_after_ms, created_before_ms
+            ):
+                if checks:
+                    total += len(self._ranks_matching(key, start, end, checks, 1 << 62))
+                else:
+                    total += end - start
+            return total
         checks = {k: v for k, v in ((F_STATE, state), (F_NAME, name)) if v is not None}
         if template is not None and checks or state is not None and name is not None:
             if template is None:

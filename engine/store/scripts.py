@@ -44,6 +44,7 @@ SCRIPT_NAMES = (
     "cancel",
     "retry",
     "cleanup",
+    "expire",
     "expand",
     "schedule",
     "tick",

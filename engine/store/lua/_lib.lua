@@ -756,6 +756,18 @@ local function schedule_run_ended(sn, wid, final)
   end
 end
 
+-- A finished workflow's own retention: it goes `ttl` ms from now, or (-1) only when
+-- cleaned up by hand: at +inf in P:expire, which housekeeping never reaches and the
+-- deployment's sweep steps over. Returns when it goes (ms), or -1.
+local function arm_retention(wid, ttl)
+  if ttl < 0 then
+    redis.call('ZADD', K_EXPIRE, '+inf', wid)
+    return -1
+  end
+  redis.call('ZADD', K_EXPIRE, NOW + ttl, wid)
+  return NOW + ttl
+end
+
 -- Every end of a workflow (it was `prev`, it is `final`) comes here: its gates' slots go
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
@@ -773,7 +785,7 @@ local function workflow_ended(wid, wk, prev, final)
     end
   end
   if m[2] then schedule_run_ended(m[2], wid, final) end
-  if m[3] then redis.call('ZADD', K_EXPIRE, NOW + tonumber(m[3]), wid) end
+  if m[3] then arm_retention(wid, tonumber(m[3])) end
 end
 
 -- Close a workflow whose last unfinished task just ended.
