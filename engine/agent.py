@@ -178,8 +178,10 @@ class Agent:
         self._max_output = engine.max_payload
         # tasks with a timeout, running here: their `cancelled` is set at the deadline
         self._watched: dict[int, tuple[float, Task]] = {}
-        # every task running here: their `cancelled` is set when the lease is lost
+        # every task running here (pool, event loop; an inline batch): their `cancelled`
+        # is set when the lease is lost
         self._running: dict[int, Task] = {}
+        self._inline: list[Task] = []
         self._watch_lock = threading.Lock()
         self.scheduler = scheduler
 
@@ -389,6 +391,7 @@ class Agent:
         if self._pool is None:
             began = time.perf_counter()
             ran = 0
+            self._inline = tasks
             for t in tasks:
                 if self._stopping.is_set():
                     # the rest of the batch goes back to ready when we leave, its
@@ -397,6 +400,7 @@ class Agent:
                     break
                 self._results.put(self._execute(t))
                 ran += 1
+            self._inline = []
             if self._adaptive and ran:
                 per_task = (time.perf_counter() - began) / ran
                 self.batch = max(
@@ -413,7 +417,12 @@ class Agent:
                 self._pool.submit(self._execute_and_report, t)
 
     def _execute_and_report(self, task: Task) -> None:
-        self._results.put(self._execute(task))
+        running = self._running  # a dict's set and pop are atomic: no lock on this path
+        running[id(task)] = task
+        try:
+            self._results.put(self._execute(task))
+        finally:
+            running.pop(id(task), None)
 
     def _handler(self, task: Task) -> Handler:
         handler = self.handlers.get(task.type)
@@ -422,15 +431,6 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
-        with self._watch_lock:
-            self._running[id(task)] = task
-        try:
-            return self._execute_plain(task)
-        finally:
-            with self._watch_lock:
-                self._running.pop(id(task), None)
-
-    def _execute_plain(self, task: Task) -> Outcome:
         if task.timeout is not None:
             return self._execute_watched(task)
         try:
@@ -456,8 +456,7 @@ class Agent:
 
     async def _execute_async(self, task: Task) -> None:
         self._watch(task)
-        with self._watch_lock:
-            self._running[id(task)] = task
+        self._running[id(task)] = task
         try:
             out = await asyncio.wait_for(self._handler(task)(task), task.timeout)
             outcome = self._succeeded(task, out)
@@ -468,8 +467,7 @@ class Agent:
             outcome = self._failed(task, e)
         finally:
             self._unwatch(task)
-            with self._watch_lock:
-                self._running.pop(id(task), None)
+            self._running.pop(id(task), None)
         self._results.put(outcome)
 
     # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
@@ -492,9 +490,11 @@ class Agent:
         be refused. The loop registers there again."""
         one = len(self._shards) == 1
         with self._watch_lock:
+            # the pool's and event loop's tasks, and an inline batch (its tasks that ended
+            # are told too: harmless, nobody looks any more)
             running = [
                 t
-                for t in self._running.values()
+                for t in [*self._running.values(), *self._inline]
                 if one or self.engine.keys.shard_of(t.workflow_id).shard == shard.shard
             ]
             if self._lost_shards is not None:

@@ -105,7 +105,8 @@ def test_a_dead_agent_is_still_reaped_after_a_freeze(
     assert (task.workflow_id, task.attempt) == (wid, 2)
 
 
-def test_a_handler_is_told_when_its_attempt_is_taken(eng: Engine) -> None:
+@pytest.mark.parametrize("concurrency", [1, 2])  # inline, and in the pool
+def test_a_handler_is_told_when_its_attempt_is_taken(eng: Engine, concurrency: int) -> None:
     """An agent Redis declared dead (its lease expired while Redis ran) sets
     ``task.cancelled`` on what it runs: those tasks were handed on."""
     seen: list[tuple[int, bool]] = []
@@ -120,7 +121,7 @@ def test_a_handler_is_told_when_its_attempt_is_taken(eng: Engine) -> None:
         return task.attempt
 
     wid = one_task(eng)
-    with agent_thread(eng, {"": handler}, agent_id="told", lease_s=1.0, concurrency=2):
+    with agent_thread(eng, {"": handler}, agent_id="told", lease_s=1.0, concurrency=concurrency):
         assert started.wait(30)
         shard = eng.keys.shard_of(wid)
 
