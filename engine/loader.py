@@ -703,6 +703,12 @@ def _seed002_map(
     key = _text(found.get("itemListKey"), f"task {used!r}: itemListKey", here)
     if not key:
         raise DefinitionError(f"{here}: task {used!r} needs an itemListKey to run over")
+    if not after:
+        raise DefinitionError(
+            f"{here}: step {name!r} runs task {used!r} over the job's own {key!r}: "
+            "redisflow maps over a step's output; add a step that outputs the list "
+            "and depend on it"
+        )
     if len(after) != 1:
         raise DefinitionError(
             f"{here}: step {name!r} runs task {used!r} once per item of its parent's "

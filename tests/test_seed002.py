@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from engine_helpers import run_agent
 
-from engine import Engine, Task, seed002_handler, seed002_message
+from engine import DefinitionError, Engine, Task, seed002_handler, seed002_message
 from engine.loader import load_file, load_text
 from engine.mapping import element_key, gather_of
 
@@ -301,3 +301,12 @@ def test_seed002_handler_names_jobs_as_the_manager() -> None:
                 item={"start": 0}, item_index=4)  # fmt: skip
     assert handler(task) == {"ok": 1}
     assert calls == [("7.4:segment-word-counts", {"f": "x", "section": {"start": 0}})]
+
+
+def test_a_task_step_without_depends_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """The manager maps a first ``task:`` step over the job's JSON; redisflow maps over a
+    step's output, and says so."""
+    root = MPATH.replace("        depends: [s0]\n", "", 1)
+    with pytest.raises(DefinitionError, match=r"^w.yaml:\d+: step 's1' runs task 'task1' over "
+                       r"the job's own 'k1': redisflow maps over a step's output"):  # fmt: skip
+        load_text(root, "w.yaml")
