@@ -54,20 +54,21 @@ def stepper(task: Task) -> Any:
 def book_word_counts(task: Task) -> Any:
     """The steps of seed 002's book-word-counts workflow
     (demos/seed002-book-word-counts.yaml), written against seed 002's message model
-    (:func:`engine.seed002_message`): each step gets the job's JSON merged with its
-    parents' outputs; an item of ``section-counts`` gets its element as ``section``; the
-    step after the map gets the items' outputs as ``sections``."""
+    (:func:`engine.seed002_message`): a first step gets the job's JSON, a later one its
+    parents' outputs merged; an item of ``section-counts`` gets its element as
+    ``section`` and answers under ``section``; the step after the map gets those answers
+    listed as ``sections``."""
     message = seed002_message(task)
     if task.name == "book-split":
         book = read_book(Path(message["book"]) if "book" in message else BOOK_FILE)
         return {"title": book["title"], "sections": book["sections"]}
     if task.name == "section-counts":  # once per section: the sub-task's step
-        return dict(count_words(message["section"]))
+        return {"section": dict(count_words(message["section"]))}
     # demos/seed002-book-steps.yaml: a sub-task of two steps per section
     if task.name == "segment-clean":
         return {"tokens": re.findall(r"[a-z]+(?:'[a-z]+)?", message["section"].lower())}
     if task.name == "segment-word-counts":
-        return dict(Counter(message["tokens"]))
+        return {"section": dict(Counter(message["tokens"]))}
     if task.name == "sum-splits":
         total: Counter[str] = Counter()
         for part in message["sections"]:

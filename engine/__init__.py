@@ -21,7 +21,14 @@ from .errors import (
     StateError,
     UnreachableError,
 )
-from .handlers import Task, TaskFailed, exec_handler, import_handler, seed002_message
+from .handlers import (
+    Task,
+    TaskFailed,
+    exec_handler,
+    import_handler,
+    seed002_handler,
+    seed002_message,
+)
 from .loader import load_file, load_text
 from .model import (
     AgentInfo,
@@ -64,5 +71,6 @@ __all__ = [
     "import_handler",
     "load_file",
     "load_text",
+    "seed002_handler",
     "seed002_message",
 ]

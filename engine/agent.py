@@ -686,7 +686,9 @@ class Agent:
                 return
 
     def _nothing_left(self) -> bool:
-        """True when none of our queues hold work and nothing anywhere could make more."""
+        """True when nothing this agent serves can come from the work it sees: its queues
+        are empty, and no running or paused workflow has a task (a map's item or step
+        included) of its types that has not ended."""
         return self._store.nothing_left(self._shards, self.types)
 
     # -- lease --------------------------------------------------------------------------

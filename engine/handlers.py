@@ -321,19 +321,55 @@ def exec_handler(
 
 
 def seed002_message(task: Task) -> dict[str, Any]:
-    """The message a seed 002 worker receives for ``task``: the job's JSON (the run's
-    input) merged with its parents' outputs (those that are objects); an item of a step
-    with ``task:`` gets its element under the singular of the ``itemListKey``
-    (``sections`` -> ``section``), and a step after such a step gets the items' outputs as
-    a list under the key (``sections``)."""
-    message: dict[str, Any] = dict(task.input) if isinstance(task.input, dict) else {}
+    """The message seed 002's manager sends a worker for ``task``, built as it builds it:
+    a step with no parents gets the job's JSON (the run's input); a step with parents
+    gets their outputs merged (those that are objects; the first parent listed in
+    ``depends:`` wins a key). An item of a step with ``task:`` gets what its parent gave
+    the step, less the list it runs over, with its element under the element key
+    (``sections`` -> ``section``). The step after a ``task:`` step gets that step's
+    output: its items' values under the element key listed under the ``itemListKey``,
+    their other keys merged in."""
     info = task.payload if isinstance(task.payload, dict) else {}
-    lists = info.get("itemLists") or {}
+    if not task.parents and task.item_index is None:
+        return dict(task.input) if isinstance(task.input, dict) else {}
+    message: dict[str, Any] = {}
+    lists = info.get("itemLists") or {}  # runs pushed before the manager's gather
     for name, output in task.parents.items():
-        if name in lists:
+        if isinstance(output, dict):
+            for key, value in output.items():
+                message.setdefault(key, value)
+        elif name in lists and lists[name] not in message:
             message[lists[name]] = output
-        elif isinstance(output, dict):
-            message.update(output)
-    if task.item_index is not None and info.get("item"):
+    first = task.step is None or not info.get("depends")  # not a later step of an item
+    if task.item_index is not None and info.get("item") and first:
+        message.pop(str(info.get("itemListKey")), None)
         message[info["item"]] = task.item
     return message
+
+
+Seed002Worker = Callable[[str, dict[str, Any]], Any]
+
+
+def seed002_handler(workers: Seed002Worker | Mapping[str, Seed002Worker]) -> Handler:
+    """A handler running workers written for seed 002's manager, as they are: each is
+    called as ``worker(correlation_id, message)`` and returns its reply (the task's
+    output). ``workers`` is one worker, or one per queue (the task's type). The message
+    is :func:`seed002_message`'s; the correlation id is ``"<job>:<step>"``, the job being
+    the run's id, or ``"<run>.<item>"`` for an item of a ``task:`` step (a job of its own
+    in the manager), the step the sub-task's step for an item."""
+
+    def run(task: Task) -> Any:
+        worker = workers.get(task.type) if isinstance(workers, Mapping) else workers
+        if worker is None:
+            raise TaskFailed(f"no seed 002 worker for queue {task.type!r}")
+        job = task.workflow_id
+        node = task.name
+        if task.item_index is not None:
+            job = f"{job}.{task.item_index}"
+            info = task.payload if isinstance(task.payload, dict) else {}
+            steps = info.get("steps") or []
+            if task.step is None and len(steps) == 1:
+                node = str(steps[0])
+        return worker(f"{job}:{node}", seed002_message(task))
+
+    return run

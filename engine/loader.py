@@ -20,8 +20,10 @@ Native (YAML or JSON)::
         finally: true             # optional: runs once the rest has ended, whatever happened
 
 Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task whose type
-is its ``queue`` (default: the step name). A step with ``task:`` carries that sub-task's
-definition and ``itemListKey`` in its payload for its handler to fan out over.
+is its ``queue`` (default: the step name). A step with ``task:`` is a map over the list
+under the task's ``itemListKey`` in its parent's output, with seed 002's gather
+(:func:`engine.mapping.gather_of`): where seed 002's manager and the native model differ,
+these files follow the manager (:func:`engine.seed002_message` builds its messages).
 
 Seed 000 (a list of tasks with ``Name``, ``Type``, ``Payload``, ``Parents``, ``Children``,
 optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must agree.
@@ -56,7 +58,7 @@ from .definition import (
     show_value,
 )
 from .errors import DefinitionError
-from .mapping import MapSpec
+from .mapping import MapSpec, element_key
 from .timing import parse_duration
 
 
@@ -586,15 +588,6 @@ def _seconds(value: Any, what: str) -> Any:
     return parse_duration(value, what) if isinstance(value, str) else value
 
 
-def singular(key: str) -> str:
-    """Seed 002's name for one element of a list key: ``sections`` -> ``section``."""
-    if key.endswith("ies") and len(key) > 3:
-        return key[:-3] + "y"
-    if key.endswith("s") and not key.endswith("ss") and len(key) > 1:
-        return key[:-1]
-    return key
-
-
 def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
     where = _where(source, doc)
     _known(doc, NATIVE_WORKFLOW, "the workflow", _NO_KEY, where)
@@ -672,7 +665,6 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
             subtasks[_text(sub.get("name"), "a task's name", here)] = sub
         _names(w.get("vhosts"), "vhosts", wwhere)  # accepted as the manager documents it
         wf = Workflow(w.get("name") or "", where=wwhere)
-        lists: dict[str, str] = {}  # map step -> its itemListKey
         for snode in steps:
             here = _where(source, snode)
             s = _mapping(snode, "a step", here)
@@ -687,11 +679,6 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
                 spec, step_type, payload = _seed002_map(
                     subtasks, used, name, after, payload, here, source
                 )
-                lists[name or ""] = spec.key or ""
-            gathered = {p: lists[p] for p in after if p in lists}
-            if gathered and payload is None:
-                # seed 002's next step gets the items' outputs under the list's key
-                payload = {"itemLists": gathered}
             wf.tasks.append(TaskDef(name or "", payload, step_type, 0, after, 1, here, spec))
         out.append(wf)
     return out
@@ -717,6 +704,12 @@ def _seed002_map(
     key = _text(found.get("itemListKey"), f"task {used!r}: itemListKey", here)
     if not key:
         raise DefinitionError(f"{here}: task {used!r} needs an itemListKey to run over")
+    if not after:
+        raise DefinitionError(
+            f"{here}: step {name!r} runs task {used!r} over the job's own {key!r}: "
+            "redisflow maps over a step's output; add a step that outputs the list "
+            "and depend on it"
+        )
     if len(after) != 1:
         raise DefinitionError(
             f"{here}: step {name!r} runs task {used!r} once per item of its parent's "
@@ -740,17 +733,19 @@ def _seed002_map(
             )
         names.append(step_name)
         sub_steps.append((step, step_name, where))
-    info = {"task": used, "itemListKey": key, "item": singular(key), "steps": names}
+    info = {"task": used, "itemListKey": key, "item": element_key(key), "steps": names}
     if payload is not None:
         info["payload"] = payload
-    spec = MapSpec(after[0], key)
+    # the manager's gather: the step's output is one object, the items' values under the
+    # element key listed under the itemListKey (what the steps after it read)
+    spec = MapSpec(after[0], key, gather=key)
     if len(sub_steps) == 1:
         step, step_name, _ = sub_steps[0]
         return spec, step.get("queue") or step_name, info
     spec.steps = []
     for step, step_name, where in sub_steps:
         deps = [d for d in _names(step.get("depends"), "depends", where) if d != SEED002_START]
-        own = dict(info)
+        own = dict(info, depends=deps)  # its steps' own: the message a step gets
         if step.get("payload") is not None:
             own["payload"] = step["payload"]
         spec.steps.append(

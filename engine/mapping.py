@@ -19,7 +19,9 @@ output. Semantics (see the README's "Fan-out over data" section):
   a step gets the element and its parents' outputs within the item; the item's output is
   its last step's (``{step: output}`` of several last steps); a step that finally fails
   fails its item (its error "step <name>: ..."), and retrying the item runs its failed
-  steps again, keeping what succeeded.
+  steps again, keeping what succeeded;
+* seed 002's files set ``gather`` (the ``itemListKey``): the map's output is then the
+  manager's gather (:func:`gather_of`), not the list of the items' outputs.
 """
 
 from __future__ import annotations
@@ -55,6 +57,36 @@ class MapSpec:
     on_empty: str = "succeed"
     tolerate: int | str = 0
     steps: list[Any] | None = None  # the TaskDefs each item runs (None: the task itself)
+    # Seed 002's gather (its files set it, see gather_of): the map's output is one object,
+    # the items' values under element_key(gather) listed under ``gather`` in item order,
+    # their other keys merged in; None: the native list of the items' outputs.
+    gather: str | None = None
+
+
+def element_key(list_key: str) -> str:
+    """Seed 002's name for one element of the list under ``list_key``: the key less one
+    trailing ``s`` when it is longer than one character (``sections`` -> ``section``,
+    ``categories`` -> ``categorie``, ``address`` -> ``addres``), as its manager reads it."""
+    return list_key[:-1] if len(list_key) > 1 and list_key.endswith("s") else list_key
+
+
+def gather_of(outputs: list[Any], list_key: str) -> dict[str, Any]:
+    """Seed 002's gather of its items' ``outputs`` (the reference of the Lua gather,
+    ``seed002_gather`` in ``_lib.lua``): each object's value under the element key listed,
+    in order, under ``list_key``; every other key merged in, the first item's value
+    winning; an output that is not an object adds nothing."""
+    elem = element_key(list_key)
+    listed: list[Any] = []
+    merged: dict[str, Any] = {}
+    for out in outputs:
+        if not isinstance(out, dict):
+            continue
+        for k, v in out.items():
+            if k == elem:
+                listed.append(v)
+            elif k != list_key and k not in merged:
+                merged[k] = v
+    return {list_key: listed, **merged}
 
 
 def check_map(spec: MapSpec, task: str, parents: list[str], where: str) -> None:
@@ -80,6 +112,8 @@ def check_map(spec: MapSpec, task: str, parents: list[str], where: str) -> None:
         raise DefinitionError(f"{at}: tolerate must be a count >= 0 or a percentage like '5%'")
     if isinstance(tol, str) and float(tol[:-1]) > 100:
         raise DefinitionError(f"{at}: tolerate is at most 100%")
+    if spec.gather is not None and (not isinstance(spec.gather, str) or not spec.gather):
+        raise DefinitionError(f"{at}: gather must be a non-empty string, not {spec.gather!r}")
     if spec.steps is not None and (not isinstance(spec.steps, list) or not spec.steps):
         raise DefinitionError(f"{at}: steps must be a non-empty list of tasks")
 

@@ -90,13 +90,14 @@ def test_seed002_book_word_counts() -> None:
     assert by["store-title"].after == []
     spec = by["section-counts"].map
     assert spec is not None and (spec.over, spec.key) == ("book-split", "sections")
+    assert spec.gather == "sections"  # the manager's gather: its output is one object
     assert by["section-counts"].payload == {
         "task": "word-counts",
         "itemListKey": "sections",
         "item": "section",
         "steps": ["segment-word-counts"],
     }
-    assert by["sum-splits"].payload == {"itemLists": {"section-counts": "sections"}}
+    assert by["sum-splits"].payload is None  # it reads the gather, its parent's output
     validate(wf)
 
 

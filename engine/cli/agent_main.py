@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also fire schedules' ticks (any number of agents may; each tick runs once)",
     )
-    p.add_argument("--until-idle", action="store_true", help="exit when no work is left")
+    p.add_argument("--until-idle", action="store_true", help="exit once nothing it serves can come")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 

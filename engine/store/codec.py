@@ -101,6 +101,8 @@ D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
 D_DELAY = "H"  # how long it waits once it could run, ms (absent: none)
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
+# A map with seed 002's gather (MapSpec.gather): its list key (absent: the native list).
+D_GATHER = "J"
 # A map whose items run several steps: how many, the first steps (csv), the last steps
 # (csv); each step s of map c has its own task fields (N, T, P, R, M, C, U, V, W) named
 # with the prefix step_prefix(c, s), "s<c>.<s>" (parents and children: step numbers).
@@ -113,6 +115,9 @@ D_GATHERS = "K"
 M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
 # ... and, once it succeeded with failed items tolerated, their errors by index (JSON).
 M_ERRORS = "q"
+# ... and for a map with seed 002's gather, what its items are given as their parent's
+# output: the map's parent's output less the list (written by expand.lua).
+M_GIVEN = "j"
 # An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
 # output, error, failures and leases lost take the task suffixes; then its element JSON.
 # A step s of item k: the same fields, named "k.s" (step_field); the item's sinks
@@ -241,6 +246,8 @@ def compile_workflow(
                 static += [f"{i}{D_TOLERATE}", m.tolerate]
             if m.max_items != DEFAULT_MAX_ITEMS:
                 static += [f"{i}{D_MAX_ITEMS}", m.max_items]
+            if m.gather is not None:
+                static += [f"{i}{D_GATHER}", m.gather]
             if m.steps is not None:
                 static += _compile_steps(i, m.steps, step_payloads[t.name], types)
         after = ups[i]
@@ -355,9 +362,10 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
 
 # What a definition uses beyond the plain path, as letters after a "+" at the end of its
 # digest (so of its key's name, which every step has in hand): "K" a task whose claim
-# brings parents' errors, "Y" a timeout, "H" a delay. A step reads those fields only when
-# its definition has them (a missing field is a scan of the whole definition hash).
-FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY)
+# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather. A
+# step reads those fields only when its definition has them (a missing field is a scan of
+# the whole definition hash).
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER)
 
 
 def _features(wf: Workflow, static: Sequence[Any]) -> str:

@@ -67,6 +67,7 @@ from .codec import (
     step_field,
     step_prefix,
 )
+from .idle import IdleCheck
 from .keys import Keyspace, ShardKeys
 from .layout import has_sharded_pubsub, is_cluster
 
@@ -96,6 +97,7 @@ class Reads:
         self._definition_fields = 0
         self._lock = threading.Lock()
         self._sharded: bool | None = None
+        self._idle: IdleCheck | None = None  # made when an agent first looks
 
     def server_time(self) -> float:
         """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
@@ -819,15 +821,27 @@ class Reads:
         return max(0.0, (min(due) - now_ms) / 1000) if due else None
 
     def nothing_left(self, shards: Iterable[ShardKeys], types: Iterable[str]) -> bool:
-        """True when the queues of ``types`` hold no work and nothing anywhere in ``shards``
-        could make more (no retry waiting, no task running)."""
+        """True when the queues of ``types`` hold no work and nothing in ``shards`` could
+        make more of it: no retry waiting and no task running, or else no running or
+        paused workflow with a task of ``types`` (an item or a step of a map's included)
+        that has not ended (:mod:`engine.store.idle`)."""
+        shards, types = list(shards), list(types)
         pipe = self.redis.pipeline(transaction=False)
         for shard in shards:
             for t in types:
                 pipe.zcard(shard.queue(t))
             pipe.zcard(shard.delayed)
             pipe.hget(shard.stats, "t:running")
-        return all(int(x or 0) <= 0 for x in pipe.execute())
+        counts = [int(x or 0) for x in pipe.execute()]
+        if all(x <= 0 for x in counts):
+            return True
+        per = len(types) + 2
+        if any(x > 0 for n in range(len(shards)) for x in counts[n * per : n * per + len(types)]):
+            return False  # work in our queues now
+        # something runs or waits for a retry: could it still make work of our types?
+        if self._idle is None:
+            self._idle = IdleCheck(self.redis)
+        return not any(self._idle.could_come(shard, types) for shard in shards)
 
     @property
     def sharded_channels(self) -> bool:

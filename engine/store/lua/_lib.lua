@@ -46,6 +46,9 @@
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
 --   <i>H                                     delay, ms: ready that long after its rule is
 --                                            met (absent: none)
+--   <i>J                                     a map with seed 002's gather: its list key
+--                                            (seed002_gather); its workflow field <i>j:
+--                                            what its items are given (seed002_given)
 --   <i>K                                     parents whose errors come with its claim
 --                                            (csv): a gather's maps that tolerate failed
 --                                            items ("<p>m"), a failure branch's parents
@@ -991,10 +994,115 @@ local function materialize(wid, wk, c, queue)
   return take
 end
 
+-- The members of the JSON object `s` as {key's JSON text, key, value's JSON text}, in
+-- order; nil when `s` is not an object. Nothing is decoded but the keys: values keep
+-- their text (numbers, empty lists and objects as written).
+local function json_members(s)
+  local function str_end(i)  -- s[i] is '"': where that string ends
+    local j = i + 1
+    while true do
+      j = string.find(s, '["\\]', j)
+      if not j then return nil end
+      if string.byte(s, j) == 34 then return j end
+      j = j + 2
+    end
+  end
+  local function value_end(i)
+    local b = string.byte(s, i)
+    if b == 34 then return str_end(i) end
+    if b == 123 or b == 91 then
+      local depth, j = 0, i
+      while j do
+        j = string.find(s, '[%[%]{}"]', j)
+        if not j then return nil end
+        local ch = string.byte(s, j)
+        if ch == 34 then
+          j = str_end(j)
+        elseif ch == 123 or ch == 91 then
+          depth = depth + 1
+        else
+          depth = depth - 1
+          if depth == 0 then return j end
+        end
+        if j then j = j + 1 end
+      end
+      return nil
+    end
+    local j = string.find(s, '[,}%]%s]', i)
+    return (j or #s + 1) - 1
+  end
+  local i = string.find(s, '%S')
+  if not i or string.byte(s, i) ~= 123 then return nil end
+  local out = {}
+  i = string.find(s, '%S', i + 1)
+  if i and string.byte(s, i) == 125 then return out end
+  while i and string.byte(s, i) == 34 do
+    local ke = str_end(i)
+    if not ke then return nil end
+    local raw = string.sub(s, i, ke)
+    local colon = string.find(s, '%S', ke + 1)
+    if not colon then return nil end
+    local v = string.find(s, '%S', colon + 1)
+    local ve = v and value_end(v)
+    if not ve then return nil end
+    out[#out + 1] = {raw, cjson.decode(raw), string.sub(s, v, ve)}
+    i = string.find(s, '%S', ve + 1)
+    if i and string.byte(s, i) == 125 then return out end
+    i = i and string.find(s, '%S', i + 1)
+  end
+  return nil
+end
+
+-- Seed 002's gather (engine/mapping.py, gather_of, is its reference) of the JSON texts
+-- `outs`: one object, their values under `elem` listed in order under `key` (none: a
+-- plain merge), every other key merged in, the first text's value winning; a text that
+-- is not an object adds nothing.
+local function seed002_gather(outs, key, elem)
+  local listed, merged, seen = {}, {}, {}
+  if key then seen[key] = true end
+  for n = 1, #outs do
+    local members = outs[n] and json_members(outs[n])
+    for _, m in ipairs(members or {}) do
+      if key and m[2] == elem then
+        listed[#listed + 1] = m[3]
+      elseif not seen[m[2]] then
+        seen[m[2]] = true
+        merged[#merged + 1] = m[1] .. ':' .. m[3]
+      end
+    end
+  end
+  if key then
+    table.insert(merged, 1, cjson.encode(key) .. ':[' .. table.concat(listed, ',') .. ']')
+  end
+  return '{' .. table.concat(merged, ',') .. '}'
+end
+
+-- What an item (or an item's first step) of map c with seed 002's gather is given as its
+-- parents: the map's parent's output less the list it maps over, under that parent's
+-- name (field <c>j, written once by expand.lua), as seed 002's manager sends its sub-task
+-- items the rest of the message. A native map's items are given none.
+local function seed002_given(wk, dk, c)
+  local rest = redis.call('HGET', wk, c .. 'j')
+  if not rest then return '[]', {} end
+  local over = string.match(redis.call('HGET', dk, c .. 'm') or '', '^(%d+)|')
+  local name = over and redis.call('HGET', dk, over .. 'N') or ''
+  return cjson.encode({name}), {rest}
+end
+
 -- A map's output: its items' outputs in item order (null for a failed one), inline up to
--- MAP_INLINE items; past that a handle the reader pages (Engine.map_outputs).
+-- MAP_INLINE items; past that a handle the reader pages (Engine.map_outputs). A map with
+-- seed 002's gather (its `J`: the list key) outputs that gather, inline at any size.
 local MAP_INLINE = 10000
 local function map_output(wid, wk, c, n)
+  local dk = dkey(wk)
+  local key = has_feature(dk, 'J') and redis.call('HGET', dk, c .. 'J')
+  if key then
+    local fields = {}
+    for k = 0, n - 1 do fields[#fields + 1] = k .. 'o' end
+    local elem = key
+    if #key > 1 and string.sub(key, -1) == 's' then elem = string.sub(key, 1, -2) end
+    return seed002_gather(hmget_all(k_items(wk, c), fields), key, elem)
+  end
   if n > MAP_INLINE then
     return cjson.encode({map = tonumber(c), items = n, workflow = tonumber(wid)})
   end
@@ -1132,12 +1240,18 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
     if #last > 1 then
       if redis.call('HINCRBY', mk, k .. 'd', 1) < #last then return end
       local parts = {}
-      for n, t in ipairs(last) do
-        local f = redis.call('HMGET', mk, k .. '.' .. t .. 'o')
-        local name = redis.call('HGET', dk, step_def(c, t) .. 'N') or t
-        parts[n] = cjson.encode(name) .. ':' .. (f[1] or 'null')
+      if has_feature(dk, 'J') and redis.call('HEXISTS', dk, c .. 'J') == 1 then
+        -- seed 002: the item's output is its last steps' outputs merged (the first wins)
+        for n, t in ipairs(last) do parts[n] = redis.call('HGET', mk, k .. '.' .. t .. 'o') end
+        out = seed002_gather(parts)
+      else
+        for n, t in ipairs(last) do
+          local f = redis.call('HMGET', mk, k .. '.' .. t .. 'o')
+          local name = redis.call('HGET', dk, step_def(c, t) .. 'N') or t
+          parts[n] = cjson.encode(name) .. ':' .. (f[1] or 'null')
+        end
+        out = '{' .. table.concat(parts, ',') .. '}'
       end
-      out = '{' .. table.concat(parts, ',') .. '}'
     end
     local done = trec('succeeded', a, q, b, done_at, '')
     if out ~= '' then
@@ -1286,20 +1400,24 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     emit_item('claimed', wid, c, fld, agent_json)
     local item, s = step_key(fld)
     if s == nil then
-      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, '[]', {}, f[5] or '',
+      local names, given = '[]', {}
+      if has_feature(dk, 'J') then names, given = seed002_given(wk, dk, c) end
+      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
         redis.call('HGET', h, fld .. 'p') or 'null'}
       if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
       return row
     end
     -- a step: the element of its item, and the outputs of its parents in the item
-    local outs = {}
+    local outs, names = {}, d[5] or '[]'
     local ups = split_csv(d[4])
     if #ups > 0 then
       for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. 'o' end
       outs = redis.call('HMGET', h, unpack(ups))
       for n = 1, #outs do outs[n] = outs[n] or '' end
+    elseif has_feature(dk, 'J') then
+      names, outs = seed002_given(wk, dk, c)
     end
-    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]', outs, f[5] or '',
+    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
       redis.call('HGET', h, item .. 'p') or 'null'}
     if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
     return row

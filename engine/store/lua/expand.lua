@@ -31,6 +31,18 @@ if total < 0 then
   flush()
   return -1
 end
+if from == 0 then
+  local dk = dkey(wk)
+  if has_feature(dk, 'J') then
+    -- seed 002's gather: what its items are given of the parent's output (seed002_given)
+    local over, key = string.match(redis.call('HGET', dk, c .. 'm') or '', '^(%d+)|(.*)$')
+    local parts = {}
+    for _, mb in ipairs(json_members(redis.call('HGET', wk, (over or '') .. 'o') or '') or {}) do
+      if mb[2] ~= key then parts[#parts + 1] = mb[1] .. ':' .. mb[3] end
+    end
+    redis.call('HSET', wk, c .. 'j', '{' .. table.concat(parts, ',') .. '}')
+  end
+end
 local n = #ARGV - 6
 if n > 0 then
   local els = {}
