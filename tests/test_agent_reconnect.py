@@ -119,6 +119,20 @@ def test_an_agent_starting_while_redis_is_away_registers_when_it_is_back(
 
 # cuts connections with a proxy in front of one Redis (cluster clients go around it)
 @pytest.mark.single_redis
+def test_an_agent_whose_connection_drops_during_its_start_up_checks_waits(
+    engine: Engine, proxy: ChaosProxy, tmp_path: Path
+) -> None:
+    """Connected, then cut while it checks its permissions (a script loaded at start-up):
+    it tries again instead of exiting "Redis unreachable"."""
+    wid = engine.push(one_task("started"))
+    proxy.swallow_reply_to(b"SCRIPT", down_s=1.0)
+    proc = start_agent(tmp_path, proxy.url, "ag", "--until-idle")
+    assert proc.wait(60) == 0, (tmp_path / "ag.err").read_text()
+    assert engine.state(wid) == "succeeded"
+
+
+# cuts connections with a proxy in front of one Redis (cluster clients go around it)
+@pytest.mark.single_redis
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_an_agent_stopping_while_redis_is_away_reports_and_leaves_when_it_is_back(
     engine: Engine, proxy: ChaosProxy, concurrency: int

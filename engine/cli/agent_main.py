@@ -10,6 +10,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+import redis
+
 from ..acl import missing_permissions
 from ..agent import Agent
 from ..client import Engine
@@ -113,15 +115,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _connect_patiently(args: argparse.Namespace) -> Engine:
-    """Connect, trying again for ``--connect-timeout`` seconds: an agent started while Redis
-    restarts, or whose first connection drops, waits for it instead of exiting."""
+def _start_patiently(args: argparse.Namespace) -> tuple[Engine, list[str], list[str]]:
+    """Connect, check the permissions of the agent's roles (with --scheduler it pushes
+    runs too: both roles) and read the server's warnings, trying again for
+    ``--connect-timeout`` seconds: an agent started while Redis restarts, or whose
+    connection drops meanwhile, waits for it instead of exiting. Returns the engine, the
+    permissions missing and the warnings."""
     deadline = time.monotonic() + args.connect_timeout
     pause = 0.2
+    roles = ["agent", "operator"] if args.scheduler else ["agent"]
     while True:
+        engine: Engine | None = None
         try:
-            return connect(args)
-        except UnreachableError:
+            engine = connect(args)
+            missing = missing_permissions(engine, roles)
+            warnings = [] if missing else server_warnings(engine.redis)
+            return engine, missing, warnings
+        except (UnreachableError, redis.ConnectionError, redis.TimeoutError):
+            if engine is not None:
+                engine.close()
             if time.monotonic() + pause > deadline:
                 raise
             time.sleep(pause)
@@ -150,16 +162,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         check_name(args.id, "--id", None)
     except DefinitionError as e:
         return fail(str(e), EXIT_BAD_INPUT)
-    engine = _connect_patiently(args)
+    engine, missing, warnings = _start_patiently(args)
     try:
-        # with --scheduler it pushes runs too: both roles
-        missing = missing_permissions(
-            engine, ["agent", "operator"] if args.scheduler else ["agent"]
-        )
         if missing:
             # Before registering: an agent that cannot work must not half-start.
             return refuse(missing[0])
-        for warning in server_warnings(engine.redis):
+        for warning in warnings:
             print(f"redisflow-agent: WARNING: {warning}", file=sys.stderr)
         try:
             agent = Agent(
