@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -549,7 +550,7 @@ def test_a_long_wait_is_not_a_slow_client(pushed: Engine) -> None:
 
 
 def test_schemathesis_finds_the_server_true_to_its_schema(
-    pushed: Engine, cli_env: dict[str, str]
+    pushed: Engine, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     """schemathesis generates requests from /openapi.json (valid and not) and checks every
     answer against it: status codes documented, schema-valid requests accepted, invalid
@@ -562,7 +563,7 @@ def test_schemathesis_finds_the_server_true_to_its_schema(
         result = subprocess.run(
             [str(binary), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
              "--max-examples", "25", "--seed", "1", "--no-color"],
-            capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,  # its cache
         )  # fmt: skip
     assert result.returncode == 0, result.stdout[-6000:]
     assert " passed" in result.stdout
