@@ -347,18 +347,20 @@ def report_pushed(engine: Engine, ids: list[str], args: argparse.Namespace) -> i
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: dict[str, str] = {}
     said = _UnservedNotes(engine)
+    if ids:
+        said.check(ids[0])  # at once; then for the workflow waited for, every CHECK_S
     try:
         for wid in ids:  # --timeout bounds the whole wait, not each workflow's
-            while wid not in final:
-                said.check(wid)  # at once, then every CHECK_S while waiting
+            while True:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError
-                slice_s = CHECK_S if left is None else min(CHECK_S, left)
                 try:
+                    slice_s = CHECK_S if left is None else min(CHECK_S, left)
                     final[wid] = engine.wait(wid, timeout=slice_s).value
+                    break
                 except TimeoutError:
-                    pass
+                    said.check(wid)
     except TimeoutError:
         late = [wid for wid in ids if wid not in final]
         print(
@@ -425,7 +427,8 @@ def _detail(output: Any, error: str | None) -> str:
 
 
 def _wide_table(*columns: str) -> Any:
-    """A table whose last column alone gives way on narrow terminals."""
+    """A table whose last column alone gives way on narrow terminals; output that is not
+    a terminal is never cut (see :class:`_LazyConsole`)."""
     table = _table(*columns)
     for col in table.columns:
         col.no_wrap = True
