@@ -134,6 +134,28 @@ def test_piped_output_is_never_cut(engine: Engine, cli_env: dict[str, str], tmp_
     assert "all_success: 0/1 succeeded, 1 failed → upstream_failed" in row  # words not broken
 
 
+def test_a_narrow_terminal_cuts_or_drops_no_column(
+    engine: Engine,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.console import Console
+
+    wf = Workflow("narrow")
+    wf.task(LONG)
+    wf.task("second", after=[LONG])
+    wid = engine.push(wf)
+    screen = io.StringIO()
+    monkeypatch.setattr(cli_main, "terminal", lambda: True)
+    monkeypatch.setattr(cli_main._LazyConsole, "_console", Console(file=screen, width=60))
+    assert cli_main.run(["status", wid, "--url", redis_url]) == 0
+    shown = screen.getvalue()
+    assert "…" not in shown
+    [row] = [line for line in shown.splitlines() if line.startswith("second")]
+    assert LONG in row and "all_success: 0/1 succeeded, 1 pending → waiting" in row
+    assert max(len(line) for line in shown.splitlines()) > 60  # the terminal wraps it
+
+
 @pytest.mark.parametrize(
     "args",
     [

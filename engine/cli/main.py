@@ -72,7 +72,8 @@ class _LazyConsole:
 
     _console: Any = None
 
-    def print(self, *objects: Any) -> None:
+    def console(self) -> Any:
+        """The console, made on first use (as wide as a terminal, else unbounded)."""
         if self._console is None:
             from rich.console import Console
 
@@ -83,10 +84,35 @@ class _LazyConsole:
             # Output that is not a terminal is never cut to a width: as wide as it needs.
             width = None if terminal() else UNCUT_WIDTH
             _LazyConsole._console = _Console(highlight=False, width=width)
-        self._console.print(*objects)
+        return self._console
+
+    def print(self, *objects: Any) -> None:
+        self.console().print(*objects)
+
+    def print_table(self, table: Any) -> None:
+        """Print a table whose last column gives way on a narrow terminal; on one too
+        narrow for the other columns and a few characters of it, the table is printed
+        at its full width (the terminal wraps its lines): nothing is cut or dropped."""
+        console = self.console()
+        if terminal():
+            wide = console.options.update_width(UNCUT_WIDTH)
+            last = table._measure_column(console, wide, table.columns[-1]).maximum
+            expand, table.expand = table.expand, False
+            natural = console.measure(table, options=wide).maximum
+            table.expand = expand
+            if natural > console.width < natural - last + LAST_COLUMN_LEAST:
+                table.expand = False
+                width, console.width = console.width, natural  # print(width=) caps at it
+                try:
+                    console.print(table)
+                finally:
+                    console.width = width
+                return
+        console.print(table)
 
 
 UNCUT_WIDTH = 100_000  # the width of output that is not a terminal: nothing is cut
+LAST_COLUMN_LEAST = 24  # a table's last column, on a terminal: at least this, else full width
 
 
 def terminal() -> bool:
@@ -480,7 +506,7 @@ def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
             esc(element[:60]) or "-",
             _detail(r.output, r.error) + _steps_line(r.steps),
         )
-    out.print(table)
+    out.print_table(table)
     pages = max(1, -(-total // args.limit))
     which = "failed items" if args.failed else "items"
     out.print(f"[dim]page {args.page} of {pages} ({total:,} {which})[/]")
@@ -561,7 +587,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         if ruled:
             row.insert(6, esc(t.trigger))
         table.add_row(*row)
-    out.print(table)
+    out.print_table(table)
     return EXIT_OK
 
 
@@ -621,7 +647,7 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
                 f"[dim]{esc(t.why)}[/]",
             )
         out.print(f"[bold]plan of {esc(p.workflow)}[/]")
-        out.print(table)
+        out.print_table(table)
         line = f"workflow {esc(p.workflow)}: {_styled(p.state)}"
         handled = [
             t.name
@@ -718,7 +744,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
             _ago(r.created_at, now),
             _ago(r.finished_at, now),
         )
-    out.print(table)
+    out.print_table(table)
     pages = max(1, -(-total // args.limit))
     out.print(f"[dim]page {args.page} of {pages} ({total} workflows)[/]")
     return EXIT_OK
@@ -741,7 +767,7 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
             str(a.concurrency),
             esc(f"{a.host}/{a.pid}"),
         )
-    out.print(table)
+    out.print_table(table)
     if agents:
         a = agents[0]
         out.print(

@@ -109,7 +109,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         when = i.when + ("" if i.timezone == "UTC" else f" {i.timezone}")
         table.add_row(esc(i.name), esc(i.template), esc(when), nxt, esc(last),
                       f"{i.runs:,}", f"{i.skipped:,}", f"{i.missed:,}")  # fmt: skip
-    out.print(table)
+    out.print_table(table)
     out.print(f"[dim]{len(rows)} schedules[/]")
     return EXIT_OK
 

@@ -35,7 +35,7 @@ def cmd_template_list(engine: Engine, args: argparse.Namespace) -> int:
     for t in rows:
         table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", _ago(t.put_at, now),
                       esc(t.source))  # fmt: skip
-    out.print(table)
+    out.print_table(table)
     out.print(f"[dim]{len(rows)} templates[/]")
     return EXIT_OK
 
