@@ -121,6 +121,8 @@ def add_global_options(parser: argparse.ArgumentParser, *parents: argparse.Argum
                 continue
             twin = copy.copy(action)
             twin.dest = GLOBAL + action.dest
+            if action.nargs != 0 and twin.metavar is None:
+                twin.metavar = action.dest.upper()  # not GLOBAL_URL
             twin.default = argparse.SUPPRESS
             parser._add_action(twin)
             _twins[action.dest] = twin
