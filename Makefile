@@ -12,7 +12,9 @@ BIN := $(VENV)/bin
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,embedded,console]'
+	# setuptools warns of every editable install in a box that -q does not hide: that
+	# one warning is filtered by its message, errors and other warnings still show
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[test,embedded,console]'
 	touch $@
 
 demo: $(BIN)/redisflow

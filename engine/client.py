@@ -169,7 +169,7 @@ class Engine:
         Raises :class:`UnreachableError` when Redis does not answer, and
         :class:`DefinitionError` for a malformed URL (:func:`engine.urls.parse_url`).
         """
-        from .urls import URLError, open_client, read_timeout, redact
+        from .urls import URLError, not_redis, open_client, read_timeout, redact
 
         url = url or url_from_env()
         timeout = read_timeout()
@@ -200,6 +200,9 @@ class Engine:
             ) from None
         except (redis.ConnectionError, OSError) as e:
             raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
+        except redis.exceptions.InvalidResponse as e:
+            close_client(client)
+            raise UnreachableError(not_redis(url, e)) from None
         try:
             return cls(client, embedded=embedded, **options)
         except Exception:  # e.g. a --shards other than the deployment's: close, then say so

@@ -359,6 +359,14 @@ def close_client(client: redis.Redis) -> None:
                 node.redis_connection.connection_pool.disconnect()
 
 
+def not_redis(url: str, error: BaseException) -> str:
+    """One line for a server at ``url`` that answered, but not as Redis does."""
+    return (
+        f"cannot reach Redis at {redact(url)}: something else answers on that port "
+        f"(not the Redis protocol: {error})"
+    )
+
+
 def redact(url: str) -> str:
     """``url`` fit to print (:meth:`RedisURL.redacted`): the password as ``***``, no
     query options; for a URL that cannot be read, only its scheme."""

@@ -46,7 +46,7 @@ def cmd_cluster_shards(_: Any, args: argparse.Namespace) -> int:
         table = _table("shard", "tag", "slot", "master", "keys")
         for p in places:
             table.add_row(str(p.shard), esc(p.tag), str(p.slot), p.master, f"{p.keys:,}")
-        out.print(table)
+        out.print_table(table)
         per_master: dict[str, int] = {}
         for p in places:
             per_master[p.master] = per_master.get(p.master, 0) + 1

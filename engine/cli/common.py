@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import os
@@ -26,6 +27,8 @@ from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_PARTIAL = 4  # partly written: the ids of what was written are printed
+EXIT_TIMED_OUT = 5  # a --wait gave up (--timeout) before every workflow finished
+EXIT_CLOSED_PIPE = 141  # stdout closed by its reader (`| head`): as a shell reports SIGPIPE
 
 
 NO_MEMORY = "Redis is out of memory (maxmemory reached, policy noeviction)"
@@ -104,6 +107,54 @@ def connection_options() -> argparse.ArgumentParser:
     return p
 
 
+GLOBAL = "global_"  # the dest prefix of an option given before the command
+_twins: dict[str, argparse.Action] = {}
+
+
+def add_global_options(parser: argparse.ArgumentParser, *parents: argparse.ArgumentParser) -> None:
+    """Let ``parser`` (the top level) take the options of ``parents`` before the command
+    too: ``redisflow --url URL list`` as ``redisflow list --url URL`` (see
+    :func:`apply_global_options`)."""
+    for parent in parents:
+        for action in parent._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            twin = copy.copy(action)
+            twin.dest = GLOBAL + action.dest
+            if action.nargs != 0 and twin.metavar is None:
+                twin.metavar = action.dest.upper()  # not GLOBAL_URL
+            twin.default = argparse.SUPPRESS
+            parser._add_action(twin)
+            _twins[action.dest] = twin
+
+
+def mark_leaves(parser: argparse.ArgumentParser) -> None:
+    """Record, on every command's parser, the parser itself (``args.leaf``), so that
+    :func:`apply_global_options` knows which options the command takes."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                mark_leaves(sub)
+            return
+    parser.set_defaults(leaf=parser)
+
+
+def apply_global_options(args: argparse.Namespace) -> None:
+    """Options given before the command take effect unless given after it too; one the
+    command does not take is bad input (:class:`DefinitionError`)."""
+    leaf: argparse.ArgumentParser = args.leaf
+    for key in [k for k in vars(args) if k.startswith(GLOBAL)]:
+        value = vars(args).pop(key)
+        dest = key[len(GLOBAL) :]
+        own = next((a for a in leaf._actions if a.dest == dest and a.option_strings), None)
+        flag = "--" + dest.replace("_", "-")
+        twin = _twins[dest]
+        if own is None or type(own) is not type(twin) or flag not in own.option_strings:
+            raise DefinitionError(f"{flag} does not apply to `{leaf.prog}`")
+        if getattr(args, dest) == own.default:
+            setattr(args, dest, value)
+
+
 def env_flag(name: str) -> bool:
     """Whether environment variable ``name`` is set to something other than "" or "0"."""
     return os.environ.get(name, "") not in ("", "0")
@@ -140,6 +191,12 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
     options.setdefault("wait_replicas", getattr(args, "wait_replicas", 0))
     options.setdefault("wait_timeout_ms", getattr(args, "wait_timeout", 1000))
     url = connection_url(args)
+    if url is None and getattr(args, "writes", False) and not getattr(args, "wait", False):
+        raise DefinitionError(
+            f"`{args.leaf.prog}` writes to Redis, and neither --url nor REDISFLOW_URL names "
+            "one (it would go to a private Redis deleted on exit): give --url "
+            "redis://HOST:6379/0 or export REDISFLOW_URL (`redisflow server` starts one)"
+        )
     # the URL's user, named in permission errors (a refusal can come while connecting)
     _user = parse_url(url).username if url else None
     engine = Engine.connect(url, namespace=args.namespace, max_payload=args.max_payload, **options)
@@ -150,6 +207,14 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
             file=sys.stderr,
         )
     return engine
+
+
+def closed_pipe() -> int:
+    """Stdout's reader went away (``| head``): end quietly, as Unix tools do. Stdout is
+    pointed at /dev/null so that flushing it at exit raises nothing more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
 
 
 def fail(message: str, code: int) -> int:
@@ -173,6 +238,8 @@ def guarded(fn: Callable[..., int]) -> Callable[..., int]:
             )
         except redis.ConnectionError as e:
             return fail(f"Redis unreachable: {e}", EXIT_UNREACHABLE)
+        except redis.exceptions.InvalidResponse as e:  # another protocol on that port
+            return fail(f"Redis unreachable: not the Redis protocol ({e})", EXIT_UNREACHABLE)
         except redis.ResponseError as e:
             message = server_refusal(e)
             if message is None:

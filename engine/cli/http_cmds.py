@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from ..client import Engine
     from ..store.triggers import Trigger
 
-HTTP_EXTRA = "redisflow serve needs the http extra: pip install 'redisflow[http]'"
+HTTP_EXTRA = (
+    "redisflow serve needs the http extra: pip install -e '.[http]' in a checkout "
+    "(pip install 'redisflow[http]' from a package index)"
+)
 
 
 def port_number(text: str) -> int:
@@ -197,7 +200,7 @@ def add_http_commands(
         help="run each value of this header once (X-GitHub-Delivery, webhook-id); "
         "default: every delivery runs",
     )
-    t.set_defaults(run=cmd_trigger_put, no_engine=True)
+    t.set_defaults(run=cmd_trigger_put, no_engine=True, writes=True)
     t = tsub.add_parser("list", parents=parents, help="every trigger")
     t.set_defaults(run=cmd_trigger_list)
     t = tsub.add_parser("show", parents=parents, help="one trigger (not its secret)")

@@ -20,7 +20,7 @@ from ..definition import plan as plan_workflow
 from ..errors import DefinitionError, PartialWriteError
 from ..flow import check_key
 from ..loader import load_file
-from ..model import TaskState, WorkflowState
+from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from . import cluster_cmds, schedule_cmds, template_cmds
@@ -28,10 +28,15 @@ from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_TIMED_OUT,
+    add_global_options,
+    apply_global_options,
+    closed_pipe,
     connect,
     connection_options,
     env_flag,
     guarded,
+    mark_leaves,
     partly_written,
     print_json,
 )
@@ -67,12 +72,52 @@ class _LazyConsole:
 
     _console: Any = None
 
-    def print(self, *objects: Any) -> None:
+    def console(self) -> Any:
+        """The console, made on first use (as wide as a terminal, else unbounded)."""
         if self._console is None:
             from rich.console import Console
 
-            _LazyConsole._console = Console(highlight=False)
-        self._console.print(*objects)
+            class _Console(Console):
+                def on_broken_pipe(self) -> None:
+                    raise BrokenPipeError  # main() ends quietly (rich would exit 1)
+
+            # Output that is not a terminal is never cut to a width: as wide as it needs.
+            width = None if terminal() else UNCUT_WIDTH
+            _LazyConsole._console = _Console(highlight=False, width=width)
+        return self._console
+
+    def print(self, *objects: Any) -> None:
+        self.console().print(*objects)
+
+    def print_table(self, table: Any) -> None:
+        """Print a table whose last column gives way on a narrow terminal; on one too
+        narrow for the other columns and a few characters of it, the table is printed
+        at its full width (the terminal wraps its lines): nothing is cut or dropped."""
+        console = self.console()
+        if terminal():
+            wide = console.options.update_width(UNCUT_WIDTH)
+            last = table._measure_column(console, wide, table.columns[-1]).maximum
+            expand, table.expand = table.expand, False
+            natural = console.measure(table, options=wide).maximum
+            table.expand = expand
+            if natural > console.width < natural - last + LAST_COLUMN_LEAST:
+                table.expand = False
+                width, console.width = console.width, natural  # print(width=) caps at it
+                try:
+                    console.print(table)
+                finally:
+                    console.width = width
+                return
+        console.print(table)
+
+
+UNCUT_WIDTH = 100_000  # the width of output that is not a terminal: nothing is cut
+LAST_COLUMN_LEAST = 24  # a table's last column, on a terminal: at least this, else full width
+
+
+def terminal() -> bool:
+    """Whether stdout is a terminal (else tables take the width their cells need)."""
+    return sys.stdout.isatty()
 
 
 out = _LazyConsole()
@@ -327,23 +372,57 @@ def report_pushed(engine: Engine, ids: list[str], args: argparse.Namespace) -> i
         )
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     final: dict[str, str] = {}
+    said = _UnservedNotes(engine)
+    if ids:
+        said.check(ids[0])  # at once; then for the workflow waited for, every CHECK_S
     try:
         for wid in ids:  # --timeout bounds the whole wait, not each workflow's
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            final[wid] = engine.wait(wid, timeout=left).value
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                try:
+                    slice_s = CHECK_S if left is None else min(CHECK_S, left)
+                    final[wid] = engine.wait(wid, timeout=slice_s).value
+                    break
+                except TimeoutError:
+                    said.check(wid)
     except TimeoutError:
         late = [wid for wid in ids if wid not in final]
         print(
             f"redisflow: gave up after {args.timeout:g}s; still unfinished: {', '.join(late)}",
             file=sys.stderr,
         )
-        return EXIT_FAILED
+        return EXIT_TIMED_OUT
     if args.json:
         print_json({"ids": ids, "states": final})
     else:
         for wid, st in final.items():
             print(f"workflow {wid}: {st}", file=sys.stderr)
     return EXIT_OK if all(s == "succeeded" for s in final.values()) else EXIT_FAILED
+
+
+CHECK_S = 10.0  # while waiting: how often to look for ready tasks no live agent serves
+RESAY_S = 60.0  # an unchanged note is said again this often
+
+
+class _UnservedNotes:
+    """Say on stderr when a waited-for workflow has ready tasks no live agent serves."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.last = ""
+        self.said_at = 0.0
+
+    def check(self, wid: str) -> None:
+        from ..unserved import unserved, unserved_line
+
+        line = unserved_line(unserved(self.engine.status(wid), self.engine.agents()))
+        now = time.monotonic()
+        if line and (line != self.last or now - self.said_at >= RESAY_S):
+            print(f"redisflow: workflow {wid}: {line}", file=sys.stderr, flush=True)
+            self.said_at = now
+        self.last = line
 
 
 def map_counts(items: dict[str, int]) -> str:
@@ -374,12 +453,13 @@ def _detail(output: Any, error: str | None) -> str:
 
 
 def _wide_table(*columns: str) -> Any:
-    """A table whose last column alone gives way on narrow terminals."""
+    """A table whose last column alone gives way on narrow terminals; output that is not
+    a terminal is never cut (see :class:`_LazyConsole`)."""
     table = _table(*columns)
     for col in table.columns:
         col.no_wrap = True
     table.columns[-1].ratio = 1
-    table.expand = True
+    table.expand = terminal()  # else as wide as its cells: nothing cut, no padding
     return table
 
 
@@ -426,11 +506,21 @@ def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
             esc(element[:60]) or "-",
             _detail(r.output, r.error) + _steps_line(r.steps),
         )
-    out.print(table)
+    out.print_table(table)
     pages = max(1, -(-total // args.limit))
     which = "failed items" if args.failed else "items"
     out.print(f"[dim]page {args.page} of {pages} ({total:,} {which})[/]")
     return EXIT_OK
+
+
+def _unserved(engine: Engine, st: WorkflowStatus) -> dict[str, list[str]]:
+    """Ready tasks of ``st`` no live agent serves, by type (agents read only when some
+    task is ready)."""
+    from ..unserved import unserved
+
+    if not any(t.state == TaskState.READY for t in st.tasks):
+        return {}
+    return unserved(st, engine.agents())
 
 
 def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
@@ -439,8 +529,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     if args.failed or args.page != 1:
         raise DefinitionError("--page and --failed page a map's items: give --task too")
     st = engine.status(args.wid)
+    found = _unserved(engine, st)
     if args.json:
-        print_json(st.to_dict())
+        print_json({**st.to_dict(), "unserved": found})
         return EXIT_OK
     now = engine.server_time()
     upstream = f", {st.upstream_failed} upstream_failed" if st.upstream_failed else ""
@@ -452,6 +543,10 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if found:
+        from ..unserved import unserved_line
+
+        out.print(f"[yellow]{esc(unserved_line(found))}[/]")
     if st.start_at is not None:
         left = st.start_at - time.time()
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.start_at))
@@ -492,7 +587,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         if ruled:
             row.insert(6, esc(t.trigger))
         table.add_row(*row)
-    out.print(table)
+    out.print_table(table)
     return EXIT_OK
 
 
@@ -552,7 +647,7 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
                 f"[dim]{esc(t.why)}[/]",
             )
         out.print(f"[bold]plan of {esc(p.workflow)}[/]")
-        out.print(table)
+        out.print_table(table)
         line = f"workflow {esc(p.workflow)}: {_styled(p.state)}"
         handled = [
             t.name
@@ -649,7 +744,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
             _ago(r.created_at, now),
             _ago(r.finished_at, now),
         )
-    out.print(table)
+    out.print_table(table)
     pages = max(1, -(-total // args.limit))
     out.print(f"[dim]page {args.page} of {pages} ({total} workflows)[/]")
     return EXIT_OK
@@ -672,7 +767,7 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
             str(a.concurrency),
             esc(f"{a.host}/{a.pid}"),
         )
-    out.print(table)
+    out.print_table(table)
     if agents:
         a = agents[0]
         out.print(
@@ -721,8 +816,22 @@ def _control(name: str) -> Any:
     return run
 
 
+def confirm_cleanup(engine: Engine, args: argparse.Namespace) -> bool:
+    """Ask on the terminal before ``cleanup --finished`` deletes, saying how many."""
+    n = engine.count_finished(args.older_than or 0.0)
+    if n == 0:
+        return True  # nothing to delete: nothing to ask
+    when = f" that finished more than {_span(args.older_than)} ago" if args.older_than else ""
+    sys.stderr.write(f"delete {n:,} finished workflows{when}? [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def cmd_cleanup(engine: Engine, args: argparse.Namespace) -> int:
     if args.finished:
+        if not args.yes and sys.stdin.isatty() and not confirm_cleanup(engine, args):
+            print("nothing deleted", file=sys.stderr)
+            return EXIT_FAILED
         n = engine.cleanup_finished(args.older_than or 0.0)
         if args.json:
             print_json({"cleaned": n})
@@ -805,7 +914,10 @@ def add_wait_options(p: argparse.ArgumentParser) -> None:
         "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
     )
     p.add_argument(
-        "--timeout", type=parse_duration, default=None, help="give up waiting after this"
+        "--timeout",
+        type=parse_duration,
+        default=None,
+        help="give up waiting after this (exit 5)",
     )
 
 
@@ -815,9 +927,12 @@ def build_parser() -> argparse.ArgumentParser:
     js.add_argument("--json", action="store_true", help="machine-readable output")
     parser = Parser(
         prog="redisflow",
+        allow_abbrev=False,  # else `push F --wait` would be ambiguous with --wait-replicas
         description="Push, watch and steer redisflow workflows.",
         epilog="exit codes: 0 ok, 1 a waited-for workflow failed, 2 bad input, 3 Redis "
-        "unreachable (or refused: nothing written), 4 partly written (the ids written are printed)",
+        "unreachable (or refused: nothing written), 4 partly written (the ids written are "
+        "printed), 5 --wait gave up (--timeout) before they finished, 141 stdout closed by "
+        "its reader (| head). Connection options and --json go before or after the command.",
     )
     # Subcommand parsers are Parsers; their parents are plain ArgumentParsers.
     sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
@@ -869,7 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"refuse a workflow of more than N tasks (default and most: {DEFAULT_MAX_TASKS:,})",
     )
-    p.set_defaults(run=cmd_push)
+    p.set_defaults(run=cmd_push, writes=True)
 
     p = sub.add_parser("status", parents=both, help="one workflow and its tasks")
     p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
@@ -977,6 +1092,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("wid", nargs="?", type=workflow_id, metavar="WID|key:KEY")
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="with --finished: do not ask (on a terminal it asks first, saying how many; "
+        "a no deletes nothing, exit 1)",
+    )
     p.set_defaults(run=cmd_cleanup)
 
     p = sub.add_parser(
@@ -1039,12 +1160,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_server, no_engine=True)
     add_http_commands(sub, both)
+    add_global_options(parser, conn, js)
+    mark_leaves(parser)
     return parser
 
 
 @guarded
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    apply_global_options(args)
     if getattr(args, "no_engine", False):
         return int(args.run(None, args))
     if args.command == "push":
@@ -1071,6 +1195,9 @@ def main() -> None:
     """Entry point of ``redisflow``."""
     try:
         code = run()
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
     except SystemExit as e:  # argparse: usage errors are bad input
         code = EXIT_BAD_INPUT if e.code not in (0, None) else 0
+    except BrokenPipeError:
+        code = closed_pipe()
     sys.exit(code)

@@ -109,7 +109,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         when = i.when + ("" if i.timezone == "UTC" else f" {i.timezone}")
         table.add_row(esc(i.name), esc(i.template), esc(when), nxt, esc(last),
                       f"{i.runs:,}", f"{i.skipped:,}", f"{i.missed:,}")  # fmt: skip
-    out.print(table)
+    out.print_table(table)
     out.print(f"[dim]{len(rows)} schedules[/]")
     return EXIT_OK
 
@@ -344,7 +344,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("--end-at", metavar="TIME", help="no tick after (ISO 8601)")
     q.add_argument("--pause-on-failure", action="store_true", help="pause when a run fails")
     q.add_argument("--paused", action="store_true", help="store it paused")
-    q.set_defaults(run=cmd_put, no_engine=True)
+    q.set_defaults(run=cmd_put, no_engine=True, writes=True)
 
     q = ss.add_parser("list", parents=parents, help="schedules: next due, last run, counters")
     q.set_defaults(run=cmd_list)

@@ -35,7 +35,7 @@ def cmd_template_list(engine: Engine, args: argparse.Namespace) -> int:
     for t in rows:
         table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", _ago(t.put_at, now),
                       esc(t.source))  # fmt: skip
-    out.print(table)
+    out.print_table(table)
     out.print(f"[dim]{len(rows)} templates[/]")
     return EXIT_OK
 
@@ -93,7 +93,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q = ts.add_parser("put", parents=parents, help="store a workflow file as a template")
     q.add_argument("file", metavar="FILE")
     q.add_argument("--name", type=name_arg, help="the template's name (default: the workflow's)")
-    q.set_defaults(run=cmd_template_put)
+    q.set_defaults(run=cmd_template_put, writes=True)
     q = ts.add_parser("list", parents=parents, help="templates, their versions and run counts")
     q.set_defaults(run=cmd_template_list)
     q = ts.add_parser("show", parents=parents, help="a template's text")
@@ -115,4 +115,4 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     later.add_argument("--in", dest="start_in", type=parse_duration, metavar="DURATION",
                        help="start this long from now")  # fmt: skip
     add_wait_options(p)
-    p.set_defaults(run=cmd_run)
+    p.set_defaults(run=cmd_run, writes=True)

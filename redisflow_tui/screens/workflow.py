@@ -13,7 +13,8 @@ from textual.content import Content
 from textual.widgets import Footer
 
 from engine import Engine, NotFoundError, TaskStatus, WorkflowStatus
-from engine.model import ItemStatus
+from engine.model import ItemStatus, TaskState
+from engine.unserved import unserved, unserved_line
 
 from ..data import actions
 from ..data.dag import GLYPH
@@ -84,6 +85,7 @@ class WorkflowScreen(LiveScreen):
         self.items_query: ItemsQuery | None = None
         self.items: list[ItemStatus] = []
         self.sel_item: int | None = None
+        self.unserved_note = ""  # ready tasks no live agent serves (engine.unserved)
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
@@ -139,7 +141,10 @@ class WorkflowScreen(LiveScreen):
                 items = query.read(engine, self.wid)
             except NotFoundError:  # cleaned up meanwhile
                 items = []
-        return status, prepared, query, items
+        note = ""
+        if status is not None and any(t.state == TaskState.READY for t in status.tasks):
+            note = unserved_line(unserved(status, engine.agents()), most=3)
+        return status, prepared, query, items, note
 
     def _layout(self, view: WorkflowView, mode: str, focus: int) -> DagLayout | None:
         """The layout of ``mode`` (cached per definition); runs in a worker thread."""
@@ -150,7 +155,7 @@ class WorkflowScreen(LiveScreen):
 
     def apply(self, result: Any, changes: Changes) -> None:
         status: WorkflowStatus | None
-        status, prepared, query, items = result
+        status, prepared, query, items, self.unserved_note = result
         if self.items_query is not None:
             if query == self.items_query:
                 self.items = items or []
@@ -295,6 +300,9 @@ class WorkflowScreen(LiveScreen):
                 shown = json.dumps(st.input, separators=(",", ":"), ensure_ascii=False)
                 parts.append("· input [b]$input[/b]")
                 values["input"] = shown if len(shown) <= 60 else shown[:59] + "…"
+            if self.unserved_note:  # ready tasks that would wait for ever
+                parts.append("· [b yellow]⚠ $unserved[/]")
+                values["unserved"] = self.unserved_note
             view_name = MODE_NAMES.get(self.view_mode or "", "…")
             if self.laying_out:
                 view_name += " (laying out…)"

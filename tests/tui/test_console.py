@@ -423,3 +423,21 @@ async def test_the_workflow_screen_shows_the_runs_input(
         header = screen.query_one("#wf-header")
         await wait_for(pilot, lambda: "orders.csv" in str(header.render()))
         assert f"input {shown}" in str(header.render())
+
+
+async def test_the_workflow_screen_says_when_no_live_agent_serves_a_ready_task(
+    console: Callable[..., RedisflowApp], engine: Engine
+) -> None:
+    wf = Workflow("unserved")
+    wf.task("resize", type="slow")
+    wid = engine.push(wf)
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: table(app).wids == [wid])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: workflow_open(app))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        header = screen.query_one("#wf-header")
+        await wait_for(pilot, lambda: "no live agent" in str(header.render()))
+        assert "no live agent serves type 'slow' (ready: resize)" in str(header.render())
