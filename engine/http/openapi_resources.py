@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..definition import MAX_NAME
 from ..schedules.spec import CATCHUP, OVERLAP
 from ..store.triggers import AUTH_SCHEMES
-from .stream import CURSOR_PATTERN
+from .stream import CURSOR_PATTERN, MAX_CURSOR
 
 Responses = dict[str, Any]
 
@@ -36,28 +37,31 @@ _REMOVED = json_body({"type": "object", "properties": {"removed": {"type": "stri
 
 # A workflow in the native file format, as JSON (docs/workflows.md says every field; the
 # server checks the rest: names unique, parents known, no cycle; 400 naming the line).
+_TASK_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
 WORKFLOW = {
     "type": "object",
-    "required": ["tasks"],
+    "required": ["name", "tasks"],
     "properties": {
-        "name": {"type": "string"},
+        "name": {"type": "string", "minLength": 1},
         "tasks": {
             "type": "array",
             "items": {
                 "type": "object",
                 "required": ["name"],
                 "properties": {
-                    "name": {"type": "string"},
-                    "type": {"type": "string"},
+                    "name": _TASK_NAME,
+                    "type": {"type": ["string", "null"]},
                     "payload": {},
-                    "after": {"type": "array", "items": {"type": "string"}},
+                    "after": {"type": ["array", "null"], "items": _TASK_NAME},
                     "priority": {"type": "integer"},
-                    "max_attempts": {"type": "integer"},
+                    "max_attempts": {"type": "integer", "minimum": 1},
                 },
             },
         },
     },
 }
+# a template's workflow may leave out its name (the template's is used)
+TEMPLATE_WORKFLOW = {**WORKFLOW, "required": ["tasks"]}
 TEMPLATE = {
     "type": "object",
     "properties": {
@@ -75,7 +79,7 @@ SCHEDULE_SETTINGS = {
     "required": ["template"],
     "properties": {
         "name": {"type": "string", "description": "if given, the path's name"},
-        "template": {"type": "string"},
+        "template": {"type": "string", "minLength": 1},
         "cron": {"type": "string", "description": "5 fields or @daily..., in timezone"},
         "every": {"type": "string", "description": "a duration: 15m, 1h"},
         "offset": {"type": "string"},
@@ -112,7 +116,7 @@ TRIGGER_SETTINGS = {
     "required": ["template", "auth"],
     "additionalProperties": False,
     "properties": {
-        "template": {"type": "string"},
+        "template": {"type": "string", "minLength": 1},
         "auth": {"type": "string", "enum": list(AUTH_SCHEMES)},
         "secret": {
             "type": "string",
@@ -125,14 +129,26 @@ _SSE = {
     "description": "a stream of Server-Sent Events: event: the kind (task.succeeded...), "
     "data: the event as JSON; the last message of each read has an id: to resume from "
     "(Last-Event-ID)",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    "content": {
+        "text/event-stream": {
+            "schema": {  # one event (OpenAPI 3.1: the schema of a stream's items)
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "description": "its kind"},
+                    "data": {"type": "string", "description": "the event as JSON"},
+                    "id": {"type": "string", "pattern": CURSOR_PATTERN},
+                },
+            }
+        }
+    },
 }
 _LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
     "required": False,
-    "description": "resume after this id (one this server sent)",
-    "schema": {"type": "string", "pattern": CURSOR_PATTERN, "maxLength": 12000},
+    "description": "resume after this id (one this server sent; any other is ignored)",
+    "schema": {"type": "string", "maxLength": MAX_CURSOR},
 }
 
 
@@ -210,7 +226,9 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 "templates",
                 put_answer({"version": {"type": "integer"}, "new": {"type": "boolean"}}),
                 parameters=[_name("template")],
-                requestBody=json_body(WORKFLOW, "the workflow, in the native format as JSON"),
+                requestBody=json_body(
+                    TEMPLATE_WORKFLOW, "the workflow, in the native format as JSON"
+                ),
                 responses={
                     "400": error("not a valid workflow (what and where: body.json:LINE: ...)"),
                     **too_large,
@@ -362,7 +380,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 "events",
                 _SSE,
                 parameters=[_LAST_EVENT_ID],
-                responses={"400": error("a Last-Event-ID this server did not send")},
+                responses={"400": error("a Last-Event-ID over 12,000 characters")},
             )
         },
         "/v1/workflows/{id}/events": {
@@ -381,7 +399,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                         "description": "it has finished and nothing is left after "
                         "Last-Event-ID (an EventSource stops reconnecting)"
                     },
-                    "400": error("a Last-Event-ID this server did not send"),
+                    "400": error("a Last-Event-ID over 12,000 characters"),
                     "404": error("no such workflow"),
                 },
             )  # fmt: skip

@@ -7,7 +7,8 @@ nothing while the events are kept; one listener per app (pub/sub, a hint) wakes 
 streams at once, and each stream also reads every second. The last message of each
 read carries an ``id:``, the position in every shard's stream (``0:1732550000000-0``):
 a client reconnecting with ``Last-Event-ID`` (a browser's ``EventSource`` does it by
-itself) resumes after it, so at worst it sees again the events of one read.
+itself) resumes after it, so at worst it sees again the events of one read. An id this
+server did not send is ignored (the stream starts as without one).
 
 A stream ends when the client goes away (checked every second, a comment line sent
 every 15 seconds of silence), after ``max_stream_s`` (the client reconnects and resumes),
@@ -43,7 +44,8 @@ KEEPALIVE_S = 15.0
 MAX_SEQ = 2**64 - 1
 FINISHED_KINDS = frozenset({"workflow.succeeded", "workflow.failed", "workflow.cancelled"})
 _ENTRY = r"[0-9]{1,4}:[0-9]{1,20}-[0-9]{1,20}"
-CURSOR_PATTERN = rf"^{_ENTRY}(?:,{_ENTRY}){{0,255}}$"
+CURSOR_PATTERN = rf"^{_ENTRY}(?:,{_ENTRY})*$"
+MAX_CURSOR = 12_000  # characters of a Last-Event-ID
 _CURSOR = re.compile(CURSOR_PATTERN)
 Read = tuple[list[Event], bool, str]  # events, whether the stream is done, the cursor after
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -54,18 +56,21 @@ def encode_cursor(last_ids: dict[int, str]) -> str:
     return ",".join(f"{shard}:{last_ids[shard]}" for shard in sorted(last_ids))
 
 
-def parse_cursor(value: str, shards: int) -> dict[int, str]:
-    """A ``Last-Event-ID`` this server gave, as stream ids per shard; a 400
-    :class:`HttpError` for anything else."""
-    if len(value) > 12_000 or not _CURSOR.fullmatch(value):
-        raise HttpError(400, f"Last-Event-ID {value[:60]!r} is not one this server gave")
+def parse_cursor(value: str, shards: int) -> dict[int, str] | None:
+    """A ``Last-Event-ID`` this server gave, as stream ids per shard; None for one it
+    did not give (ignored: the stream starts as without it); a 400 :class:`HttpError`
+    past :data:`MAX_CURSOR` characters."""
+    if len(value) > MAX_CURSOR:
+        raise HttpError(400, f"Last-Event-ID is over {MAX_CURSOR} characters")
+    if not _CURSOR.fullmatch(value):
+        return None
     out: dict[int, str] = {}
     for part in value.split(","):
         shard, _, entry = part.partition(":")
         ms, _, seq = entry.partition("-")
         if int(shard) >= shards or int(ms) > MAX_SEQ or int(seq) > MAX_SEQ:
-            raise HttpError(400, f"Last-Event-ID {value[:60]!r} is not one this server gave")
-        out[int(shard)] = entry
+            return None
+        out[int(shard)] = f"{int(ms)}-{int(seq)}"
     return out
 
 
@@ -185,9 +190,8 @@ async def deployment_events(feed: EventFeed, request: Request) -> Response:
     """GET /v1/events: every event from now on (or after ``Last-Event-ID``)."""
     engine = feed.engine
     given = request.headers.get("last-event-id")
-    if given:
-        last_ids = parse_cursor(given, engine.keys.shards)
-    else:
+    last_ids = None if given is None else parse_cursor(given, engine.keys.shards)
+    if last_ids is None:
         now = await run_in_threadpool(engine.server_time)
         last_ids = since(int(now * 1000), engine.keys.shards)
     return await feed.stream(request, last_ids, lambda e: True)
@@ -202,8 +206,7 @@ async def workflow_events(feed: EventFeed, request: Request) -> Response:
     rows = await run_in_threadpool(engine.summaries, [wid])
     if not rows:
         raise NotFoundError(f"workflow {wid} does not exist")
-    if given:
-        last_ids = parse_cursor(given, engine.keys.shards)
-    else:  # from a second before it was made: its stream ids are Redis times
+    last_ids = None if given is None else parse_cursor(given, engine.keys.shards)
+    if last_ids is None:  # from a second before it was made: its stream ids are Redis times
         last_ids = since(int(rows[0].created_at * 1000) - 1000, engine.keys.shards)
     return await feed.stream(request, last_ids, lambda e: e.wid == wid, wid)
