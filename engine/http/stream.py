@@ -147,6 +147,7 @@ class EventFeed:
         first: Read,
     ) -> AsyncIterator[str]:
         events, done, cursor = first
+        behind = True  # the last read moved on: there may be more (a backlog) right away
         wake = asyncio.Event()
         entry = (asyncio.get_running_loop(), wake)
         with self._lock:
@@ -166,14 +167,17 @@ class EventFeed:
                 if time.monotonic() - last_sent >= KEEPALIVE_S:
                     yield ": keepalive\n\n"
                     last_sent = time.monotonic()
-                try:
-                    await asyncio.wait_for(wake.wait(), RECHECK_S)
-                except TimeoutError:
-                    pass
-                wake.clear()
+                if not behind:
+                    try:
+                        await asyncio.wait_for(wake.wait(), RECHECK_S)
+                    except TimeoutError:
+                        pass
+                    wake.clear()
                 if await request.is_disconnected():
                     return
+                before = cursor
                 events, done, cursor = await run_in_threadpool(read)
+                behind = cursor != before
         finally:
             with self._lock:
                 self._wakes.discard(entry)
