@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -549,14 +550,16 @@ def test_a_long_wait_is_not_a_slow_client(pushed: Engine) -> None:
 
 
 @pytest.mark.parametrize("tokens", [False, True], ids=["open", "tokens"])
-def test_schemathesis_finds_the_server_true_to_its_schema(pushed: Engine, tokens: bool) -> None:
+def test_schemathesis_finds_the_server_true_to_its_schema(
+    pushed: Engine, tokens: bool, tmp_path: Path
+) -> None:
     """schemathesis generates requests from /openapi.json (valid and not) over every
     operation and checks every answer against it: status codes documented, schema-valid
     requests accepted, invalid ones refused, 405s naming the methods allowed, event
     streams' events as described; with tokens, every guarded operation declaring its
     security and refusing a request without one (tests/schemathesis.toml says what a
     schema cannot). A fixed seed: the same requests each run. Event streams end after a
-    second here, so each request ends."""
+    second here, so each request ends. Run in a folder of its own: its cache stays there."""
     binary = BIN / "schemathesis"
     if not binary.exists():
         pytest.skip("schemathesis is not installed (the test extra installs it)")
@@ -574,7 +577,7 @@ def test_schemathesis_finds_the_server_true_to_its_schema(pushed: Engine, tokens
             [str(binary), "--config-file", str(ROOT / "tests" / "schemathesis.toml"), "run",
              f"http://127.0.0.1:{port}/openapi.json", "--checks", "all", "--max-examples",
              "25", "--seed", "1", "--no-color", *auth],
-            capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
         )  # fmt: skip
     assert result.returncode == 0, result.stdout[-6000:]
     assert " passed" in result.stdout
