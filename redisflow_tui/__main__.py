@@ -55,6 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--serve", action="store_true", help="serve the console in a browser (textual-serve)"
     )
     p.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address --serve listens on (default 127.0.0.1; 0.0.0.0: every interface)",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        help="the token a browser needs for --serve (its first line; or REDISFLOW_TUI_TOKEN; "
+        "default: a new random one, printed in the address)",
+    )
     return p
 
 
@@ -91,8 +102,8 @@ def missing_module(names: Sequence[str]) -> str | None:
     return None
 
 
-def _serve(args: argparse.Namespace, url: str) -> None:
-    from textual_serve.server import Server
+def _serve(args: argparse.Namespace, url: str, token: str) -> None:
+    from .web import ConsoleServer
 
     # the URL (credentials and all) by environment: a command line shows in ps
     os.environ["REDISFLOW_URL"] = url
@@ -104,11 +115,13 @@ def _serve(args: argparse.Namespace, url: str) -> None:
         cmd.append("--no-keyspace")
     if args.theme:
         cmd += ["--theme", args.theme]
-    print(f"redisflow-tui: serving on http://127.0.0.1:{args.port} (no authentication)")
+    host = args.host if ":" not in args.host else f"[{args.host}]"
+    shown = "127.0.0.1" if host in ("0.0.0.0", "[::]") else host
+    print(f"redisflow-tui: serving on http://{shown}:{args.port}/?token={token}", flush=True)
     # stop cleanly on SIGTERM too, so the private Redis and the demo go with us
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        Server(shlex.join(cmd), host="127.0.0.1", port=args.port, title="redisflow").serve()
+        ConsoleServer(shlex.join(cmd), args.host, args.port, token).serve()
     except KeyboardInterrupt:
         pass
 
@@ -126,9 +139,14 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_NO_CONSOLE
     embedded: EmbeddedRedis | None = None
     demo = None
+    token = ""
     try:
         url = connection_url(args)
-    except DefinitionError as e:
+        if args.serve:
+            from .web import new_token, read_token
+
+            token = read_token(args.token_file) or new_token()
+    except (DefinitionError, ValueError) as e:
         print(f"redisflow-tui: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
@@ -146,7 +164,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
             demo = Demo(url, rate=args.demo_rate, namespace=args.namespace).start()
         if args.serve:
-            _serve(args, url)
+            _serve(args, url, token)
             return 0
         from .app import RedisflowApp
 

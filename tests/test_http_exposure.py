@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 
 from engine import Engine
 from engine.http import HttpConfig, Tokens, create_app
-from engine.http.openapi import SCHEMA
+from engine.http.openapi import SCHEMA, schema_for
 from engine.http.server import Settings
 
 PIPELINE = "name: pipeline\ntasks:\n  - name: fetch\n    type: http\n"
@@ -549,21 +549,52 @@ def test_a_long_wait_is_not_a_slow_client(pushed: Engine) -> None:
 # -- the schema, checked by a client nobody here wrote ----------------------------------
 
 
+@pytest.mark.parametrize("tokens", [False, True], ids=["open", "tokens"])
 def test_schemathesis_finds_the_server_true_to_its_schema(
-    pushed: Engine, cli_env: dict[str, str], tmp_path: Path
+    pushed: Engine, tokens: bool, tmp_path: Path
 ) -> None:
-    """schemathesis generates requests from /openapi.json (valid and not) and checks every
-    answer against it: status codes documented, schema-valid requests accepted, invalid
-    ones refused, 405s naming the methods allowed. A fixed seed: the same requests each
-    run."""
+    """schemathesis generates requests from /openapi.json (valid and not) over every
+    operation and checks every answer against it: status codes documented, schema-valid
+    requests accepted, invalid ones refused, 405s naming the methods allowed, event
+    streams' events as described; with tokens, every guarded operation declaring its
+    security and refusing a request without one (tests/schemathesis.toml says what a
+    schema cannot). A fixed seed: the same requests each run. Event streams end after a
+    second here, so each request ends. Run in a folder of its own: its cache stays there."""
     binary = BIN / "schemathesis"
     if not binary.exists():
         pytest.skip("schemathesis is not installed (the test extra installs it)")
-    with redisflow_serve(cli_env) as (port, _):
+    config = HttpConfig(max_stream_s=1.0, max_wait_s=2.0)
+    auth: list[str] = []
+    if tokens:
+        config = HttpConfig(
+            tokens=Tokens(frozenset({"read-token-0123456789"}), frozenset({WRITE})),
+            max_stream_s=1.0,
+            max_wait_s=2.0,
+        )
+        auth = ["-H", f"Authorization: Bearer {WRITE}"]
+    with serving(create_app(pushed, config)) as port:
         result = subprocess.run(
-            [str(binary), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
-             "--max-examples", "25", "--seed", "1", "--no-color"],
-            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,  # its cache
+            [str(binary), "--config-file", str(ROOT / "tests" / "schemathesis.toml"), "run",
+             f"http://127.0.0.1:{port}/openapi.json", "--checks", "all", "--max-examples",
+             "25", "--seed", "1", "--no-color", *auth],
+            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
         )  # fmt: skip
     assert result.returncode == 0, result.stdout[-6000:]
     assert " passed" in result.stdout
+
+
+def test_every_guarded_operation_declares_its_security() -> None:
+    """With tokens, every operation but /healthz and trigger deliveries (checked by the
+    trigger's own scheme) names the bearer scheme; without, none does, and none says 401
+    but deliveries."""
+    secured, open_ = schema_for(True), schema_for(False)
+    for path, item in secured["paths"].items():
+        for method, op in item.items():
+            own = (path, method) in {("/healthz", "get"), ("/v1/triggers/{name}", "post")}
+            assert ("security" in op) != own, (path, method)
+            assert ("401" in op["responses"]) == (path != "/healthz"), (path, method)
+            plain = open_["paths"][path][method]
+            assert "security" not in plain
+            delivery = (path, method) == ("/v1/triggers/{name}", "post")
+            assert ("401" in plain["responses"]) == delivery, (path, method)
+    assert secured["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

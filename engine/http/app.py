@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import (
@@ -39,6 +39,7 @@ from ..errors import (
     UnreachableError,
 )
 from ..model import WorkflowState, WorkflowStatus
+from . import resources
 from .auth import Tokens, require
 from .batcher import RunBatcher
 from .bodies import (
@@ -56,7 +57,8 @@ from .errors import HttpError
 from .finished import FinishWaiter
 from .guard import LOOPBACK_NAMES, Guard, GuardConfig
 from .metrics import registry_for
-from .openapi import SCHEMA, docs_page
+from .openapi import docs_page, schema_for
+from .stream import EventFeed, deployment_events, workflow_events
 from .triggers import delivery_key, verify_delivery
 
 if TYPE_CHECKING:
@@ -80,6 +82,8 @@ class HttpConfig:
             ``*`` any); others get 421 (:mod:`.guard`). Default: the loopback names.
         allowed_origins: origins (``https://app.example.com``) whose pages may call the
             API from a browser (CORS); pages of any other origin may not write.
+        max_stream_s: the longest an event stream stays open (its client then reconnects
+            with ``Last-Event-ID`` and misses nothing).
     """
 
     tokens: Tokens = field(default_factory=Tokens)
@@ -87,21 +91,64 @@ class HttpConfig:
     max_page: int = 1000
     allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES
     allowed_origins: tuple[str, ...] = ()
+    max_stream_s: float = 3600.0
 
 
 def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
     """The redisflow HTTP API over ``engine`` as a Starlette app (see the module doc)."""
     api = Api(engine, config or HttpConfig())
+    r = resources
     routes = [
+        Route("/", api.root, methods=["GET"]),
+        Route("/v1/templates", api.on(r.list_templates), methods=["GET"]),
+        Route(
+            "/v1/templates/{name}",
+            api.by_method(
+                GET=api.on(r.get_template),
+                PUT=api.on(r.put_template),
+                DELETE=api.on(r.delete_template),
+            ),
+            methods=["GET", "PUT", "DELETE"],
+        ),
         Route(
             "/v1/templates/{name}/runs",
             api.pushing(api.run_template, "unknown_template"),
             methods=["POST"],
         ),
-        Route("/v1/triggers/{name}", api.pushing(api.deliver, "unknown_trigger"), methods=["POST"]),
-        Route("/v1/workflows", api.list_workflows, methods=["GET"]),
+        Route("/v1/schedules", api.on(r.list_schedules), methods=["GET"]),
+        Route(
+            "/v1/schedules/{name}",
+            api.by_method(
+                GET=api.on(r.get_schedule),
+                PUT=api.on(r.put_schedule),
+                DELETE=api.on(r.delete_schedule),
+            ),
+            methods=["GET", "PUT", "DELETE"],
+        ),
+        Route("/v1/schedules/{name}/pause", api.on(r.pause_schedule), methods=["POST"]),
+        Route("/v1/schedules/{name}/unpause", api.on(r.unpause_schedule), methods=["POST"]),
+        Route("/v1/schedules/{name}/trigger", api.on(r.trigger_schedule), methods=["POST"]),
+        Route("/v1/triggers", api.on(r.list_triggers), methods=["GET"]),
+        Route(
+            "/v1/triggers/{name}",
+            api.by_method(
+                GET=api.on(r.get_trigger),
+                PUT=api.on(r.put_trigger),
+                DELETE=api.on(r.delete_trigger),
+                POST=api.pushing(api.deliver, "unknown_trigger"),
+            ),
+            methods=["GET", "PUT", "DELETE", "POST"],
+        ),
+        Route("/v1/agents", api.on(r.list_agents), methods=["GET"]),
+        Route("/v1/events", api.events, methods=["GET"]),
+        Route(
+            "/v1/workflows",
+            api.by_method(GET=api.list_workflows, POST=api.on(r.push_workflow)),
+            methods=["GET", "POST"],
+        ),
         Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
+        Route("/v1/workflows/{id}/events", api.workflow_events, methods=["GET"]),
         Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
@@ -115,8 +162,8 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(config.allowed_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
+                allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
             )
         )
     guard = GuardConfig(config.allowed_hosts, config.allowed_origins)
@@ -141,11 +188,14 @@ class Api:
         self.registry = registry_for(engine)
         self._as_trigger: dict[str, Engine] = {}
         self._batchers: dict[int, RunBatcher] = {}
+        self.feed = EventFeed(engine, config.max_stream_s)
+        self.schema = schema_for(config.tokens.configured)
 
     @asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
         yield
         self.waiter.close()
+        self.feed.close()
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -157,6 +207,26 @@ class Api:
         limit = self.engine.max_payload
         check_length(request.headers.get("content-length"), limit)
         return await read_limited(request.stream(), limit)
+
+    def on(self, endpoint: Callable[[Api, Request], Awaitable[Response]]) -> Endpoint:
+        """``endpoint`` (a function of :mod:`.resources`) bound to this API."""
+
+        async def bound(request: Request) -> Response:
+            return await endpoint(self, request)
+
+        return bound
+
+    @staticmethod
+    def by_method(**endpoints: Endpoint) -> Endpoint:
+        """One endpoint answering each method with its own (list the same methods on its
+        route: anything else gets 405 naming them)."""
+        if "GET" in endpoints:
+            endpoints["HEAD"] = endpoints["GET"]
+
+        async def dispatch(request: Request) -> Response:
+            return await endpoints[request.method](request)
+
+        return dispatch
 
     def pushing(self, endpoint: Endpoint, not_found: str) -> Endpoint:
         """``endpoint`` with its refusals counted in ``redisflow_http_rejected_total``
@@ -299,6 +369,8 @@ class Api:
     async def control(self, request: Request) -> Response:
         """POST /v1/workflows/{id}/pause|release|cancel|retry"""
         op = request.path_params["op"]
+        if op == "events":
+            raise HTTPException(405, headers={"Allow": "GET, HEAD"})
         if op not in ("pause", "release", "cancel", "retry"):
             raise HttpError(404, f"no operation {op[:40]!r}: pause, release, cancel or retry")
         self.auth(request, "write")
@@ -315,6 +387,20 @@ class Api:
 
     # -- operations -----------------------------------------------------------------------
 
+    async def events(self, request: Request) -> Response:
+        """GET /v1/events (Server-Sent Events)"""
+        self.auth(request, "read")
+        return await deployment_events(self.feed, request)
+
+    async def workflow_events(self, request: Request) -> Response:
+        """GET /v1/workflows/{id}/events (Server-Sent Events)"""
+        self.auth(request, "read")
+        return await workflow_events(self.feed, request)
+
+    async def root(self, request: Request) -> Response:
+        """GET /: the API's page"""
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/docs", 307)
+
     async def metrics(self, request: Request) -> Response:
         """GET /metrics"""
         self.auth(request, "read")
@@ -327,10 +413,10 @@ class Api:
         return JSONResponse({"ok": True})
 
     async def openapi(self, _: Request) -> Response:
-        return JSONResponse(SCHEMA)
+        return JSONResponse(self.schema)
 
     async def docs(self, _: Request) -> Response:
-        return HTMLResponse(docs_page(SCHEMA))
+        return HTMLResponse(docs_page(self.schema))
 
 
 def _task_names(given: Any) -> list[str] | None:

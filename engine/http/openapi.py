@@ -3,10 +3,12 @@ rendered from it: no script, no stylesheet from elsewhere)."""
 
 from __future__ import annotations
 
+import copy
 import html
 from typing import Any
 
 from ..model import WorkflowState
+from . import openapi_resources
 from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -37,6 +39,14 @@ _WAIT = {
     "required": False,
     "description": "wait this long (30s, 2m) for the run to finish",
     "schema": {"type": "string", "pattern": f"^(?:{DURATION_PATTERN})$", "maxLength": 64},
+}
+_KEY_HEADER = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "the same key again answers the first run's id (replayed: true) and "
+    "pushes nothing",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY, "pattern": KEY_PATTERN},
 }
 _ACCEPTED = _json(
     {"$ref": "#/components/schemas/Accepted"},
@@ -103,19 +113,7 @@ SCHEMA: dict[str, Any] = {
                 "parameters": [
                     {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
                     _WAIT,
-                    {
-                        "name": "Idempotency-Key",
-                        "in": "header",
-                        "required": False,
-                        "description": "the same key again answers the first run's id "
-                        "(replayed: true) and pushes nothing",
-                        "schema": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": 200,
-                            "pattern": KEY_PATTERN,
-                        },
-                    },
+                    _KEY_HEADER,
                 ],
                 "requestBody": _json({}, "the run's input: any JSON value (empty: none)"),
                 "responses": {
@@ -337,6 +335,35 @@ SCHEMA: dict[str, Any] = {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
     },
 }
+
+
+# -- the resources of engine/http/resources.py and the event streams --------------------
+
+_PATHS = SCHEMA["paths"]
+_PATHS.update(openapi_resources.paths(_COMMON, _WRITE))
+_PATHS["/v1/workflows"]["post"] = openapi_resources.push_operation(
+    _COMMON, _WRITE, _WAIT, _KEY_HEADER, {"202": _ACCEPTED, "200": _DONE, "422": _FAILED}
+)
+_PATHS["/v1/triggers/{name}"].update(openapi_resources.trigger_operations(_COMMON, _WRITE))
+_OPEN = {("/healthz", "get"), ("/v1/triggers/{name}", "post")}  # no server token needed
+
+
+def schema_for(secured: bool) -> dict[str, Any]:
+    """The document a server serves: with ``secured`` (tokens configured), every
+    operation but the open ones declares the bearer security scheme."""
+    doc = copy.deepcopy(SCHEMA)
+    if not secured:
+        del doc["components"]["securitySchemes"]
+        for path, item in doc["paths"].items():
+            for method, op in item.items():
+                if (path, method) != ("/v1/triggers/{name}", "post"):  # its own auth
+                    op["responses"].pop("401", None)
+        return doc
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if (path, method) not in _OPEN:
+                op["security"] = [{"bearer": []}]
+    return doc
 
 
 def docs_page(schema: dict[str, Any]) -> str:

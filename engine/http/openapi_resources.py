@@ -1,0 +1,473 @@
+"""The OpenAPI path items of templates, schedules, triggers, agents, event streams and
+workflows pushed as JSON (:mod:`.resources`, :mod:`.stream`); :mod:`.openapi` merges
+them into the document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..definition import MAX_NAME
+from ..schedules.spec import CATCHUP, OVERLAP
+from ..store.triggers import AUTH_SCHEMES
+from .stream import CURSOR_PATTERN, MAX_CURSOR
+
+Responses = dict[str, Any]
+
+
+def json_body(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    return {"description": text, "content": {"application/json": {"schema": schema}}}
+
+
+def error(text: str) -> dict[str, Any]:
+    return json_body({"$ref": "#/components/schemas/Error"}, text)
+
+
+def _name(what: str) -> dict[str, Any]:
+    return {
+        "name": "name",
+        "in": "path",
+        "required": True,
+        "description": f"the {what}'s name",
+        "schema": {"type": "string"},
+    }
+
+
+_OBJECT = {"type": "object"}
+_REMOVED = json_body({"type": "object", "properties": {"removed": {"type": "string"}}}, "removed")
+
+# A workflow in the native file format, as JSON (docs/workflows.md says every field; the
+# server checks the rest: names unique, parents known, no cycle; 400 naming the line).
+_TASK_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
+WORKFLOW = {
+    "type": "object",
+    "required": ["name", "tasks"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "tasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": _TASK_NAME,
+                    "type": {"type": ["string", "null"]},
+                    "payload": {},
+                    "after": {"type": ["array", "null"], "items": _TASK_NAME},
+                    "priority": {"type": "integer"},
+                    "max_attempts": {"type": "integer", "minimum": 1},
+                },
+            },
+        },
+    },
+}
+# a template's workflow may leave out its name (the template's is used)
+TEMPLATE_WORKFLOW = {**WORKFLOW, "required": ["tasks"]}
+TEMPLATE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "integer"},
+        "latest": {"type": "integer"},
+        "put_at": {"type": "number"},
+        "source": {"type": "string"},
+        "runs": {"type": "integer"},
+        "text": {"type": ["string", "null"]},
+    },
+}
+SCHEDULE_SETTINGS = {
+    "type": "object",
+    "required": ["template"],
+    "properties": {
+        "name": {"type": "string", "description": "if given, the path's name"},
+        "template": {"type": "string", "minLength": 1},
+        "cron": {"type": "string", "description": "5 fields or @daily..., in timezone"},
+        "every": {"type": "string", "description": "a duration: 15m, 1h"},
+        "offset": {"type": "string"},
+        "timezone": {"type": "string"},
+        "input": {"type": "object"},
+        "overlap": {"type": "string", "enum": list(OVERLAP)},
+        "catchup": {"type": "string", "enum": list(CATCHUP)},
+        "catchup_window": {"type": "string"},
+        "max_catchup": {"type": "integer"},
+        "jitter": {"type": "string"},
+        "start_at": {"type": "string"},
+        "end_at": {"type": "string"},
+        "pause_on_failure": {"type": "boolean"},
+        "paused": {"type": "boolean"},
+    },
+}
+TRIGGER = {
+    "type": "object",
+    "description": "a webhook trigger; its secret is never answered (has_secret says "
+    "whether it has one)",
+    "properties": {
+        "name": {"type": "string"},
+        "template": {"type": "string"},
+        "auth": {"type": "string"},
+        "idempotency_header": {"type": ["string", "null"]},
+        "created_at": {"type": ["number", "null"]},
+        "created_by": {"type": "string"},
+        "has_secret": {"type": "boolean"},
+    },
+    "not": {"required": ["secret"]},
+}
+TRIGGER_SETTINGS = {
+    "type": "object",
+    "required": ["template", "auth"],
+    "additionalProperties": False,
+    "properties": {
+        "template": {"type": "string", "minLength": 1},
+        "auth": {"type": "string", "enum": list(AUTH_SCHEMES)},
+        "secret": {
+            "type": "string",
+            "description": "what the scheme checks (none: no secret); written, never read back",
+        },
+        "idempotency_header": {"type": "string"},
+    },
+}
+_SSE = {
+    "description": "a stream of Server-Sent Events: event: the kind (task.succeeded...), "
+    "data: the event as JSON; the last message of each read has an id: to resume from "
+    "(Last-Event-ID)",
+    "content": {
+        "text/event-stream": {
+            "schema": {  # one event (OpenAPI 3.1: the schema of a stream's items)
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "description": "its kind"},
+                    "data": {"type": "string", "description": "the event as JSON"},
+                    "id": {"type": "string", "pattern": CURSOR_PATTERN},
+                },
+            }
+        }
+    },
+}
+_LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "resume after this id (one this server sent; any other is ignored)",
+    "schema": {"type": "string", "maxLength": MAX_CURSOR},
+}
+
+
+def paths(common: Responses, write: Responses) -> dict[str, Any]:
+    """The path items; ``common``: what any call may answer (401, 421, 503), ``write``:
+    what any write may answer (403, 408, 415)."""
+    too_large = {"413": error("body over the payload limit")}
+
+    def read(summary: str, op_id: str, tag: str, ok: dict[str, Any], **more: Any) -> Any:
+        responses = {"200": ok, **more.pop("responses", {}), **common}
+        return {"summary": summary, "operationId": op_id, "tags": [tag],
+                **more, "responses": responses}  # fmt: skip
+
+    def change(summary: str, op_id: str, tag: str, ok: Responses, **more: Any) -> Any:
+        responses = {**ok, **more.pop("responses", {}), **common, **write}
+        return {"summary": summary, "operationId": op_id, "tags": [tag],
+                **more, "responses": responses}  # fmt: skip
+
+    def put_answer(extra: dict[str, Any]) -> Responses:
+        schema = {"type": "object", "properties": {"name": {"type": "string"}, **extra}}
+        return {
+            "201": json_body(schema, "stored: new"),
+            "200": json_body(schema, "stored: replaced (or, for a template, unchanged)"),
+        }
+
+    schedule_state = json_body(
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "paused": {"type": "boolean"},
+                "changed": {"type": "boolean"},
+            },
+        },
+        "done; changed: false when it already was",
+    )
+    return {
+        "/v1/templates": {
+            "get": read(
+                "Every template's latest version (without its text)",
+                "listTemplates",
+                "templates",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {"templates": {"type": "array", "items": TEMPLATE}},
+                    },
+                    "the templates, by name",
+                ),
+            )  # fmt: skip
+        },
+        "/v1/templates/{name}": {
+            "get": read(
+                "One version of a template (the latest by default), its text included",
+                "getTemplate",
+                "templates",
+                json_body(TEMPLATE, "the template"),
+                parameters=[
+                    _name("template"),
+                    {
+                        "name": "version",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 999_999_999},
+                    },
+                ],
+                responses={
+                    "400": error("a version that is not a whole number from 1"),
+                    "404": error("no such template or version"),
+                },
+            ),
+            "put": change(
+                "Store the body (a workflow file's JSON) as the template's next version",
+                "putTemplate",
+                "templates",
+                put_answer({"version": {"type": "integer"}, "new": {"type": "boolean"}}),
+                parameters=[_name("template")],
+                requestBody=json_body(
+                    TEMPLATE_WORKFLOW, "the workflow, in the native format as JSON"
+                ),
+                responses={
+                    "400": error("not a valid workflow (what and where: body.json:LINE: ...)"),
+                    **too_large,
+                },
+            ),
+            "delete": change(
+                "Delete a template, every version (its runs stay)",
+                "deleteTemplate",
+                "templates",
+                {"200": _REMOVED},
+                parameters=[_name("template")],
+                responses={"404": error("no such template")},
+            ),
+        },
+        "/v1/schedules": {
+            "get": read(
+                "Every schedule, with its next due time, last run and counters",
+                "listSchedules",
+                "schedules",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {"schedules": {"type": "array", "items": _OBJECT}},
+                    },
+                    "the schedules, by name (as schedule list --json)",
+                ),
+            )  # fmt: skip
+        },
+        "/v1/schedules/{name}": {
+            "get": read(
+                "One schedule",
+                "getSchedule",
+                "schedules",
+                json_body(_OBJECT, "the schedule (as schedule show --json)"),
+                parameters=[_name("schedule")],
+                responses={"404": error("no such schedule")},
+            ),
+            "put": change(
+                "Create or update a schedule from its settings (as in a schedule file)",
+                "putSchedule",
+                "schedules",
+                put_answer({"new": {"type": "boolean"}}),
+                parameters=[_name("schedule")],
+                requestBody=json_body(SCHEDULE_SETTINGS, "the settings"),
+                responses={
+                    "400": error("a bad setting or unknown template (what and where)"),
+                    **too_large,
+                },
+            ),
+            "delete": change(
+                "Delete a schedule (its runs are left alone)",
+                "deleteSchedule",
+                "schedules",
+                {"200": _REMOVED},
+                parameters=[_name("schedule")],
+                responses={"404": error("no such schedule")},
+            ),
+        },
+        "/v1/schedules/{name}/pause": {
+            "post": change(
+                "Stop firing its ticks",
+                "pauseSchedule",
+                "schedules",
+                {"200": schedule_state},
+                parameters=[_name("schedule")],
+                responses={"404": error("no such schedule")},
+            )
+        },
+        "/v1/schedules/{name}/unpause": {
+            "post": change(
+                "Fire its ticks again: from now, or with catchup=true from where it was paused",
+                "unpauseSchedule",
+                "schedules",
+                {"200": schedule_state},
+                parameters=[
+                    _name("schedule"),
+                    {
+                        "name": "catchup",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["true", "false"]},
+                    },
+                ],
+                responses={
+                    "400": error("catchup not true or false"),
+                    "404": error("no such schedule"),
+                },
+            )
+        },
+        "/v1/schedules/{name}/trigger": {
+            "post": change(
+                "Run one tick now, under the schedule's overlap policy (it may be skipped)",
+                "triggerSchedule",
+                "schedules",
+                {
+                    "200": json_body(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"},
+                                "tick": {"type": "integer"},
+                                "what": {"type": "string"},
+                                "run": {"type": ["string", "null"]},
+                            },
+                        },
+                        "what the tick did (fired, buffered, skipped) and its run",
+                    )
+                },
+                parameters=[_name("schedule")],
+                responses={
+                    "404": error("no such schedule (or its template is gone)"),
+                    "409": error("the schedule cannot fire now"),
+                },
+            )
+        },
+        "/v1/triggers": {
+            "get": read(
+                "Every webhook trigger, oldest first (secrets never included)",
+                "listTriggers",
+                "triggers",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {"triggers": {"type": "array", "items": TRIGGER}},
+                    },
+                    "the triggers",
+                ),
+            )  # fmt: skip
+        },
+        "/v1/agents": {
+            "get": read(
+                "Every agent known, with liveness from its heartbeat",
+                "listAgents",
+                "agents",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {"agents": {"type": "array", "items": _OBJECT}},
+                    },
+                    "the agents (as agents --json)",
+                ),
+            )  # fmt: skip
+        },
+        "/v1/events": {
+            "get": read(
+                "The deployment's events, live, as Server-Sent Events (from now, or after "
+                "Last-Event-ID)",
+                "streamEvents",
+                "events",
+                _SSE,
+                parameters=[_LAST_EVENT_ID],
+                responses={"400": error("a Last-Event-ID over 12,000 characters")},
+            )
+        },
+        "/v1/workflows/{id}/events": {
+            "get": read(
+                "A workflow's events as Server-Sent Events, from its first one still kept "
+                "(or after Last-Event-ID), until it finishes",
+                "streamWorkflowEvents",
+                "events",
+                _SSE,
+                parameters=[
+                    {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    _LAST_EVENT_ID,
+                ],
+                responses={
+                    "204": {
+                        "description": "it has finished and nothing is left after "
+                        "Last-Event-ID (an EventSource stops reconnecting)"
+                    },
+                    "400": error("a Last-Event-ID over 12,000 characters"),
+                    "404": error("no such workflow"),
+                },
+            )  # fmt: skip
+        },
+    }
+
+
+def push_operation(
+    common: Responses, write: Responses, wait: dict[str, Any], key_header: dict[str, Any],
+    answers: Responses,
+) -> dict[str, Any]:  # fmt: skip
+    """``POST /v1/workflows``: push the body, a workflow file's JSON."""
+    return {
+        "summary": "Push a workflow given as the JSON of a workflow file (native format)",
+        "operationId": "pushWorkflow",
+        "tags": ["runs"],
+        "parameters": [wait, key_header],
+        "requestBody": json_body(WORKFLOW, "the workflow, validated as redisflow push does"),
+        "responses": {
+            **answers,
+            "400": error(
+                "not a valid workflow (what and where: body.json:LINE: ...), a bad ?wait= or "
+                "Idempotency-Key"
+            ),
+            "413": error("body over the payload limit"),
+            **common,
+            **write,
+        },
+    }
+
+
+def trigger_operations(common: Responses, write: Responses) -> dict[str, Any]:
+    """GET, PUT and DELETE of ``/v1/triggers/{name}`` (its POST is a delivery)."""
+    name = _name("trigger")
+    return {
+        "get": {
+            "summary": "One webhook trigger (its secret never included)",
+            "operationId": "getTrigger",
+            "tags": ["triggers"],
+            "parameters": [name],
+            "responses": {
+                "200": json_body(TRIGGER, "the trigger"),
+                "404": error("no such trigger"),
+                **common,
+            },
+        },
+        "put": {
+            "summary": "Create or replace a webhook trigger",
+            "operationId": "putTrigger",
+            "tags": ["triggers"],
+            "parameters": [name],
+            "requestBody": json_body(TRIGGER_SETTINGS, "the trigger's settings"),
+            "responses": {
+                "200": json_body(TRIGGER, "stored (the secret not echoed)"),
+                "400": error(
+                    "a bad name, scheme or header, a missing secret (or one given to none), "
+                    "an unknown template"
+                ),
+                "413": error("body over the payload limit"),
+                **common,
+                **write,
+            },
+        },
+        "delete": {
+            "summary": "Delete a webhook trigger",
+            "operationId": "deleteTrigger",
+            "tags": ["triggers"],
+            "parameters": [name],
+            "responses": {"200": _REMOVED, "404": error("no such trigger"), **common, **write},
+        },
+    }
