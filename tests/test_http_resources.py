@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_helpers import agent_thread
+from engine_helpers import agent_thread, wait_for
 from test_http_server import READ, WRITE, Client, client  # noqa: F401 - the fixture
 
 from engine import Engine, Task
@@ -180,7 +180,8 @@ def test_a_trigger_without_a_secret_is_refused(engine: Engine, api: httpx.Client
 def test_agents_are_listed(engine: Engine, api: httpx.Client) -> None:
     assert api.get("/v1/agents").json() == {"agents": []}
     with agent_thread(engine, {"http": lambda t: None}, "a7"):
-        agents = api.get("/v1/agents").json()["agents"]
+        # registered once its thread has run a step
+        agents = wait_for(lambda: api.get("/v1/agents").json()["agents"], what="the agent")
     assert [a["id"] for a in agents] == ["a7"] and agents[0]["types"] == ["http"]
 
 
