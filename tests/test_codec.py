@@ -1,13 +1,12 @@
 """The formats Python and Lua share agree: each side's half run against the other's.
 
 ``engine/store/codec.py`` and ``engine/store/keys.py`` are the Python halves of
-``engine/store/lua/_lib.lua``; these tests run the Lua helpers on a real Redis.
+the helpers in ``engine/store/lua/lib``; these tests run the Lua helpers on a real Redis.
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from engine.store.codec import (
     parse_status,
     stored_input,
 )
+from engine.store.scripts import library
 from engine.urls import open_client
 
 RECORDS = [
@@ -37,7 +37,7 @@ RECORDS = [
 
 def run_lua(engine: Engine, body: str, *args: Any) -> Any:
     """Run ``body`` after the shared helpers, on shard 0 (ARGV[3...] are ``args``)."""
-    lib = (resources.files("engine.store") / "lua" / "_lib.lua").read_text(encoding="utf-8")
+    lib = library()
     shard = engine.keys.shard(0)
     return engine.redis.eval(f"{lib}\n{body}", 1, shard.seq, shard.prefix, 100, *args)
 
@@ -216,7 +216,7 @@ def test_a_workflow_too_big_for_pieces_keeps_its_input_in_a_key_of_its_own() -> 
 
 def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -> None:
     data = b"\x80" * 70 + b"\xff" * 100  # continuation bytes only: 3 bytes back at most
-    lib = (resources.files("engine.store") / "lua" / "_lib.lua").read_text(encoding="utf-8")
+    lib = library()
     body = """
         local head, pieces = input_layout(ARGV[3], 10)
         redis.call('HSET', KEYS[1], 'in', head, unpack(pieces))

@@ -171,7 +171,7 @@ def pack_record(
     done: Any = "",
     agent: str = "",
 ) -> str:
-    """The record field of a task (``trec`` in ``_lib.lua``); the agent comes last, so its
+    """The record field of a task (``trec`` in ``lib/record.lua``); the agent comes last, so its
     id may hold any character."""
     return f"{state}|{attempts}|{ready}|{begin}|{done}|{agent}"
 
@@ -280,7 +280,7 @@ def compile_workflow(
             types.append(t.type)
     if wf.deadline is not None:  # ms after its start; push.lua arms it
         init += [F_DEADLINE, round(wf.deadline * 1000)]
-    if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in _lib.lua)
+    if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
         init += [F_TTL, round(wf.ttl * 1000)]
     digest = definition_digest(static) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
@@ -383,7 +383,7 @@ def definition_digest(static: Sequence[Any]) -> str:
 
 
 def decode_claim_row(row: Sequence[Any]) -> Task:
-    """A task as ``start_task`` in ``_lib.lua`` returns it: ``{wid, idx, name, type,
+    """A task as ``start_task`` in ``lib/claim_row.lua`` returns it: ``{wid, idx, name, type,
     payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
     then for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON
     ("" for a plain task), then, when there are any, extras as a JSON object: the
@@ -470,7 +470,7 @@ def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
 
 def input_layout(text: str, tasks: int) -> tuple[str, list[str], str | None]:
     """How ``push.lua`` stores input JSON ``text`` of a workflow of ``tasks`` tasks
-    (``input_layout`` in ``_lib.lua``): the value of field ``in``, the pieces (fields
+    (``input_layout`` in ``lib/input.lua``): the value of field ``in``, the pieces (fields
     ``in1``, ``in2``...) and the value of the input's own key (None: none).
 
     Up to :data:`INPUT_PIECE` bytes the JSON is ``in`` itself. Longer, it is cut into
@@ -505,7 +505,7 @@ def input_layout(text: str, tasks: int) -> tuple[str, list[str], str | None]:
 
 def stored_input(raw: Mapping[str, str], own: str | None = None) -> str:
     """The input JSON ("" for none) of a workflow hash's fields ``raw``, its pieces
-    joined (``read_input`` in ``_lib.lua``); ``own`` is the value of the input's own key,
+    joined (``read_input`` in ``lib/input.lua``); ``own`` is the value of the input's own key,
     read when field ``in`` is :data:`INPUT_OWN_KEY` (see :func:`input_layout`)."""
     head = raw.get(F_INPUT) or ""
     if not head.startswith("#"):

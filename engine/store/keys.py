@@ -225,7 +225,7 @@ class ShardKeys:
         return f"{self.workflow(wid)}:in"
 
     # A map c's keys beside its workflow hash (k_items, k_pending, k_flying, k_failed in
-    # _lib.lua).
+    # lib/keys.lua).
 
     def map_items(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:m:{c}"
@@ -239,7 +239,7 @@ class ShardKeys:
     def map_failed(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:x:{c}"
 
-    # Schedules (engine/store/schedules.py; k_schedule, k_sticks in _lib.lua).
+    # Schedules (engine/store/schedules.py; k_schedule, k_sticks in lib/keys.lua).
 
     def schedule(self, name: str) -> str:
         return f"{self.prefix}:s:{name}"
