@@ -1,6 +1,6 @@
 -- lib/input.lua: A workflow's input.
 
--- A workflow's input JSON as stored in its hash's field `in` (codec.py, input_layout and
+-- A workflow's input JSON as stored in its hash's field `in` (codec/input.py, input_layout and
 -- stored_input, is the other half): "" no input; the JSON itself when it fits one compact
 -- hash value (INPUT_PIECE bytes); else "#<n>" (no JSON starts with "#"): the JSON cut into
 -- n pieces of at most INPUT_PIECE bytes, never inside a character, in fields in1..in<n>.
