@@ -16,7 +16,7 @@ from engine.store.codec import (
     input_layout,
     stored_input,
 )
-from engine.store.scripts import library
+from engine.store.scripts import library, with_fields
 from engine.urls import open_client
 
 INPUTS = [
@@ -97,7 +97,7 @@ def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -
     """
     client = open_client(redis_url)  # bytes, not text
     try:
-        head, joined = client.eval(f"{lib}\n{body}", 1, "w", "p", 100, data)
+        head, joined = client.eval(with_fields(f"{lib}\n{body}"), 1, "w", "p", 100, data)
         assert (head, joined) == (b"#3", data)
         assert [len(client.hget("w", f"in{k}")) for k in (1, 2, 3)] == [61, 64, 45]
     finally:

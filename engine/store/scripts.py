@@ -29,6 +29,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import LeaseLostError, NotFoundError, NotReplicatedError, StateError
+from .codec import fields
 from .durable import refresh_slots, send_waited
 from .layout import is_cluster
 
@@ -106,6 +107,23 @@ def _words(text: str) -> frozenset[str]:
 
 def _lua(name: str) -> str:
     return (resources.files("engine.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+# The field names of codec/fields.py, given to Lua under the same names: a script's
+# preamble declares those its code names (`local F_LEFT = 'left'`), so a field is named in
+# one place and a name Python does not declare is a Lua error the tests meet.
+FIELD_NAMES: dict[str, str] = {
+    name: value
+    for name, value in vars(fields).items()
+    if re.fullmatch(r"[FDMTI]_[A-Z_]+", name) and isinstance(value, str)
+}
+
+
+def with_fields(code: str) -> str:
+    """``code`` after a preamble that declares the field names it uses (only those:
+    Lua allows 200 locals in a chunk)."""
+    used = sorted(_words(code) & FIELD_NAMES.keys())
+    return "".join(f"local {n} = '{FIELD_NAMES[n]}'\n" for n in used) + code
 
 
 @cache
@@ -187,16 +205,17 @@ def lib_for(text: str) -> str:
 
 @cache
 def script_source(name: str, shebang: bool = False, sharded: bool = False) -> str:
-    """The full source of script ``name``: the shared helpers it uses, the permission
-    guard, then its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first. With
-    ``sharded`` (a Redis 7 cluster) its channels are sharded ones: SPUBLISH reaches the
-    subscribers of the shard's own master, where PUBLISH goes to every node."""
+    """The full source of script ``name``: the field names and the shared helpers
+    it uses, the permission guard, then its own body; with ``shebang`` (Redis 7.0+) a
+    ``#!lua`` line first. With ``sharded`` (a Redis 7 cluster) its channels are sharded
+    ones: SPUBLISH reaches the subscribers of the shard's own master, where PUBLISH goes
+    to every node."""
     if sharded:
         return script_source(name, shebang).replace("'PUBLISH'", "'SPUBLISH'")
     need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
     guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
     body = f"{guard}\n{_lua(name)}\nflush()"
-    source = f"{lib_for(body)}\n{guard}\n{_lua(name)}"
+    source = with_fields(f"{lib_for(body)}\n{guard}\n{_lua(name)}")
     if not shebang:
         return source
     flags = " flags=allow-oom" if name in ALLOW_OOM else ""

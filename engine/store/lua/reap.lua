@@ -48,8 +48,8 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
         local item, step = nil, nil
         if c ~= nil then item, step = step_key(k) end
         if c == nil then
-          redis.call('HINCRBY', wk, 'bad', 1)
-          redis.call('HINCRBY', wk, 'left', -1)
+          redis.call('HINCRBY', wk, F_BAD, 1)
+          redis.call('HINCRBY', wk, F_LEFT, -1)
           skip_descendants(wid, wk, i)
         elseif step == nil then
           item_ended(wid, wk, c, k, false, true, f[1] == 'running')

@@ -120,9 +120,9 @@ local function release_children(wid, wk, kids, ct, queue)
         ends[#ends + 1] = {e[1], 'f'}
       end
     end
-    if skipped > 0 then redis.call('HINCRBY', wk, 'skip', skipped) end
-    if upstream > 0 then redis.call('HINCRBY', wk, 'uf', upstream) end
-    redis.call('HINCRBY', wk, 'left', 0 - skipped - upstream)
+    if skipped > 0 then redis.call('HINCRBY', wk, F_SKIP, skipped) end
+    if upstream > 0 then redis.call('HINCRBY', wk, F_UPSTREAM, upstream) end
+    redis.call('HINCRBY', wk, F_LEFT, 0 - skipped - upstream)
     skip_descendants(wid, wk, nil, ends)
   end
 end

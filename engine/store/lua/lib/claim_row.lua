@@ -113,10 +113,10 @@ end
 local item_meta = nil
 local function read_for_task(wk, i)
   local c, k = item_of(i)
-  if c == nil then return redis.call('HMGET', wk, 'st', 'ct', i, 'd', 'in') end
+  if c == nil then return redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT) end
   local m = item_meta and item_meta[wk]
   if m == nil then
-    m = redis.call('HMGET', wk, 'st', 'ct', 'd', 'in')
+    m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
     if item_meta then item_meta[wk] = m end
   end
   return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[3], m[4]}

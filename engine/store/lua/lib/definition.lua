@@ -13,7 +13,7 @@ local dkeys = {}
 local function dkey(wk, digest)
   local k = dkeys[wk]
   if k == nil then
-    k = k_definition(digest or redis.call('HGET', wk, 'd'))
+    k = k_definition(digest or redis.call('HGET', wk, F_DIGEST))
     dkeys[wk] = k
   end
   return k

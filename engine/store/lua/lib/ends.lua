@@ -8,7 +8,7 @@ local function failed_result(wk)
   local dk = dkey(wk)
   local h = redis.call('HMGET', dk, 'hf', 'fy')
   if not h[1] and not h[2] then return 'failed' end
-  local n = tonumber(redis.call('HGET', wk, 'n'))
+  local n = tonumber(redis.call('HGET', wk, F_COUNT))
   local fields = {}
   for i = 0, n - 1 do fields[#fields + 1] = tostring(i) end
   local recs = hmget_all(wk, fields)
@@ -58,7 +58,7 @@ end
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
 local function workflow_ended(wid, wk, prev, final)
-  local m = redis.call('HMGET', wk, 'g', 'sn', 'tl')
+  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl')
   if m[1] then
     local gates = cjson.decode(m[1])
     if prev == 'queued' then
@@ -76,14 +76,14 @@ end
 
 -- Close a workflow whose last unfinished task just ended.
 local function finish_if_done(wid, wk)
-  local m = redis.call('HMGET', wk, 'st', 'left', 'bad')
+  local m = redis.call('HMGET', wk, F_STATE, F_LEFT, F_BAD)
   if (m[1] == 'running' or m[1] == 'paused') and tonumber(m[2]) <= 0 then
     -- skipped and upstream_failed tasks never fail a workflow: failures alone do,
     -- unless handled (failed_result)
     local final = 'succeeded'
     if tonumber(m[3] or '0') > 0 then final = failed_result(wk) end
     set_wstate(wid, wk, m[1], final, NOW)
-    redis.call('HSET', wk, 'ft', NOW)
+    redis.call('HSET', wk, F_FINISHED, NOW)
     emit(final, wid, -1)
     workflow_ended(wid, wk, m[1], final)
   end

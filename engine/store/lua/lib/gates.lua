@@ -35,7 +35,7 @@ end
 -- queues (or wait out their delay) and its deadline starts. A scheduled workflow with
 -- gates takes their slots first, or waits `queued`. Returns how many tasks it queued.
 local function start_held(wid, wk, who)
-  local m = redis.call('HMGET', wk, 'st', 'n', 'ct', 'g')
+  local m = redis.call('HMGET', wk, F_STATE, F_COUNT, F_CREATED, F_GATES)
   redis.call('ZREM', K_SCHEDULED, wid)
   if m[1] ~= 'scheduled' and m[1] ~= 'queued' then return 0 end
   if m[1] == 'scheduled' then
@@ -82,8 +82,8 @@ local function open_gate(g)
     if not head then return end
     redis.call('ZREM', q, head)
     local wk = wkey(head)
-    local gates = redis.call('HGET', wk, 'g')
-    if gates and redis.call('HGET', wk, 'st') == 'queued' then
+    local gates = redis.call('HGET', wk, F_GATES)
+    if gates and redis.call('HGET', wk, F_STATE) == 'queued' then
       gates = cjson.decode(gates)
       local full = full_gate(gates)
       if full == g then  -- no room after all: it stays first

@@ -5,7 +5,7 @@
 local function drop_cancelled(wk, i, ct, t)
   t.s, t.d = 'cancelled', NOW - ct
   set_record(wk, i, tpack(t))
-  if item_of(i) == nil then redis.call('HINCRBY', wk, 'left', -1) end
+  if item_of(i) == nil then redis.call('HINCRBY', wk, F_LEFT, -1) end
   move_task(i, 'running', 'cancelled')
 end
 
@@ -49,7 +49,7 @@ local function promote_due(limit)
     local wid, i = split_member(member)
     local wk = wkey(wid)
     local h, fld = rec_at(wk, i)
-    if redis.call('HGET', wk, 'st') == 'running' and tstate(redis.call('HGET', h, fld)) == 'ready' then
+    if redis.call('HGET', wk, F_STATE) == 'running' and tstate(redis.call('HGET', h, fld)) == 'ready' then
       enqueue(wid, wk, i)
     end
   end

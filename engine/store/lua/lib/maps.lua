@@ -4,7 +4,7 @@
 -- in flight; queued unless `queue` is false (the workflow is paused). Each call does at
 -- most a window's work, and each item's end starts one more.
 local function materialize(wid, wk, c, queue)
-  local f = redis.call('HMGET', wk, c .. 'x', c .. 'y', c .. 'h', 'ct')
+  local f = redis.call('HMGET', wk, c .. 'x', c .. 'y', c .. 'h', F_CREATED)
   local x, y, h = tonumber(f[1] or '0'), tonumber(f[2] or '0'), tonumber(f[3] or '0')
   local dk = dkey(wk)
   local d = redis.call('HMGET', dk, c .. 'X', c .. 'T', c .. 'R', c .. 'Q')
@@ -208,7 +208,7 @@ end
 local function map_finished(wid, wk, c, n, bad, live)
   local h, fld = wk, c
   local t = tparse(redis.call('HGET', h, fld))
-  local ct = tonumber(redis.call('HGET', wk, 'ct'))
+  local ct = tonumber(redis.call('HGET', wk, F_CREATED))
   t.d = NOW - ct
   local dk = dkey(wk)
   if bad <= tolerated(redis.call('HGET', dk, c .. 'O'), n) then
@@ -216,19 +216,19 @@ local function map_finished(wid, wk, c, n, bad, live)
     redis.call('HSET', wk, c, tpack(t), c .. 'o', map_output(wid, wk, c, n))
     if bad > 0 then redis.call('HSET', wk, c .. 'q', map_errors(wk, c)) end
     move_count('running', 'succeeded')
-    redis.call('HINCRBY', wk, 'ok', 1)
-    redis.call('HINCRBY', wk, 'left', -1)
+    redis.call('HINCRBY', wk, F_OK, 1)
+    redis.call('HINCRBY', wk, F_LEFT, -1)
     emit('succeeded', wid, c)
     local kids = split_csv(redis.call('HGET', dk, c .. 'C'))
-    local st = redis.call('HGET', wk, 'st')
+    local st = redis.call('HGET', wk, F_STATE)
     if #kids > 0 and live then release_children(wid, wk, kids, ct, st == 'running') end
   else
     t.s = 'failed'
     local err = bad .. ' of ' .. n .. ' items failed'
     redis.call('HSET', wk, c, tpack(t), c .. 'e', err)
     move_count('running', 'failed')
-    redis.call('HINCRBY', wk, 'bad', 1)
-    redis.call('HINCRBY', wk, 'left', -1)
+    redis.call('HINCRBY', wk, F_BAD, 1)
+    redis.call('HINCRBY', wk, F_LEFT, -1)
     emit('failed', wid, c, err)
     if live then skip_descendants(wid, wk, c) end
   end
@@ -329,7 +329,7 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
     ended(true)
     return
   end
-  local at = NOW - tonumber(redis.call('HGET', wk, 'ct'))
+  local at = NOW - tonumber(redis.call('HGET', wk, F_CREATED))
   for _, t in ipairs(kids) do
     local sd = step_def(c, t)
     local d = redis.call('HMGET', dk, sd .. 'W', sd .. 'T', sd .. 'R')

@@ -4,7 +4,7 @@
 -- it (nil: retention). A cancelled workflow can still have running tasks: they leave
 -- their agent's set (the agent's late outcome is then rejected, as the hash is gone).
 local function remove_workflow(wid, wk, st, who)
-  local m = redis.call('HMGET', wk, 'name', 'n', 'd')
+  local m = redis.call('HMGET', wk, F_NAME, F_COUNT, F_DIGEST)
   local n = tonumber(m[2])
   local dk = dkey(wk, m[3])
   for i = 0, n - 1 do
@@ -39,7 +39,7 @@ end
 -- or nil and the error reply to return. `needs` ends the refusal: "only a running
 -- workflow can be paused".
 local function open_workflow(wid, wk, allowed, needs, ...)
-  local m = redis.call('HMGET', wk, 'st', ...)
+  local m = redis.call('HMGET', wk, F_STATE, ...)
   if not m[1] then
     return nil, redis.error_reply('RFNOTFOUND workflow ' .. wid .. ' does not exist')
   end
@@ -113,9 +113,9 @@ local function end_workflow(wid, wk, st, n, final, who, why)
     end
   end
   -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
-  redis.call('HINCRBY', wk, 'left', 0 - cancelled)
+  redis.call('HINCRBY', wk, F_LEFT, 0 - cancelled)
   set_wstate(wid, wk, st, final, NOW)
-  redis.call('HSET', wk, 'ft', NOW)
+  redis.call('HSET', wk, F_FINISHED, NOW)
   workflow_ended(wid, wk, st, final)
   if why then
     redis.call('HSET', wk, 'why', why)
@@ -131,7 +131,7 @@ local function end_late(limit)
   local due = redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', NOW, 'LIMIT', 0, limit)
   for _, wid in ipairs(due) do
     local wk = wkey(wid)
-    local m = redis.call('HMGET', wk, 'st', 'n')
+    local m = redis.call('HMGET', wk, F_STATE, F_COUNT)
     if m[1] == 'running' or m[1] == 'paused' then
       end_workflow(wid, wk, m[1], m[2], 'failed', nil, 'deadline')
     else

@@ -44,8 +44,8 @@ local function push_workflows(a, token)
     -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
     -- workflow. `in` early and always there (empty: no input): a claim reads it for
     -- every task, and a field that is missing costs a scan of the whole hash
-    local fields = {'name', '', 'st', st0, 'in', '', 'ct', NOW, 'd', digest, 'n', ntasks,
-      'left', ntasks, 'ok', 0, 'bad', 0, 'skip', 0}
+    local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, NOW, F_DIGEST, digest,
+      F_COUNT, ntasks, F_LEFT, ntasks, F_OK, 0, F_BAD, 0, F_SKIP, 0}
     if st0 == 'scheduled' then
       fields[#fields + 1] = 'at'
       fields[#fields + 1] = start_at

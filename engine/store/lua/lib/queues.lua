@@ -51,7 +51,7 @@ local function dequeue(wid, wk, i)
 end
 
 local function set_wstate(wid, wk, old, new, score)
-  redis.call('HSET', wk, 'st', new)
+  redis.call('HSET', wk, F_STATE, new)
   redis.call('ZREM', k_state(old), wid)
   redis.call('ZADD', k_state(new), score, wid)
   count('w:' .. old, -1)

@@ -107,7 +107,7 @@ end
 -- The name is older than the rules: a skip is now one outcome among others.
 local function skip_descendants(wid, wk, i, ends)
   local dk = dkey(wk)
-  local m = redis.call('HMGET', wk, 'st', 'ct', i or 'ct')
+  local m = redis.call('HMGET', wk, F_STATE, F_CREATED, i or F_CREATED)
   local queue, ct = m[1] == 'running', tonumber(m[2])
   local stack = ends or {{i, outcome_class(tstate(m[3]))}}
   local skipped, upstream = 0, 0
@@ -144,8 +144,8 @@ local function skip_descendants(wid, wk, i, ends)
       end
     end
   end
-  if skipped > 0 then redis.call('HINCRBY', wk, 'skip', skipped) end
-  if upstream > 0 then redis.call('HINCRBY', wk, 'uf', upstream) end
-  if skipped + upstream > 0 then redis.call('HINCRBY', wk, 'left', 0 - skipped - upstream) end
+  if skipped > 0 then redis.call('HINCRBY', wk, F_SKIP, skipped) end
+  if upstream > 0 then redis.call('HINCRBY', wk, F_UPSTREAM, upstream) end
+  if skipped + upstream > 0 then redis.call('HINCRBY', wk, F_LEFT, 0 - skipped - upstream) end
   return skipped + upstream
 end
