@@ -1,6 +1,8 @@
 """Field names of a workflow hash, a definition hash and a map's hash.
 
-The Lua half is ``lua/lib/keys.lua`` (key names: :mod:`engine.store.keys`).
+Declared here only: every script's source starts with those its Lua names, as locals of
+the same name (``local F_LEFT = 'left'``, :func:`engine.store.scripts.with_fields`). Key
+names are :mod:`engine.store.keys` (Lua: ``lua/lib/keys.lua``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
+# -- workflow hash (P:w:<wid>) ------------------------------------------------------------
 # Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
 # failed, skipped, created ms, finished ms; upstream_failed (written from the first one).
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
@@ -44,6 +47,7 @@ SUMMARY_FIELDS = (
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
 RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PARENTS)
 
+# -- definition hash (P:d:<digest>) -------------------------------------------------------
 # Whole-definition fields: users, retry backoff base ms, longest retry delay ms; the
 # tasks that handle failures (rules one_failed, all_failed) and the finally tasks, as
 # index csvs (absent: none; read only when a workflow with failures ends).
