@@ -4,7 +4,7 @@ A workflow (or the template it comes from) may say ``concurrency: {key: "custome
 limit: 1}``: at most ``limit`` runs of that workflow with the same value of the input
 field ``key`` run at once; the others wait ``queued`` and start, oldest first, when a
 slot frees. The slot is a *gate* named from the workflow's name and that value; Lua
-(``workflow_ended`` in _lib.lua) keeps the count and starts the waiters.
+(``workflow_ended`` in lib/ends.lua) keeps the count and starts the waiters.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Trigger rules: when a task runs, given how its parents ended. The reference semantics.
 
-``engine/store/lua/_lib.lua`` (``rule_decide``) applies the same table in Redis, one
+``engine/store/lua/lib/rules.lua`` (``rule_decide``) applies the same table in Redis, one
 parent's end at a time; ``tests/test_rules.py`` runs both sides against each other, and
 :func:`plan` (``redisflow plan``) runs it over a whole workflow before anything runs.
 

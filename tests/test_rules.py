@@ -28,7 +28,7 @@ from engine_helpers import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_codec import run_lua
+from lua_helpers import run_lua
 
 from engine import DefinitionError, Engine, Task, TaskFailed, Workflow, load_text
 from engine.definition import plan, resolve, validate

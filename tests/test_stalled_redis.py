@@ -2,7 +2,7 @@
 
 Leases are kept on Redis's clock; a Redis that stood still for longer than a lease would,
 at resume, find every lease expired and hand every running task to another agent while
-its first agent was still running it. lease_clock (``_lib.lua``) moves the leases on by a
+its first agent was still running it. lease_clock (``lib/lease.lua``) moves the leases on by a
 gap no heartbeat could have filled, so only heartbeats missed while Redis ran count. An
 agent that does lose its lease tells its handlers (``task.cancelled``; an ``--exec``
 child gets SIGTERM).

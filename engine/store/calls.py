@@ -1,6 +1,6 @@
 """One typed function per Lua script: builds its KEYS and ARGV, runs it, decodes the reply.
 
-Every script takes the shard prefix and the event stream's cap first (``_lib.lua``);
+Every script takes the shard prefix and the event stream's cap first (``lib/keys.lua``);
 refusals come back as the engine's exceptions (:func:`~.scripts.script_error`). Calls an
 agent sends together in one round trip are built as :class:`~.scripts.Call` objects and
 run in a :class:`~.scripts.ScriptBatch`.
@@ -149,7 +149,7 @@ class Calls:
     ) -> list[Any]:
         """The arguments push.lua takes from ``ARGV[4]`` on (who, shard count, shard,
         delay, definitions, workflows): what any script that pushes (push_workflows in
-        _lib.lua) is given after its own."""
+        lib/push.lua) is given after its own."""
         numbers: dict[str, int] = {}
         defs: list[Any] = []
         rows: list[Any] = []
@@ -249,7 +249,7 @@ class Calls:
         and the attempts past their timeout, which :meth:`time_out` then fails. With a
         ``keeper`` (an agent id) the shard's housekeeping is that agent's for ``hold_ms``;
         None when another agent holds it. ``lease_ms``: the keeper's lease (how long a
-        gap between calls shows a stalled Redis: lease_clock in _lib.lua)."""
+        gap between calls shows a stalled Redis: lease_clock in lib/lease.lua)."""
         args = [*self._common(shard), retention_ms, max_lost, limit, keeper, hold_ms, lease_ms]
         return self.scripts.run(Call("reap", [shard.agents_live], args, _reaped))
 

@@ -12,7 +12,7 @@ key                           type    holds
 ============================  ======  =====================================================
 ``P:seq``                     string  last workflow sequence number of this shard
 ``P:w:<wid>``                 hash    one workflow: meta fields and every task's runtime
-                                      fields (see ``codec.py`` for the field names)
+                                      fields (see ``codec/fields.py`` for the field names)
 ``P:d:<digest>``              hash    one workflow definition, shared by every workflow
                                       pushed with the same tasks: each task's static
                                       fields, and ``r``, how many workflows use it
@@ -44,7 +44,7 @@ key                           type    holds
 ``P:w:<wid>:in``              string  the workflow's input JSON, when too long to keep in
                                       pieces in its hash (``codec.input_layout``)
 ``P:w:<wid>:m:<i>``           hash    map i's items: record, element, output, error...
-                                      (field names: ``codec.py``)
+                                      (field names: ``codec/fields.py``)
 ``P:w:<wid>:l:<i>``           list    map i's elements not started yet, in order
 ``P:w:<wid>:f:<i>``           set     map i's items in flight (ready or running)
 ``P:w:<wid>:x:<i>``           set     map i's items that failed
@@ -225,7 +225,7 @@ class ShardKeys:
         return f"{self.workflow(wid)}:in"
 
     # A map c's keys beside its workflow hash (k_items, k_pending, k_flying, k_failed in
-    # _lib.lua).
+    # lib/keys.lua).
 
     def map_items(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:m:{c}"
@@ -239,7 +239,7 @@ class ShardKeys:
     def map_failed(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:x:{c}"
 
-    # Schedules (engine/store/schedules.py; k_schedule, k_sticks in _lib.lua).
+    # Schedules (engine/store/schedules.py; k_schedule, k_sticks in lib/keys.lua).
 
     def schedule(self, name: str) -> str:
         return f"{self.prefix}:s:{name}"

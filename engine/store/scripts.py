@@ -1,8 +1,9 @@
 """Loads the Lua state transitions in ``engine/store/lua`` and runs them.
 
-Each script is ``_lib.lua`` followed by the script's own file, registered once per
-client with redis-py's ``register_script`` (EVALSHA; SCRIPT LOAD then EVALSHA again when
-the server does not know the script yet, e.g. after a restart). Several calls in one round
+Each script is the shared helpers it uses (``lua/lib/*.lua``, :data:`LIB`), a permission
+guard and the script's own file, registered once per client with redis-py's
+``register_script`` (EVALSHA; SCRIPT LOAD then EVALSHA again when the server does not know
+the script yet, e.g. after a restart). Several calls in one round
 trip go through :class:`ScriptBatch`: plain EVALSHA, reloading on NOSCRIPT. Nothing here
 sends EVAL: ``redisflow acl`` allows each role EVALSHA of its own scripts' SHAs only
 (:func:`script_sha`), and SCRIPT LOAD, which runs nothing.
@@ -28,6 +29,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import LeaseLostError, NotFoundError, NotReplicatedError, StateError
+from .codec import fields
 from .durable import refresh_slots, send_waited
 from .layout import is_cluster
 
@@ -67,21 +69,78 @@ ALLOW_OOM = frozenset({"cleanup"})
 # Scripts that only read (``#!lua flags=no-writes``): Redis runs them while out of memory
 # and on a read-only replica.
 NO_WRITES = frozenset({"heads"})
+# The shared helpers, one concept a file (``lua/lib/<name>.lua``), in the order they are
+# joined: Lua's locals exist from their definition on, so a file uses only earlier ones.
+# Each file's first paragraph (its title) is left out of the scripts.
+LIB = (
+    "keys",
+    "guard",
+    "counters",
+    "definition",
+    "events",
+    "lease",
+    "record",
+    "input",
+    "queues",
+    "rules",
+    "gates",
+    "ends",
+    "children",
+    "maps",
+    "claim_row",
+    "housekeeping",
+    "operator",
+    "push",
+    "calls",
+)
 _CALL = re.compile(r"""(?:redis\.p?call|write_all)\(\s*'([A-Za-z]+)'""")
 _FUNCTION = re.compile(r"^local function (\w+)\(", re.MULTILINE)
 _CALLED = re.compile(r"\b(\w+)\(")
 _WORD = re.compile(r"\b\w+\b")
+_COMMENT = re.compile(r"--[^\n]*")  # no string of the Lua sources holds "--"
+
+
+def _words(text: str) -> frozenset[str]:
+    """The names ``text``'s code uses (its comments' words are no use)."""
+    return frozenset(_WORD.findall(_COMMENT.sub("", text)))
 
 
 def _lua(name: str) -> str:
     return (resources.files("engine.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+# The field names of codec/fields.py, given to Lua under the same names: a script's
+# preamble declares those its code names (`local F_LEFT = 'left'`), so a field is named in
+# one place and a name Python does not declare is a Lua error the tests meet.
+FIELD_NAMES: dict[str, str] = {
+    name: value
+    for name, value in vars(fields).items()
+    if re.fullmatch(r"[FDMTI]_[A-Z_]+", name) and isinstance(value, str)
+}
+
+
+def with_fields(code: str) -> str:
+    """``code`` after a preamble that declares the field names it uses (only those:
+    Lua allows 200 locals in a chunk)."""
+    used = sorted(_words(code) & FIELD_NAMES.keys())
+    return "".join(f"local {n} = '{FIELD_NAMES[n]}'\n" for n in used) + code
+
+
+@cache
+def library() -> str:
+    """Every shared helper, the files of :data:`LIB` joined in order (less their titles)."""
+    parts = []
+    for name in LIB:
+        text = _lua(f"lib/{name}")
+        parts.append(text.split("\n\n", 1)[1])
+    return "\n".join(parts)
+
+
 @cache
 def _lib_commands() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str, str]]:
-    """``_lib.lua`` read once: the commands its top level runs, each helper's own
+    """The library read once: the commands its top level runs, each helper's own
     commands, and each helper's text (to find the helpers it calls)."""
-    lib = _lua("_lib")
+    lib = library()
     starts = list(_FUNCTION.finditer(lib))
     top = frozenset(_CALL.findall(lib[: starts[0].start()])) if starts else frozenset()
     texts: dict[str, str] = {}
@@ -106,35 +165,35 @@ def script_commands(name: str) -> frozenset[str]:
     return frozenset(c.upper() for c in found)
 
 
-# A top-level definition of _lib.lua: `local function name(` or `local a, b = ...`.
+# A top-level definition of the library: `local function name(` or `local a, b = ...`.
 _TOP = re.compile(r"^local (?:function (\w+)\(|([\w, ]+?)\s*=)", re.MULTILINE)
 
 
 @cache
 def _lib_blocks() -> tuple[list[tuple[frozenset[str], str, frozenset[str]]], dict[str, int]]:
-    """``_lib.lua`` cut into its top-level definitions: the names each defines (the
+    """The library cut into its top-level definitions: the names each defines (the
     leading comment defines none), its text and the words it uses; and where each name
     is defined."""
-    lib = _lua("_lib")
+    lib = library()
     starts = list(_TOP.finditer(lib))
     blocks = [(frozenset[str](), lib[: starts[0].start()], frozenset[str]())]
     for k, m in enumerate(starts):
         end = starts[k + 1].start() if k + 1 < len(starts) else len(lib)
         names = [m.group(1)] if m.group(1) else [n.strip() for n in m.group(2).split(",")]
         text = lib[m.start() : end]
-        blocks.append((frozenset(names), text, frozenset(_WORD.findall(text))))
+        blocks.append((frozenset(names), text, _words(text)))
     where = {n: i for i, (names, _, _) in enumerate(blocks) for n in names}
     return blocks, where
 
 
 def lib_for(text: str) -> str:
-    """The part of ``_lib.lua`` that ``text`` uses: the definitions it names, and theirs,
-    in the file's order. Every call of a script runs its helpers' definitions again (a
-    closure each), so a script carries only its own: the whole file costs tens of µs
+    """The part of the library that ``text`` uses: the definitions it names, and theirs,
+    in the library's order. Every call of a script runs its helpers' definitions again (a
+    closure each), so a script carries only its own: the whole library costs tens of µs
     per call."""
     blocks, where = _lib_blocks()
     need: set[int] = {0}
-    todo = [frozenset(_WORD.findall(text))]
+    todo = [_words(text)]
     while todo:
         for n in todo.pop() & where.keys():
             i = where[n]
@@ -146,16 +205,17 @@ def lib_for(text: str) -> str:
 
 @cache
 def script_source(name: str, shebang: bool = False, sharded: bool = False) -> str:
-    """The full source of script ``name``: the shared helpers it uses, the permission
-    guard, then its own body; with ``shebang`` (Redis 7.0+) a ``#!lua`` line first. With
-    ``sharded`` (a Redis 7 cluster) its channels are sharded ones: SPUBLISH reaches the
-    subscribers of the shard's own master, where PUBLISH goes to every node."""
+    """The full source of script ``name``: the field names and the shared helpers
+    it uses, the permission guard, then its own body; with ``shebang`` (Redis 7.0+) a
+    ``#!lua`` line first. With ``sharded`` (a Redis 7 cluster) its channels are sharded
+    ones: SPUBLISH reaches the subscribers of the shard's own master, where PUBLISH goes
+    to every node."""
     if sharded:
         return script_source(name, shebang).replace("'PUBLISH'", "'SPUBLISH'")
     need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
     guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
     body = f"{guard}\n{_lua(name)}\nflush()"
-    source = f"{lib_for(body)}\n{guard}\n{_lua(name)}"
+    source = with_fields(f"{lib_for(body)}\n{guard}\n{_lua(name)}")
     if not shebang:
         return source
     flags = " flags=allow-oom" if name in ALLOW_OOM else ""

@@ -3,7 +3,7 @@
 -- ARGV[3] agent id; ARGV[4] count.
 -- With several queues the best `count` tasks over all of them are taken (priority, then
 -- age), so an agent never claims more than it has room for, whatever its types.
--- Returns one row per task (see start_task in _lib.lua), or the error "RFLEASE ..." when
+-- Returns one row per task (see start_task in lib/claim_row.lua), or the error "RFLEASE ..." when
 -- the agent holds no live lease (it was declared dead: it must register again).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])

@@ -43,7 +43,7 @@ for r = 0, nres - 1 do
   -- Only what every outcome needs: each field is a scan of a compact hash.
   local m
   if c == nil then
-    m = redis.call('HMGET', wk, 'st', 'ct', i, 'd')
+    m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST)
   else
     m = read_for_task(wk, i)
   end
@@ -124,8 +124,8 @@ for r = 0, nres - 1 do
           emit_item('failed', wid, c, k, cjson.encode(value))
           step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)
         elseif c == nil then
-          redis.call('HINCRBY', wk, 'bad', 1)
-          redis.call('HINCRBY', wk, 'left', -1)
+          redis.call('HINCRBY', wk, F_BAD, 1)
+          redis.call('HINCRBY', wk, F_LEFT, -1)
           emit('failed', wid, i, value)
           if live then skip_descendants(wid, wk, i) end
         else
@@ -146,8 +146,8 @@ for _, w in ipairs(wf_order) do
   local ok = wf_ok[wk]
   local left = nil
   if ok > 0 then
-    redis.call('HINCRBY', wk, 'ok', ok)
-    left = redis.call('HINCRBY', wk, 'left', -ok)
+    redis.call('HINCRBY', wk, F_OK, ok)
+    left = redis.call('HINCRBY', wk, F_LEFT, -ok)
   end
   -- Only failures (their counts were written above): read the workflow back to decide.
   if live and (left == nil or left <= 0) then finish_if_done(wid, wk) end

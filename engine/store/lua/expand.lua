@@ -8,7 +8,7 @@
 -- for items (gone, cancelled, expanded already).
 local wid, wk, c = ARGV[3], KEYS[1], ARGV[4]
 local from, total = tonumber(ARGV[5]), tonumber(ARGV[6])
-local m = redis.call('HMGET', wk, 'st', 'ct', c, c .. 'h', c .. 'n')
+local m = redis.call('HMGET', wk, F_STATE, F_CREATED, c, c .. 'h', c .. 'n')
 local live = m[1] == 'running' or m[1] == 'paused'
 if not live or tstate(m[3]) ~= 'running' or m[5] then
   redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
@@ -22,8 +22,8 @@ if total < 0 then
   t.s, t.d = 'failed', NOW - ct
   redis.call('HSET', wk, c, tpack(t), c .. 'e', ARGV[7])
   move_count('running', 'failed')
-  redis.call('HINCRBY', wk, 'bad', 1)
-  redis.call('HINCRBY', wk, 'left', -1)
+  redis.call('HINCRBY', wk, F_BAD, 1)
+  redis.call('HINCRBY', wk, F_LEFT, -1)
   emit('failed', wid, tonumber(c), ARGV[7])
   skip_descendants(wid, wk, c)
   redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
@@ -63,15 +63,15 @@ if h >= total then
       t.s, t.d = 'skipped', NOW - ct
       redis.call('HSET', wk, c, tpack(t))
       move_count('running', 'skipped')
-      redis.call('HINCRBY', wk, 'skip', 1)
-      redis.call('HINCRBY', wk, 'left', -1)
+      redis.call('HINCRBY', wk, F_SKIP, 1)
+      redis.call('HINCRBY', wk, F_LEFT, -1)
       skip_descendants(wid, wk, c)
     elseif on_empty == 'fail' then
       t.s, t.d = 'failed', NOW - ct
       redis.call('HSET', wk, c, tpack(t), c .. 'e', 'no items to map (on_empty: fail)')
       move_count('running', 'failed')
-      redis.call('HINCRBY', wk, 'bad', 1)
-      redis.call('HINCRBY', wk, 'left', -1)
+      redis.call('HINCRBY', wk, F_BAD, 1)
+      redis.call('HINCRBY', wk, F_LEFT, -1)
       emit('failed', wid, tonumber(c), 'no items to map')
       skip_descendants(wid, wk, c)
     else

@@ -3,7 +3,7 @@
 -- ARGV[3] agent id; ARGV[4] lease ms.
 -- Returns 1, or 0 when the lease had already expired and been reaped: the agent's tasks
 -- were handed on and it must register again. A gap since the shard's last lease call
--- longer than Redis can explain moves every lease on first (lease_clock in _lib.lua).
+-- longer than Redis can explain moves every lease on first (lease_clock in lib/lease.lua).
 local agent = ARGV[3]
 if lease_clock(tonumber(ARGV[4])) > 0 then flush() end
 if not redis.call('ZSCORE', KEYS[1], agent) then return 0 end

@@ -12,13 +12,13 @@
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
 -- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
--- input JSON ("" for none; stored once per workflow as input_layout in _lib.lua says: field
+-- input JSON ("" for none; stored once per workflow as input_layout in lib/input.lua says: field
 -- `in`, maybe pieces beside it or a key of its own), and its options JSON ("" for none):
 --   tp, tv   the template and version it runs (fields tp tv; indexed in P:wt:<tp>)
 --   key      its idempotency key: if P:ik:<key> names a workflow, that id is returned as
 --            "=<id>" and nothing is written for this one (field ik; the key goes with it)
 --   g        its gates [[gate, limit], ...] (concurrency keys): over a limit it waits
---            `queued` (field g; see workflow_ended in _lib.lua)
+--            `queued` (field g; see workflow_ended in lib/ends.lua)
 --   sn, tk   the schedule that started it and the tick (fields sn tk)
 -- Returns the workflow ids, in order.
 -- Python validated every definition: nothing here can fail half-way, so the first write

@@ -12,11 +12,11 @@
 --         housekeeping is its own for that long (P:hk), renewed by each of its calls, and
 --         a call by another agent meanwhile does nothing and returns {-1}: each shard is
 --         looked after by one agent at a time, not by every agent;
--- ARGV[8] the asking agent's lease ms (absent: none; see lease_clock in _lib.lua).
+-- ARGV[8] the asking agent's lease ms (absent: none; see lease_clock in lib/lease.lua).
 -- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned, {timed out
 -- attempts: {wid, idx, attempt, agent, timeout ms}...}}.
 local keeper = ARGV[6] or ''
--- before the keeper check: every call is a sign of Redis running (lease_clock, _lib.lua)
+-- before the keeper check: every call is a sign of Redis running (lease_clock, lib/lease.lua)
 local stalled = lease_clock(tonumber(ARGV[8]))
 if keeper ~= '' then
   local owner = redis.call('GET', K_HK)
@@ -48,8 +48,8 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
         local item, step = nil, nil
         if c ~= nil then item, step = step_key(k) end
         if c == nil then
-          redis.call('HINCRBY', wk, 'bad', 1)
-          redis.call('HINCRBY', wk, 'left', -1)
+          redis.call('HINCRBY', wk, F_BAD, 1)
+          redis.call('HINCRBY', wk, F_LEFT, -1)
           skip_descendants(wid, wk, i)
         elseif step == nil then
           item_ended(wid, wk, c, k, false, true, f[1] == 'running')

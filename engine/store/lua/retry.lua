@@ -26,7 +26,7 @@ local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
 -- A failed workflow runs again only in a slot of each of its gates (concurrency keys).
 local gates = nil
 if st == 'failed' then
-  gates = redis.call('HGET', wk, 'g')
+  gates = redis.call('HGET', wk, F_GATES)
   if gates then
     gates = cjson.decode(gates)
     local full = full_gate(gates)
@@ -154,7 +154,7 @@ if st == 'failed' then
     for _, g in ipairs(gates) do redis.call('HINCRBY', K_CC, g[1], 1) end
   end
   redis.call('ZREM', K_EXPIRE, wid)
-  redis.call('HDEL', wk, 'ft')
+  redis.call('HDEL', wk, F_FINISHED)
   live = true
 end
 local was = {}  -- how many tasks run again were in each state
@@ -225,11 +225,11 @@ for _, pair in ipairs(running_maps) do
   items_again = items_again + 1
 end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
-for _, f in ipairs({{'ok', 'succeeded'}, {'bad', 'failed'}, {'skip', 'skipped'},
-    {'uf', 'upstream_failed'}}) do
+for _, f in ipairs({{F_OK, 'succeeded'}, {F_BAD, 'failed'}, {F_SKIP, 'skipped'},
+    {F_UPSTREAM, 'upstream_failed'}}) do
   if was[f[2]] then redis.call('HINCRBY', wk, f[1], 0 - was[f[2]]) end
 end
-redis.call('HINCRBY', wk, 'left', #order)
+redis.call('HINCRBY', wk, F_LEFT, #order)
 emit('retried', wid, -1, {#order + items_again, who})
 flush()
 return #order + items_again

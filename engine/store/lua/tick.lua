@@ -115,7 +115,7 @@ for n = 1, nsched do
           if s.here > 0 then push_now() end  -- its previous run must exist to end it
           if s.cur ~= '' then
             local wk = wkey(s.cur)
-            local m = redis.call('HMGET', wk, 'st', 'n')
+            local m = redis.call('HMGET', wk, F_STATE, F_COUNT)
             local st = m[1]
             if st == 'running' or st == 'paused' or st == 'scheduled' or st == 'queued' then
               end_workflow(s.cur, wk, st, m[2], 'cancelled', who, nil)

@@ -1,0 +1,264 @@
+"""A definition laid out as ``push.lua`` takes it, and its digest.
+
+The Lua half is ``lua/lib/definition.lua`` (reading it) and ``lua/lib/push.lua``
+(storing it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...definition import (
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_MAX_TASKS,
+    Workflow,
+    resolve,
+    validate,
+    validate_steps,
+)
+from ...flow import Concurrency
+from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
+from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
+from .fields import (
+    D_ATTEMPTS,
+    D_BACKOFF,
+    D_BACKOFF_MAX,
+    D_CHILDREN,
+    D_DELAY,
+    D_FINALLY,
+    D_FIRST_STEPS,
+    D_GATHER,
+    D_GATHERS,
+    D_HANDLERS,
+    D_LAST_STEPS,
+    D_MAP,
+    D_MAX_ITEMS,
+    D_NAME,
+    D_ON_EMPTY,
+    D_PARENT_NAMES,
+    D_PARENTS,
+    D_PAYLOAD,
+    D_PRIORITY,
+    D_RULE,
+    D_STEPS,
+    D_TIMEOUT,
+    D_TOLERATE,
+    D_TYPE,
+    D_WAIT_FOR,
+    D_WINDOW,
+    F_DEADLINE,
+    F_GATES,
+    F_SCHEDULE,
+    F_TEMPLATE,
+    F_TEMPLATE_VERSION,
+    F_TICK,
+    F_TTL,
+    _encode,
+    step_prefix,
+)
+from .record import pack_record
+
+
+@dataclass
+class CompiledWorkflow:
+    """A validated workflow in the flat form ``push.lua`` takes.
+
+    ``definition`` holds what every workflow pushed with the same tasks shares (stored once
+    per shard under ``digest``); only ``name`` is the workflow's own.
+    """
+
+    name: str
+    digest: str
+    definition: list[Any]
+    # at most `limit` runs at once per value of an input field (engine/flow.py)
+    concurrency: Concurrency | None = None
+
+    @property
+    def tasks(self) -> int:
+        """How many tasks it has."""
+        return int(self.definition[1])
+
+
+def compile_workflow(
+    wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD, max_tasks: int = DEFAULT_MAX_TASKS
+) -> CompiledWorkflow:
+    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
+    payloads = validate(wf, max_payload, max_tasks)
+    step_payloads: dict[str, list[str]] = {}
+    for t in wf.tasks:
+        if t.map is not None:
+            where = t.where or wf.where
+            check_map(t.map, t.name, t.after, f"{where}: " if where else "")
+            if t.map.steps is not None:
+                step_payloads[t.name] = validate_steps(t, where, max_payload)
+    ups, rules = resolve(wf)
+    index = {t.name: i for i, t in enumerate(wf.tasks)}
+    children: list[list[int]] = [[] for _ in wf.tasks]
+    for i, after in enumerate(ups):
+        for p in after:
+            children[index[p]].append(i)
+    static: list[Any] = []
+    if wf.retry_backoff != 1.0:
+        static += [D_BACKOFF, int(wf.retry_backoff * 1000)]
+    if wf.retry_backoff_max != DEFAULT_BACKOFF_MAX:
+        static += [D_BACKOFF_MAX, int(wf.retry_backoff_max * 1000)]
+    handlers = [str(i) for i, r in enumerate(rules) if r in HANDLER_RULES]
+    if handlers:
+        static += [D_HANDLERS, ",".join(handlers)]
+    finals = [str(i) for i, r in enumerate(rules) if r == FINALLY]
+    if finals:
+        static += [D_FINALLY, ",".join(finals)]
+    init: list[Any] = []
+    roots: list[Any] = []
+    types: list[str] = []
+    ready = pack_record("ready", 0, 0)
+    for i, t in enumerate(wf.tasks):
+        static += _task_fields(str(i), t, payloads[i], children[i])
+        delay = round((t.delay or 0) * 1000)
+        if t.map is not None:
+            m = t.map
+            static += [f"{i}{D_MAP}", f"{index[m.over]}|{m.key or ''}"]
+            if m.concurrency != DEFAULT_WINDOW:
+                static += [f"{i}{D_WINDOW}", m.concurrency]
+            if m.on_empty != "succeed":
+                static += [f"{i}{D_ON_EMPTY}", m.on_empty]
+            if m.tolerate:
+                static += [f"{i}{D_TOLERATE}", m.tolerate]
+            if m.max_items != DEFAULT_MAX_ITEMS:
+                static += [f"{i}{D_MAX_ITEMS}", m.max_items]
+            if m.gather is not None:
+                static += [f"{i}{D_GATHER}", m.gather]
+            if m.steps is not None:
+                static += _compile_steps(i, m.steps, step_payloads[t.name], types)
+        after = ups[i]
+        gathered = [
+            f"{index[p]}m"
+            for p in after
+            if (pm := wf.tasks[index[p]].map) is not None and pm.tolerate
+        ]
+        if rules[i] in HANDLER_RULES:  # a failure branch gets its parents' errors
+            gathered += [str(index[p]) for p in after if wf.tasks[index[p]].map is None]
+        if gathered:
+            static += [f"{i}{D_GATHERS}", ",".join(gathered)]
+        if after:
+            static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in after)]
+            static += [f"{i}{D_PARENT_NAMES}", _encode(after)]
+            # a map or a rule says so where release_children already reads
+            if t.map is not None:
+                static += [f"{i}{D_WAIT_FOR}", f"{len(after)}m"]
+            elif rules[i] != DEFAULT_RULE:
+                static += [f"{i}{D_WAIT_FOR}", f"{len(after)}r", f"{i}{D_RULE}", rules[i]]
+            elif len(after) > 1:
+                static += [f"{i}{D_WAIT_FOR}", len(after)]
+        elif delay:  # held in P:delayed from the workflow's start
+            init += [str(i), pack_record("ready", 0, delay)]
+            roots += [f"{i}@{delay}", t.type, t.priority]
+        else:
+            init += [str(i), ready]
+            roots += [i, t.type, t.priority]
+        if t.type not in types:
+            types.append(t.type)
+    if wf.deadline is not None:  # ms after its start; push.lua arms it
+        init += [F_DEADLINE, round(wf.deadline * 1000)]
+    if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
+        init += [F_TTL, round(wf.ttl * 1000)]
+    digest = definition_digest(static) + _features(wf, static)
+    definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
+    definition += [len(static) // 2, *static, len(init) // 2, *init]
+    gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
+    return CompiledWorkflow(wf.name, digest, definition, gate)
+
+
+def run_options(
+    *,
+    template: str | None = None,
+    version: int | None = None,
+    key: str | None = None,
+    gates: Sequence[tuple[str, int]] = (),
+    schedule: str | None = None,
+    tick_ms: int | None = None,
+) -> str:
+    """A pushed workflow's options as push.lua takes them (JSON; "" for none)."""
+    o: dict[str, Any] = {}
+    if template is not None:
+        o[F_TEMPLATE], o[F_TEMPLATE_VERSION] = template, version or 0
+    if key is not None:
+        o["key"] = key
+    if gates:
+        o[F_GATES] = [[g, limit] for g, limit in gates]
+    if schedule is not None:
+        o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
+    return json.dumps(o, separators=(",", ":")) if o else ""
+
+
+def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
+    """The definition fields every task (and every step of a map) has, named with
+    ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
+    out: list[Any] = [f"{pre}{D_NAME}", t.name]
+    if t.type:
+        out += [f"{pre}{D_TYPE}", t.type]
+    if payload:
+        out += [f"{pre}{D_PAYLOAD}", payload]
+    if t.priority:
+        out += [f"{pre}{D_PRIORITY}", t.priority]
+    if t.max_attempts != 1:
+        out += [f"{pre}{D_ATTEMPTS}", t.max_attempts]
+    if kids:
+        out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids))]
+    if t.timeout is not None:
+        out += [f"{pre}{D_TIMEOUT}", round(t.timeout * 1000)]
+    delay = round((t.delay or 0) * 1000)
+    if delay:
+        out += [f"{pre}{D_DELAY}", delay]
+    return out
+
+
+def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[str]) -> list[Any]:
+    """The definition fields of map ``c``'s steps (see D_STEPS); their types join
+    ``types``."""
+    at = {s.name: j for j, s in enumerate(steps)}
+    kids: list[list[int]] = [[] for _ in steps]
+    for j, s in enumerate(steps):
+        for p in s.after:
+            kids[at[p]].append(j)
+    first = [str(j) for j, s in enumerate(steps) if not s.after]
+    last = [str(j) for j in range(len(steps)) if not kids[j]]
+    out: list[Any] = [
+        f"{c}{D_STEPS}", len(steps), f"{c}{D_FIRST_STEPS}", ",".join(first),
+        f"{c}{D_LAST_STEPS}", ",".join(last),
+    ]  # fmt: skip
+    for j, s in enumerate(steps):
+        pre = step_prefix(c, j)
+        out += _task_fields(pre, s, payloads[j], kids[j])
+        if s.after:
+            out += [f"{pre}{D_PARENTS}", ",".join(str(at[p]) for p in s.after)]
+            out += [f"{pre}{D_PARENT_NAMES}", _encode(s.after)]
+            if len(s.after) > 1:
+                out += [f"{pre}{D_WAIT_FOR}", len(s.after)]
+        if s.type not in types:
+            types.append(s.type)
+    return out
+
+
+# What a definition uses beyond the plain path, as letters after a "+" at the end of its
+# digest (so of its key's name, which every step has in hand): "K" a task whose claim
+# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather. A
+# step reads those fields only when its definition has them (a missing field is a scan of
+# the whole definition hash).
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER)
+
+
+def _features(wf: Workflow, static: Sequence[Any]) -> str:
+    names = {str(f)[-1] for f in static[::2] if str(f)[:1].isdigit() or str(f)[:1] == "s"}
+    used = "".join(f for f in FEATURE_FIELDS if f in names)
+    return f"+{used}" if used else ""
+
+
+def definition_digest(static: Sequence[Any]) -> str:
+    """The content address of a definition's static fields (as a JSON array: unambiguous)."""
+    return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()

@@ -1,0 +1,109 @@
+"""Field names of a workflow hash, a definition hash and a map's hash.
+
+Declared here only: every script's source starts with those its Lua names, as locals of
+the same name (``local F_LEFT = 'left'``, :func:`engine.store.scripts.with_fields`). Key
+names are :mod:`engine.store.keys` (Lua: ``lua/lib/keys.lua``).
+"""
+
+from __future__ import annotations
+
+import json
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# what users give (inputs) must be JSON any reader takes: no NaN or Infinity
+_encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+# -- workflow hash (P:w:<wid>) ------------------------------------------------------------
+# Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
+# failed, skipped, created ms, finished ms; upstream_failed (written from the first one).
+F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
+F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
+F_UPSTREAM = "uf"
+F_INPUT = "in"  # the workflow's input JSON, when it was given one (see input_layout)
+# An input longer than one compact hash value is kept in pieces (fields in1, in2...) or,
+# longer still, in a key of its own: then field `in` holds "#<pieces>" or INPUT_OWN_KEY.
+INPUT_PIECE = 64  # bytes: Redis's default hash-max-listpack-value
+INPUT_PIECES_MAX = 4
+INPUT_OWN_KEY = "#"
+LISTPACK_ENTRIES = 128  # Redis's default hash-max-listpack-entries
+F_START_AT = "at"  # a scheduled workflow's start, epoch ms (P:scheduled holds it too)
+F_DEADLINE = "dl"  # its deadline, ms after its start (P:deadlines holds the time)
+F_DUE = "due"  # ... that time, epoch ms, once it started
+F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
+F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention (-1: never)
+F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it runs
+F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
+F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
+F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
+SUMMARY_FIELDS = (
+    F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
+)  # fmt: skip
+# Per task i: the record is the field named by the bare index; then these suffixes.
+# `<i>w` counts its parents' ends: s + RULE_BASE * k + RULE_BASE**2 * f (succeeded,
+# skipped, failed or upstream_failed so far); absent 0. A task with the default rule
+# and one parent has none; with the default rule, f is never counted (its first failed
+# parent decides it).
+T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
+RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PARENTS)
+
+# -- definition hash (P:d:<digest>) -------------------------------------------------------
+# Whole-definition fields: users, retry backoff base ms, longest retry delay ms; the
+# tasks that handle failures (rules one_failed, all_failed) and the finally tasks, as
+# index csvs (absent: none; read only when a workflow with failures ends).
+D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
+D_HANDLERS, D_FINALLY = "hf", "fy"
+# Per task i, suffixes: name, type, payload JSON, priority, max attempts, children csv,
+# parents csv, parents' names JSON, how many parents (when more than one; "<n>m" for a
+# map, "<n>r" for a task with a rule other than all_success), that rule (absent:
+# all_success, and then W has no "r": the default rule reads no field more).
+D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
+D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR, D_RULE = "C", "U", "V", "W", "G"
+D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
+D_DELAY = "H"  # how long it waits once it could run, ms (absent: none)
+# A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
+D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
+# A map with seed 002's gather (MapSpec.gather): its list key (absent: the native list).
+D_GATHER = "J"
+# A map whose items run several steps: how many, the first steps (csv), the last steps
+# (csv); each step s of map c has its own task fields (N, T, P, R, M, C, U, V, W) named
+# with the prefix step_prefix(c, s), "s<c>.<s>" (parents and children: step numbers).
+D_STEPS, D_FIRST_STEPS, D_LAST_STEPS = "S", "Q", "Z"
+# Parents whose errors a task's claim returns (csv): a gather's maps that tolerate failed
+# items ("<p>m"), the parents of a failure branch (one_failed, all_failed).
+D_GATHERS = "K"
+# A map's runtime fields in the workflow hash: elements stored, items in all (once
+# expanded), started, in flight, succeeded, failed, cancelled.
+M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
+# ... and, once it succeeded with failed items tolerated, their errors by index (JSON).
+M_ERRORS = "q"
+# ... and for a map with seed 002's gather, what its items are given as their parent's
+# output: the map's parent's output less the list (written by expand.lua).
+M_GIVEN = "j"
+# An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
+# output, error, failures and leases lost take the task suffixes; then its element JSON.
+# A step s of item k: the same fields, named "k.s" (step_field); the item's sinks
+# succeeded so far (I_STEPS_DONE) when it has several.
+I_ELEMENT, I_STEPS_DONE = "p", "d"
+
+
+def step_prefix(c: int | str, s: int | str) -> str:
+    """The definition fields' prefix of step ``s`` of map ``c`` (``step_def`` in Lua)."""
+    return f"s{c}.{s}"
+
+
+def step_field(k: int | str, s: int | str) -> str:
+    """The record field of step ``s`` of item ``k`` in its map's hash."""
+    return f"{k}.{s}"
+
+
+# Per-task fields status() reads, definition's first.
+TASK_FIELDS = (
+    D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS, D_RULE,
+    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR,
+)  # fmt: skip
+
+
+def field(index: int, suffix: str = "") -> str:
+    """The field of task ``index`` (its record without a suffix)."""
+    return f"{index}{suffix}"

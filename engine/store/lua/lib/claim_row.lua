@@ -1,0 +1,123 @@
+-- lib/claim_row.lua: Starting a task: the claim reply row.
+
+-- Start (or restart) task i for agent: bump the fencing token, record who and when.
+-- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
+-- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
+-- once per call.
+-- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
+-- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
+-- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
+local item_defs = {}  -- an item's definition fields, read once per map and call
+local NO_EXTRAS = {}
+local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
+local function start_task(wid, wk, i, agent, agent_json, f)
+  f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
+  local ct, rec = tonumber(f[2]), f[3]
+  local dk = dkey(wk, f[4])
+  local h, fld, di = rec_at(wk, i)
+  local d
+  local plain = plain_defs[dk]
+  if plain == nil then
+    plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y')
+    plain_defs[dk] = plain
+  end
+  if h == wk and plain then
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+  elseif h == wk then
+    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
+      di .. 'Y')
+  else
+    d = item_defs[dk .. '|' .. di]
+    if d == nil then
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
+        di .. 'Y')
+      item_defs[dk .. '|' .. di] = d
+    end
+  end
+  local a, q = 0, ''
+  if rec then
+    a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
+    a = tonumber(a) or 0
+  end
+  a = a + 1
+  redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
+  -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
+  -- a gather's errors of tolerated items
+  local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
+  if d[6] or d[7] then extras = {} end
+  if d[7] then
+    redis.call('ZADD', K_TIMEOUTS, NOW + tonumber(d[7]), wid .. ':' .. i .. ':' .. a)
+    extras[1] = '"timeout":' .. d[7]
+  end
+  if h ~= wk then
+    local c, k = item_of(i)
+    emit_item('claimed', wid, c, fld, agent_json)
+    local item, s = step_key(fld)
+    if s == nil then
+      local names, given = '[]', {}
+      if has_feature(dk, 'J') then names, given = seed002_given(wk, dk, c) end
+      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
+        redis.call('HGET', h, fld .. 'p') or 'null'}
+      if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+      return row
+    end
+    -- a step: the element of its item, and the outputs of its parents in the item
+    local outs, names = {}, d[5] or '[]'
+    local ups = split_csv(d[4])
+    if #ups > 0 then
+      for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. 'o' end
+      outs = redis.call('HMGET', h, unpack(ups))
+      for n = 1, #outs do outs[n] = outs[n] or '' end
+    elseif has_feature(dk, 'J') then
+      names, outs = seed002_given(wk, dk, c)
+    end
+    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
+      redis.call('HGET', h, item .. 'p') or 'null'}
+    if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+    return row
+  end
+  emit_json('claimed', wid, i, agent_json)
+  local row = {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
+    parent_outputs(wk, d[4]), f[5] or ''}
+  if d[6] then
+    -- the errors of parents it exists for, per parent name: a gather's maps that
+    -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
+    -- (their error, null for one that did not fail)
+    local errs = {}
+    for _, p in ipairs(split_csv(d[6])) do
+      local map = string.byte(p, -1) == 109
+      if map then p = string.sub(p, 1, -2) end
+      local name = redis.call('HGET', dk, p .. 'N') or p
+      local e
+      if map then
+        e = redis.call('HGET', wk, p .. 'q') or '{}'
+      else
+        e = redis.call('HGET', wk, p .. 'e')
+        e = e and cjson.encode(e) or 'null'
+      end
+      errs[#errs + 1] = cjson.encode(name) .. ':' .. e
+    end
+    extras[#extras + 1] = '"errors":{' .. table.concat(errs, ',') .. '}'
+  end
+  if #extras > 0 then
+    row[10] = ''
+    row[11] = '{' .. table.concat(extras, ',') .. '}'
+  end
+  return row
+end
+
+-- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
+-- i, d, in} (an item's record from its map's hash).
+-- A claim reads a workflow's fields once for all its items: nothing it does changes them
+-- (other steps read them per item, as they may end the workflow on the way).
+local item_meta = nil
+local function read_for_task(wk, i)
+  local c, k = item_of(i)
+  if c == nil then return redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT) end
+  local m = item_meta and item_meta[wk]
+  if m == nil then
+    m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
+    if item_meta then item_meta[wk] = m end
+  end
+  return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[3], m[4]}
+end

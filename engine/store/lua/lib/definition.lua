@@ -1,0 +1,20 @@
+-- lib/definition.lua: Reading a workflow's definition.
+
+-- Whether definition key dk uses `feature` (a field letter after the "+" that ends its
+-- digest: codec.FEATURE_FIELDS): a step reads such fields only then.
+local function has_feature(dk, feature)
+  local plus = string.find(dk, '+', 1, true)
+  return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+end
+
+-- The definition key of workflow hash wk, read once per script call; pass `digest` when
+-- it was read already. Only for a workflow that exists.
+local dkeys = {}
+local function dkey(wk, digest)
+  local k = dkeys[wk]
+  if k == nil then
+    k = k_definition(digest or redis.call('HGET', wk, F_DIGEST))
+    dkeys[wk] = k
+  end
+  return k
+end

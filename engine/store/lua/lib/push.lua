@@ -1,0 +1,210 @@
+-- lib/push.lua: Creating workflows (push.lua's body).
+
+-- Create workflows of this shard and queue their root tasks: push.lua's body, also run by
+-- the scripts that push on their own (a schedule's tick). `a` is laid out as push.lua's
+-- ARGV (see there) from a[4] on; `token` ("" for none) makes the call idempotent.
+-- Returns the ids in order: a workflow whose idempotency key already named one is not
+-- pushed, and its place holds "=<that id>".
+local function push_workflows(a, token)
+  if token ~= '' then
+    local done = redis.call('GET', k_push_token(token))
+    if done then return cjson.decode(done) end
+  end
+  local who_json = cjson.encode(a[4])
+  local shards = tonumber(a[5])
+  local shard = tonumber(a[6])
+  local later = tonumber(a[7])
+  local ndefs = tonumber(a[8])
+  local pos = 9
+  local st0 = 'running'
+  local start_at = NOW
+  if later > 0 then
+    st0 = 'scheduled'
+    start_at = NOW + later
+  end
+  local defs = {}
+  for d = 1, ndefs do
+    local digest = a[pos]
+    local dk = k_definition(digest)
+    local ntasks = tonumber(a[pos + 1])
+    local nroots = tonumber(a[pos + 2])
+    local roots_at = pos + 3
+    pos = roots_at + 3 * nroots
+    local ntypes = tonumber(a[pos])
+    for t = 1, ntypes do redis.call('SADD', K_TYPES, a[pos + t]) end
+    pos = pos + ntypes + 1
+    local nstatic = tonumber(a[pos])
+    if redis.call('EXISTS', dk) == 0 then
+      local static = {}
+      for k = pos + 1, pos + 2 * nstatic do static[#static + 1] = a[k] end
+      write_all('HSET', dk, static)
+    end
+    pos = pos + 2 * nstatic + 1
+    local ninit = tonumber(a[pos])
+    -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
+    -- workflow. `in` early and always there (empty: no input): a claim reads it for
+    -- every task, and a field that is missing costs a scan of the whole hash
+    local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, NOW, F_DIGEST, digest,
+      F_COUNT, ntasks, F_LEFT, ntasks, F_OK, 0, F_BAD, 0, F_SKIP, 0}
+    if st0 == 'scheduled' then
+      fields[#fields + 1] = 'at'
+      fields[#fields + 1] = start_at
+    end
+    local deadline = nil  -- ms after its start (init field dl)
+    for k = pos + 1, pos + 2 * ninit do
+      fields[#fields + 1] = a[k]
+      if a[k] == 'dl' and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
+    end
+    pos = pos + 2 * ninit + 1
+    local roots = {}
+    for r = 0, nroots - 1 do
+      local at = roots_at + 3 * r
+      local idx, delay = string.match(a[at], '^([^@]*)@?(%d*)$')
+      roots[#roots + 1] = {idx, a[at + 1], tonumber(a[at + 2]), tonumber(delay)}
+    end
+    defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
+      deadline = deadline}
+  end
+
+  local nwf = tonumber(a[pos])
+  pos = pos + 1
+  -- Ids for the whole call at once: the same numbers nwf INCRBYs would hand out.
+  local last = redis.call('INCRBY', K_SEQ, shards * nwf)
+  local first = last - shards * (nwf - 1) + shard
+  local ids = {}
+  local all, by_state, state_order = {}, {}, {}
+  local by_name, name_order, name_json = {}, {}, {}
+  local by_type = {}
+  local deadlines = {}
+  local held = {}  -- roots with a delay: into P:delayed
+  for k = 0, nwf - 1 do
+    local at = pos + 4 * k
+    local def = defs[tonumber(a[at])]
+    local name = a[at + 1]
+    local input = a[at + 2]
+    local o = nil
+    if a[at + 3] ~= '' then o = cjson.decode(a[at + 3]) end
+    local wid = tostring(first + shards * k)
+    local existing = nil
+    if o and o.key then existing = redis.call('GET', k_idem(o.key)) end
+    if existing then
+      ids[#ids + 1] = '=' .. existing
+    else
+      local wk = wkey(wid)
+      local st = st0
+      if o and o.g and st == 'running' and not admit(wid, o.g) then st = 'queued' end
+      local head, pieces, own = input_layout(input, def.ntasks)
+      def.uses = def.uses + 1
+      def.fields[2] = name
+      def.fields[4] = st
+      def.fields[6] = head
+      write_all('HSET', wk, def.fields)
+      if pieces then redis.call('HSET', wk, unpack(pieces)) end
+      if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
+      if o then  -- its options' fields in one write
+        local extra = {}
+        if o.g then extra[#extra + 1] = 'g'; extra[#extra + 1] = cjson.encode(o.g) end
+        if o.key then
+          extra[#extra + 1] = 'ik'; extra[#extra + 1] = o.key
+          redis.call('APPEND', k_idem(o.key), wid)
+        end
+        if o.tp then
+          extra[#extra + 1] = 'tp'; extra[#extra + 1] = o.tp
+          extra[#extra + 1] = 'tv'; extra[#extra + 1] = o.tv
+          redis.call('ZADD', k_by_template(o.tp), tonumber(wid), wid)
+          redis.call('HINCRBY', K_TRUNS, o.tp, 1)
+        end
+        if o.sn then
+          extra[#extra + 1] = 'sn'; extra[#extra + 1] = o.sn
+          extra[#extra + 1] = 'tk'; extra[#extra + 1] = o.tk
+        end
+        if #extra > 0 then redis.call('HSET', wk, unpack(extra)) end
+      end
+      all[#all + 1] = wid
+      all[#all + 1] = wid
+      local ws = by_state[st]
+      if ws == nil then
+        ws = {}
+        by_state[st] = ws
+        state_order[#state_order + 1] = st
+      end
+      ws[#ws + 1] = NOW
+      ws[#ws + 1] = wid
+      local same = by_name[name]
+      if same == nil then
+        same = {}
+        by_name[name] = same
+        name_order[#name_order + 1] = name
+        name_json[name] = '[' .. cjson.encode(name) .. ',' .. who_json .. ']'
+      end
+      same[#same + 1] = wid
+      same[#same + 1] = wid
+      if st == 'running' then
+        for _, root in ipairs(def.roots) do
+          if root[4] then
+            held[#held + 1] = NOW + root[4]
+            held[#held + 1] = wid .. ':' .. root[1]
+          else
+            local q = by_type[root[2]]
+            if q == nil then
+              q = {}
+              by_type[root[2]] = q
+            end
+            q[#q + 1] = queue_score(root[3], wid)
+            q[#q + 1] = wid .. ':' .. root[1]
+          end
+        end
+        if def.deadline then  -- a held one's counts from its start
+          deadlines[#deadlines + 1] = NOW + def.deadline
+          deadlines[#deadlines + 1] = wid
+          redis.call('HSET', wk, 'due', NOW + def.deadline)
+        end
+      end
+      emit_json('pushed', wid, -1, name_json[name])
+      if st == 'queued' then emit('queued', wid, -1) end
+      ids[#ids + 1] = wid
+    end
+  end
+  local pushed = #all / 2
+  if pushed > 0 then write_all('ZADD', K_ALL, all) end
+  for _, st in ipairs(state_order) do
+    local ws = by_state[st]
+    write_all('ZADD', k_state(st), ws)
+    count('w:' .. st, #ws / 2)
+  end
+  if st0 == 'scheduled' and by_state.scheduled then
+    local due = {}
+    for k = 2, #by_state.scheduled, 2 do
+      due[#due + 1] = start_at
+      due[#due + 1] = by_state.scheduled[k]
+    end
+    write_all('ZADD', K_SCHEDULED, due)
+  end
+  for _, name in ipairs(name_order) do
+    local same = by_name[name]
+    write_all('ZADD', k_name(name), same)
+    redis.call('ZINCRBY', K_NAMES, math.floor(#same / 2), name)
+  end
+  write_all('ZADD', K_DEADLINES, deadlines)
+  write_all('ZADD', K_DELAYED, held)
+  for typ, q in pairs(by_type) do
+    write_all('ZADD', k_queue(typ), q)
+    wake[typ] = true
+  end
+  for _, def in ipairs(defs) do
+    if def.uses > 0 then
+      redis.call('HINCRBY', def.key, 'r', def.uses)
+      local nroots = #def.roots
+      count('t:ready', nroots * def.uses)
+      count('t:waiting', (def.ntasks - nroots) * def.uses)
+      count('t:pushed', def.ntasks * def.uses)
+    end
+  end
+  count('w:pushed', pushed)
+  if token ~= '' then
+    -- long enough for any client's retries, short enough to cost nothing. SETEX, not SET:
+    -- Redis 7.0's acl_check_cmd('SET') (the permission guard) crashes the server.
+    redis.call('SETEX', k_push_token(token), 600, cjson.encode(ids))
+  end
+  return ids
+end

@@ -1,0 +1,59 @@
+-- lib/queues.lua: Bulk reads and writes, ready queues, workflow states.
+
+-- HSET or ZADD a long flat argument list in slices (Lua's unpack stops near 8,000 values).
+local function write_all(cmd, key, list)
+  local chunk = 4000
+  for from = 1, #list, chunk do
+    redis.call(cmd, key, unpack(list, from, math.min(from + chunk - 1, #list)))
+  end
+end
+
+-- HMGET any number of fields, in slices; the values in the fields' order.
+local function hmget_all(key, fields)
+  if #fields <= 4000 then
+    if #fields == 0 then return {} end
+    return redis.call('HMGET', key, unpack(fields))
+  end
+  local out = {}
+  for from = 1, #fields, 4000 do
+    local got = redis.call('HMGET', key, unpack(fields, from, math.min(from + 3999, #fields)))
+    for k = 1, #got do out[#out + 1] = got[k] end
+  end
+  return out
+end
+
+local function split_member(member)
+  local c = string.find(member, ':', 1, true)
+  return string.sub(member, 1, c - 1), string.sub(member, c + 1)
+end
+
+local function queue_score(priority, wid)
+  -- Higher priority first, then older workflow first: lowest score pops first.
+  return string.format('%.0f', (1000 - priority) * 1000000000000 + tonumber(wid))
+end
+
+-- Put task i of workflow wid into its type's ready queue and wake that type's agents.
+local function enqueue(wid, wk, i)
+  local _, _, di = rec_at(wk, i)
+  local f = redis.call('HMGET', dkey(wk), di .. 'T', di .. 'R')
+  local typ = f[1] or ''
+  redis.call('ZADD', k_queue(typ), queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
+  wake[typ] = true
+end
+
+-- Take task i out of whichever ready structure holds it (queue or backoff).
+local function dequeue(wid, wk, i)
+  local member = wid .. ':' .. i
+  local _, _, di = rec_at(wk, i)
+  local typ = redis.call('HGET', dkey(wk), di .. 'T') or ''
+  redis.call('ZREM', k_queue(typ), member)
+  redis.call('ZREM', K_DELAYED, member)
+end
+
+local function set_wstate(wid, wk, old, new, score)
+  redis.call('HSET', wk, F_STATE, new)
+  redis.call('ZREM', k_state(old), wid)
+  redis.call('ZADD', k_state(new), score, wid)
+  count('w:' .. old, -1)
+  count('w:' .. new, 1)
+end
