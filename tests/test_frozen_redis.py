@@ -102,7 +102,7 @@ def test_healthz_answers_503_on_a_frozen_redis(
     def healthz(app: Any) -> int:
         async def get() -> int:
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
                 return int((await http.get("/healthz")).status_code)
 
         return asyncio.run(get())
