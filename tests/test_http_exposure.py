@@ -553,7 +553,6 @@ def test_a_long_wait_is_not_a_slow_client(pushed: Engine) -> None:
 # -- the schema, checked by a client nobody here wrote ----------------------------------
 
 
-@pytest.mark.slow
 def test_schemathesis_finds_the_server_true_to_its_schema(
     pushed: Engine, cli_env: dict[str, str]
 ) -> None:
