@@ -13,12 +13,13 @@ from engine import Agent, Engine, Task, TaskFailed
 
 
 async def wait_for(
-    pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 8.0, what: str = ""
+    pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
 ) -> None:
     """Let the app run until ``predicate()`` is true (fail after ``timeout`` seconds).
 
-    A widget the predicate queries that is not mounted yet (a screen pushed but still
-    composing, on a loaded machine) counts as not yet."""
+    The timeout is only an upper bound against a hang (a passing wait returns as soon as
+    it holds), generous for a loaded machine. A widget the predicate queries that is not
+    mounted yet (a screen pushed but still composing) counts as not yet."""
     deadline = time.monotonic() + timeout
     while not _holds(predicate):
         if time.monotonic() > deadline:
