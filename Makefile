@@ -20,17 +20,22 @@ $(BIN)/redisflow: pyproject.toml
 demo: $(BIN)/redisflow
 	$(BIN)/redisflow-tui --demo
 
+# Two pytest workers (pytest-xdist), each with its own redis-server: most tests wait on
+# processes, servers and timeouts rather than compute. The slow ones start first
+# (tests/conftest.py), so that they overlap the short ones.
+WORKERS ?= 2
+
 test: $(BIN)/redisflow
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict engine
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk 1
 
-# The whole Redis-semantics suite again on a local 3-master Redis Cluster, one shard per
-# master: every test on the session's Redis (fixtures redis_url, engine, cli_env, the
-# console's); pure-logic tests and those on a server of their own are deselected, and
-# those marked single_redis skipped (tests/conftest.py, tests/cluster_support.py)
+# The Redis-semantics tests again on a local 3-master Redis Cluster (one per worker), one
+# shard per master: the tests on the session's Redis (fixtures redis_url, engine, cli_env,
+# the console's) but those marked same_on_cluster; pure-logic tests and those on a server
+# of their own are deselected, and those marked single_redis skipped (tests/conftest.py)
 test-cluster: $(BIN)/redisflow
-	$(BIN)/python -m pytest -q --cluster
+	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk 1 --cluster
 
 chaos: $(BIN)/redisflow
 	RF_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s tests/test_chaos.py -k long

@@ -1,4 +1,24 @@
-"""Shared fixtures: one real redis-server per test session, flushed between tests."""
+"""Shared fixtures: one real redis-server per test session, flushed between tests.
+
+Two passes (``make test``, ``make test-cluster``):
+
+- ``pytest`` runs every test on one redis-server per session (per xdist worker). Tests
+  marked ``slow`` (multi-process, real waits of seconds) run first, so that under
+  ``-n 2`` they overlap the many short ones instead of ending the run alone.
+- ``pytest --cluster`` runs again, on a local 3-master Redis Cluster, the tests whose
+  outcome can differ there: those on the session's Redis (fixtures ``redis_url``,
+  ``session_url``, or what builds on them: ``engine``, ``cli_env``, the console's), which
+  touch routing, sharding, scripts over shards, pub/sub or reads merged over shards. A
+  new test on those fixtures is in the cluster pass by default.
+
+  Opting out: mark a test (or a module, ``pytestmark``) ``same_on_cluster`` when what it
+  checks cannot differ on a cluster: argument parsing and exit codes, output formatting,
+  console layout and keys, HTTP guards and schemas. It then runs in the first pass only.
+  A test that cannot run on a cluster at all (a proxy in front of the server, CONFIG, a
+  plain client on the URL) is marked ``single_redis`` and skipped there. Tests on a
+  server of their own, pure-logic tests, and those on the ``redis_cluster`` fixture
+  directly (the same cluster either way) run in the first pass only.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +34,8 @@ from engine import EmbeddedRedis, Engine
 # fixtures of tests/cluster_support.py
 __all__ = ["cluster_flusher", "cluster_url", "redis_cluster"]
 
-# fixtures that name the session's Redis (the cluster with --cluster)
-ON_SESSION_REDIS = {"redis_url", "session_url", "redis_cluster"}
+# fixtures that name the session's Redis: the single server, or with --cluster the cluster
+ON_SESSION_REDIS = {"redis_url", "session_url"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,12 +46,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def on_cluster(item: pytest.Item) -> bool:
+    """Whether ``item`` runs again in the ``--cluster`` pass (see the module's docstring)."""
+    uses = set(getattr(item, "fixturenames", ()))
+    return bool(ON_SESSION_REDIS & uses) and item.get_closest_marker("same_on_cluster") is None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the slow tests first (a stable sort: the rest keep their order)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if not cluster_wanted(config):
         return
-    # On the cluster run only the tests on the session's Redis: the rest (pure logic, or a
-    # redis-server of their own) ran the same in the single-Redis run
-    kept = [item for item in items if ON_SESSION_REDIS & set(getattr(item, "fixturenames", ()))]
+    # On the cluster run only the tests whose outcome can differ there: the rest (pure
+    # logic, a redis-server of their own, same_on_cluster) ran the same in the first pass
+    kept = [item for item in items if on_cluster(item)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept

@@ -73,6 +73,7 @@ def seed_keyspace(engine: Engine) -> None:
     engine.push(wf)
 
 
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_bad_files_exit_2_with_one_line_and_write_nothing(
     case: str, engine: Engine, cli_env: dict[str, str], tmp_path: Path
@@ -90,6 +91,7 @@ def test_bad_files_exit_2_with_one_line_and_write_nothing(
     assert snapshot(engine.redis) == before
 
 
+@pytest.mark.same_on_cluster
 def test_a_bad_file_among_good_ones_pushes_none(
     engine: Engine, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -102,6 +104,7 @@ def test_a_bad_file_among_good_ones_pushes_none(
     assert snapshot(engine.redis) == before
 
 
+@pytest.mark.same_on_cluster
 def test_missing_file(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -> None:
     seed_keyspace(engine)
     before = snapshot(engine.redis)
@@ -111,6 +114,7 @@ def test_missing_file(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -
     assert snapshot(engine.redis) == before
 
 
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
@@ -183,11 +187,16 @@ def test_unreachable_redis_exits_3(args: list[str]) -> None:
 
 def test_unreachable_redis_from_the_agent_exits_3() -> None:
     url = f"redis://127.0.0.1:{closed_port()}/0"
-    result = cli("--url", url, "--exec", "true", tool="redisflow-agent", env=dict(os.environ))
+    # it keeps trying for --connect-timeout (10 s by default): one second says the same
+    result = cli(
+        "--url", url, "--exec", "true", "--connect-timeout", "1",
+        tool="redisflow-agent", env=dict(os.environ),
+    )  # fmt: skip
     assert result.returncode == 3
     assert "cannot reach Redis" in one_line_error(result)
 
 
+@pytest.mark.same_on_cluster
 def test_agent_usage_errors_exit_2(cli_env: dict[str, str]) -> None:
     for args, pattern in (
         ([], r"one of the arguments --handler --exec is required"),
@@ -209,6 +218,7 @@ def run_json(*args: str, env: dict[str, str]) -> object:
     return json.loads(result.stdout)
 
 
+@pytest.mark.same_on_cluster
 def test_every_read_command_speaks_json(engine: Engine, cli_env: dict[str, str]) -> None:
     pushed = run_json("push", str(DEMOS / "seed000-sample.yaml"), env=cli_env)
     [wid] = pushed["ids"]
@@ -267,6 +277,7 @@ def test_steering_commands(engine: Engine, cli_env: dict[str, str]) -> None:
     assert engine.count() == 0
 
 
+@pytest.mark.same_on_cluster
 def test_human_readable_read_commands(engine: Engine, cli_env: dict[str, str]) -> None:
     wf = Workflow("plain")
     wf.task("a", payload="p")
@@ -436,6 +447,7 @@ def test_without_a_url_a_private_redis_comes_and_goes() -> None:
         assert s.connect_ex(("127.0.0.1", int(m.group(1)))) != 0
 
 
+@pytest.mark.same_on_cluster
 def test_exec_timeout_fails_a_slow_command(tmp_path: Path, cli_env: dict[str, str]) -> None:
     """--exec-timeout fails an attempt whose command runs too long, naming the timeout."""
     wf = tmp_path / "slow.yaml"

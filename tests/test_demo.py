@@ -106,6 +106,7 @@ def test_demo_map_shape(redis_url: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize(
     "extra",
     [

@@ -79,6 +79,7 @@ def test_cli_gives_up_on_a_frozen_redis(own: EmbeddedRedis, command: list[str]) 
     assert took < HANG
 
 
+@pytest.mark.slow
 def test_a_connected_engine_times_out(own: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDISFLOW_TIMEOUT", str(OURS))
     with Engine.connect(own.url) as engine:
@@ -116,6 +117,7 @@ def test_healthz_answers_503_on_a_frozen_redis(
         assert healthz(app) == 200
 
 
+@pytest.mark.slow
 def test_blocking_reads_outlast_the_read_timeout(
     own: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

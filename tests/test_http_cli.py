@@ -29,6 +29,7 @@ def _trigger_keys(engine: Engine) -> set[str]:
     return {k for k in scan_keys(engine.redis) if ":trig" in k}
 
 
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
@@ -94,6 +95,7 @@ def test_trigger_put_list_show_rm(
     assert [t.name for t in with_template.triggers()] == ["open"]
 
 
+@pytest.mark.same_on_cluster
 def test_serve_refuses_a_public_address_without_tokens(
     cli_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -113,6 +115,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.same_on_cluster
 def test_serve_answers_until_stopped(
     with_template: Engine, cli_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -30,6 +30,9 @@ PIPELINE = "name: pipeline\ntasks:\n  - name: fetch\n    type: http\n"
 JSON = {"Content-Type": "application/json"}
 WRITE = "write-token-0123456789"
 
+# guards of the HTTP layer: the same whatever Redis is behind it
+pytestmark = pytest.mark.same_on_cluster
+
 
 # -- servers and raw clients ------------------------------------------------------------
 
@@ -250,6 +253,7 @@ def test_allowed_origins_may_call_the_api(pushed: Engine) -> None:
 # -- Host: DNS rebinding ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_only_the_servers_own_names_are_answered(pushed: Engine) -> None:
     with serving(create_app(pushed)) as port:
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "LOCALHOST"):
@@ -320,6 +324,7 @@ def test_serve_answers_its_bound_names_and_allowed_hosts(
         assert status_of(raw(port, f"{base}localhost:{port}\r\n\r\n".encode())) == 421
 
 
+@pytest.mark.slow
 def test_workers_have_the_same_guards_and_timeouts(pushed: Engine, cli_env: dict[str, str]) -> None:
     """With --workers the app and protocol are built again in each process."""
     with redisflow_serve(cli_env, "--workers", "2", "--header-timeout", "1s") as (port, err):

@@ -30,6 +30,7 @@ def keys(url: str) -> list[str]:
         client.close()
 
 
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize(
     ("flags", "words"),
     [

@@ -62,6 +62,7 @@ def kinds(eng: Engine) -> list[str]:
     return [e.kind for e in eng.events(200)]
 
 
+@pytest.mark.slow
 def test_a_frozen_redis_does_not_expire_a_healthy_agents_lease(
     server: EmbeddedRedis,  # noqa: F811
     eng: Engine,
@@ -83,6 +84,7 @@ def test_a_frozen_redis_does_not_expire_a_healthy_agents_lease(
     assert "task.requeued" not in kinds(eng)
 
 
+@pytest.mark.slow
 def test_a_dead_agent_is_still_reaped_after_a_freeze(
     server: EmbeddedRedis,  # noqa: F811
     eng: Engine,
@@ -181,6 +183,7 @@ def starts_in(logs: Path) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_agents_run_nothing_twice_across_a_redis_freeze(
     server: EmbeddedRedis,  # noqa: F811
     eng: Engine,

@@ -375,6 +375,7 @@ def machine_url(redis_url: str) -> str:
     return redis_url
 
 
+@pytest.mark.slow
 def test_random_operations_keep_the_state_consistent(machine_url: str) -> None:
     run_state_machine_as_test(
         EngineMachine,

@@ -96,6 +96,7 @@ def test_an_async_handler_is_cancelled_at_its_timeout(engine: Engine) -> None:
     assert "timed out after 0.2s" in (engine.status(wid).task("hang").error or "")
 
 
+@pytest.mark.same_on_cluster
 def test_an_exec_command_past_its_timeout_is_killed(
     engine: Engine, cli_env: dict, tmp_path
 ) -> None:

@@ -251,6 +251,7 @@ async def test_dag_view_shows_live_states(
         await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
 
 
+@pytest.mark.same_on_cluster
 async def test_big_workflow_opens_grouped(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
@@ -273,6 +274,7 @@ async def test_big_workflow_opens_grouped(
         await wait_for(pilot, lambda: "1,000" in "\n".join(widget_lines(dag)))
 
 
+@pytest.mark.same_on_cluster
 async def test_read_only_hides_actions(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
@@ -350,6 +352,7 @@ async def test_live_events_show_task_names(
         assert "#3 TestNode4" in "".join(seg.text for seg in line)
 
 
+@pytest.mark.same_on_cluster
 async def test_help_and_palette(engine: Engine, console: Callable[..., RedisflowApp]) -> None:
     wid = engine.push(shapes.diamond4())
     app = console()
@@ -367,6 +370,7 @@ async def test_help_and_palette(engine: Engine, console: Callable[..., Redisflow
         assert app.screen.wid == wid
 
 
+@pytest.mark.same_on_cluster
 @pytest.mark.parametrize("theme", ["nord", "textual-light"])
 async def test_themes_render(
     engine: Engine, console: Callable[..., RedisflowApp], theme: str

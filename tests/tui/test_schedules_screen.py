@@ -115,6 +115,7 @@ async def test_run_a_template_with_an_input(
         assert app.screen.wid == wid
 
 
+@pytest.mark.same_on_cluster
 async def test_an_empty_input_runs_without_one(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
@@ -195,6 +196,7 @@ async def test_schedule_detail_shows_ticks_and_runs(
         await wait_for(pilot, lambda: isinstance(app.screen, SchedulesScreen))
 
 
+@pytest.mark.same_on_cluster
 async def test_read_only_hides_run_pause_and_trigger(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
@@ -212,6 +214,7 @@ async def test_read_only_hides_run_pause_and_trigger(
         assert not engine.schedule("nightly").paused and engine.schedule("nightly").runs == 0
 
 
+@pytest.mark.same_on_cluster
 async def test_keys_follow_the_focused_table(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:

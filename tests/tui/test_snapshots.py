@@ -22,6 +22,9 @@ from redisflow_tui.widgets.workflow_table import WorkflowTable
 
 SIZE = (140, 40)
 
+# pictures of the layout; the console's reads on a cluster are tested in test_console.py
+pytestmark = pytest.mark.same_on_cluster
+
 
 def failing() -> Workflow:
     wf = Workflow("billing-sync")
