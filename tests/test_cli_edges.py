@@ -70,7 +70,7 @@ def test_another_protocol_on_the_port_is_one_line_exit_3(http_port: int) -> None
         ["agents", "--json"],
         ["template", "list"],
         ["schedule", "list"],
-        ["status", "1"],
+        ["status", "{wid}"],
     ],
 )
 def test_a_closed_pipe_ends_quietly(
@@ -78,7 +78,8 @@ def test_a_closed_pipe_ends_quietly(
 ) -> None:
     wf = Workflow("piped")
     wf.task("a")
-    engine.push(wf)
+    wid = engine.push(wf)
+    args = [a.format(wid=wid) for a in args]
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written: every write fails
     try:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 from engine_helpers import cli, one_line_error, snapshot
 from test_http_server import serving
 
@@ -20,6 +19,7 @@ from engine.errors import DefinitionError, NotFoundError
 from engine.http import HttpConfig, create_app
 from engine.loader import load_text
 from engine.store import by_time
+from engine.urls import open_client
 
 MINUTE_MS = 60_000
 
@@ -131,7 +131,7 @@ def test_bad_before_is_one_line_exit_2_nothing_written(
 ) -> None:
     text, pattern = BAD_BEFORE[case]
     (tmp_path / "bad.yaml").write_text(text)
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = open_client(redis_url, decode_responses=True)
     before = snapshot(client)
     result = cli("push", "bad.yaml", env=cli_env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -215,7 +215,7 @@ def test_cli_takes_key_wherever_it_takes_an_id(
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["id"] == wid
     assert cli("viz", "key:order-8812", env=cli_env).returncode == 0
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = open_client(redis_url, decode_responses=True)
     before = snapshot(client)
     for args, pattern in (
         (("status", "key:nope"), "no workflow has the key 'nope'"),
@@ -327,7 +327,7 @@ def test_cli_list_since_until(engine: Engine, cli_env: dict[str, str], redis_url
     assert [w["id"] for w in page["workflows"]] == [wids[1]] and page["total"] == 1
     result = cli("list", "--since", "2h", "--json", env=cli_env)
     assert [w["id"] for w in json.loads(result.stdout)["workflows"]] == [wids[2], wids[1]]
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = open_client(redis_url, decode_responses=True)
     before = snapshot(client)
     for args, pattern in (
         (("--since", "soon"), "not a duration or a time: 'soon'"),
@@ -404,7 +404,7 @@ def test_expire_bad_input(engine: Engine, cli_env: dict[str, str], redis_url: st
             engine.expire(wid, bad)  # type: ignore[arg-type]
     with pytest.raises(NotFoundError):
         engine.expire("987654", 60)
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = open_client(redis_url, decode_responses=True)
     before = snapshot(client)
     for args, pattern in (
         ((wid, "0"), "a retention must be above 0"),
