@@ -109,6 +109,16 @@ def test_serve_refuses_a_public_address_without_tokens(
     assert f"{bad}:1" in one_line_error(r)
 
 
+def test_the_longest_event_stream_is_set_with_max_stream(cli_env: dict[str, str]) -> None:
+    from engine.http.server import Settings
+
+    settings = Settings(url=None, namespace="rf", max_payload=1000, max_stream_s=90.0)
+    assert settings.config().max_stream_s == 90.0
+    assert Settings(url=None, namespace="rf", max_payload=1000).config().max_stream_s == 3600
+    r = cli("serve", "--max-stream", "forever", env=cli_env)
+    assert r.returncode == 2 and "--max-stream" in r.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

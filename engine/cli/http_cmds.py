@@ -122,7 +122,15 @@ def add_http_commands(
         type=wait_limit,
         default=300.0,
         metavar="DURATION",
-        help="the longest ?wait= a request may ask (default 5m)",
+        help="the longest a ?wait= waits; a longer one waits this long (default 5m)",
+    )
+    p.add_argument(
+        "--max-stream",
+        type=timeout,
+        default=3600.0,
+        metavar="DURATION",
+        help="the longest an event stream (/v1/events) stays open; its client then "
+        "reconnects with Last-Event-ID (default 1h)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument(
@@ -233,6 +241,7 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         read_tokens=tuple(sorted(tokens.read)),
         write_tokens=tuple(sorted(tokens.write)),
         max_wait_s=args.max_wait,
+        max_stream_s=args.max_stream,
         allowed_hosts=tuple(hosts),
         allowed_origins=tuple(origins),
         header_timeout_s=args.header_timeout,

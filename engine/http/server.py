@@ -37,6 +37,7 @@ class Settings:
     read_tokens: tuple[str, ...] = ()
     write_tokens: tuple[str, ...] = ()
     max_wait_s: float = 300.0
+    max_stream_s: float = 3600.0
     allowed_hosts: tuple[str, ...] = ()  # () : those of the bound address (default_hosts)
     allowed_origins: tuple[str, ...] = ()
     header_timeout_s: float = HEADER_TIMEOUT_S
@@ -49,6 +50,7 @@ class Settings:
         return HttpConfig(
             tokens=tokens,
             max_wait_s=self.max_wait_s,
+            max_stream_s=self.max_stream_s,
             allowed_hosts=self.allowed_hosts or default_hosts(host),
             allowed_origins=self.allowed_origins,
         )
