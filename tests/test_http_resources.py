@@ -260,3 +260,31 @@ def test_a_workflows_stream_ends_when_it_finishes(engine: Engine, api: httpx.Cli
     done = api.get(f"/v1/workflows/{wid}/events", headers={"Last-Event-ID": last})
     assert done.status_code == 204
     assert api.get("/v1/workflows/999999/events").status_code == 404
+
+
+def test_a_stream_that_sees_the_end_late_still_sends_it(
+    engine: Engine, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow finishes between the stream's read of the events and its look at the
+    state (made to happen here): the events that ended it are sent, then the stream ends."""
+    from engine_helpers import Hand
+
+    from engine.http.stream import encode_cursor
+
+    wid = api.post("/v1/workflows", json=PIPELINE).json()["id"]
+    seen = {s.shard: "0-0" for s in engine.keys.all_shards()}
+    engine.events_after(seen)  # up to now: the stream starts after the push
+    real = engine.state
+
+    def finished_meanwhile(w: str) -> Any:
+        monkeypatch.setattr(engine, "state", real)
+        hand = Hand(engine)
+        for _ in range(2):
+            hand.succeed(hand.claim_one("http"), 1)
+        return real(w)
+
+    monkeypatch.setattr(engine, "state", finished_meanwhile)
+    r = api.get(f"/v1/workflows/{wid}/events", headers={"Last-Event-ID": encode_cursor(seen)})
+    assert r.status_code == 200
+    kinds = [m["event"] for m in sse(r.text.splitlines()) if "data" in m]
+    assert kinds[-1] == "workflow.succeeded" and "workflow.pushed" not in kinds

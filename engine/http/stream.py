@@ -124,11 +124,15 @@ class EventFeed:
 
         def read() -> Read:
             events = [e for e in engine.events_after(last_ids) if keep(e)]
+            done = False
+            if wid is not None:
+                done = any(e.kind in FINISHED_KINDS for e in events)
+                if not done and engine.state(wid).finished:
+                    # it finished after the read above: the script that ended it wrote its
+                    # last events with that state, so a second read has them
+                    events += [e for e in engine.events_after(last_ids) if keep(e)]
+                    done = True
             engine.name_tasks(events)
-            done = wid is not None and (
-                any(e.kind in FINISHED_KINDS for e in events)
-                or (not events and engine.state(wid).finished)
-            )
             return events, done, encode_cursor(last_ids)
 
         first = await run_in_threadpool(read)
