@@ -181,25 +181,8 @@ class Workflow:
         whatever happened (after every leaf task when it has no ``after``); it never
         changes the workflow's result.
         """
-        if isinstance(after, TaskDef | str):
-            after = [after]
-        try:
-            parents = [p.name if isinstance(p, TaskDef) else p for p in after]
-        except TypeError:
-            raise _fail(
-                where,
-                f"task {show_value(name)}: after must be a list of tasks, not {show_value(after)}",
-            ) from None
-        if isinstance(before, TaskDef | str):
-            before = [before]
-        try:
-            children = [c.name if isinstance(c, TaskDef) else c for c in before]
-        except TypeError:
-            raise _fail(
-                where,
-                f"task {show_value(name)}: before must be a list of tasks, "
-                f"not {show_value(before)}",
-            ) from None
+        parents = _task_names(after, "after", name, where)
+        children = _task_names(before, "before", name, where)
         spec = None
         if map is not None:
             spec = map_of(map, name)
@@ -217,18 +200,7 @@ class Workflow:
                 spec.steps = list(steps.tasks if isinstance(steps, Workflow) else steps)
         elif steps is not None:
             raise _fail(where, f"task {show_value(name)}: steps need map= (what each item is)")
-        handles = None
-        if on_failure is not None:
-            if isinstance(on_failure, TaskDef | str):
-                on_failure = [on_failure]
-            try:
-                handles = [p.name if isinstance(p, TaskDef) else p for p in on_failure]
-            except TypeError:
-                raise _fail(
-                    where,
-                    f"task {show_value(name)}: on_failure must be a list of tasks, "
-                    f"not {show_value(on_failure)}",
-                ) from None
+        handles = None if on_failure is None else _task_names(on_failure, "on_failure", name, where)
         t = TaskDef(
             name, payload, type, priority, parents, max_attempts, where, spec,
             trigger, handles, finally_, timeout, delay, children,
@@ -249,6 +221,20 @@ def _at(where: str | None) -> str:
 
 def _fail(where: str | None, message: str) -> DefinitionError:
     return DefinitionError(one_line(f"{_at(where)}{message}"))
+
+
+def _task_names(value: Any, what: str, task: str, where: str | None) -> list[str]:
+    """The names in ``value`` (a task, a name, or a list of them) for a task's ``what``
+    (``after``, ``before``, ``on_failure``); else :class:`DefinitionError`."""
+    if isinstance(value, TaskDef | str):
+        value = [value]
+    try:
+        return [v.name if isinstance(v, TaskDef) else v for v in value]
+    except TypeError:
+        raise _fail(
+            where,
+            f"task {show_value(task)}: {what} must be a list of tasks, not {show_value(value)}",
+        ) from None
 
 
 def check_name(value: Any, what: str, where: str | None, empty: bool = False) -> str:
