@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from engine_helpers import BIN, ROOT, cli, one_line_error
 from starlette.applications import Starlette
+from test_http_server import serving as serving_at
 
 from engine import Engine
 from engine.http import HttpConfig, Tokens, create_app
@@ -41,24 +41,9 @@ pytestmark = pytest.mark.same_on_cluster
 def serving(app: Starlette, settings: Settings | None = None) -> Iterator[int]:
     """``app`` under uvicorn in a thread, with the timeouts and cap of ``settings`` when
     given (as ``redisflow serve`` runs it), on a loopback port of its own; its port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
     options = {} if settings is None else settings.uvicorn_options()
-    config = uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", **options)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    with serving_at(app, **options) as base:
+        yield int(base.rsplit(":", 1)[1])
 
 
 def _free_port() -> int:

@@ -43,12 +43,13 @@ tasks:
 
 
 @contextmanager
-def serving(app: Starlette) -> Iterator[str]:
-    """``app`` under uvicorn in a thread, on a loopback port of its own; its base URL."""
+def serving(app: Starlette, **options: Any) -> Iterator[str]:
+    """``app`` under uvicorn in a thread (with ``uvicorn.Config`` ``options``), on a
+    loopback port of its own; its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", ws="none", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
