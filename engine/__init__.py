@@ -41,8 +41,10 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
+from .outcomes import Abort, NonRetryable, Skip
 
 __all__ = [
+    "Abort",
     "Agent",
     "AgentInfo",
     "AgentState",
@@ -51,10 +53,12 @@ __all__ = [
     "Engine",
     "Event",
     "LeaseLostError",
+    "NonRetryable",
     "NotFoundError",
     "NotReplicatedError",
     "PartialWriteError",
     "RedisflowError",
+    "Skip",
     "StateError",
     "Stats",
     "Task",

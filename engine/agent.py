@@ -37,8 +37,10 @@ import redis
 from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
+from .conditions import gate
 from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
+from .outcomes import FATAL, SKIP, outcome_of
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
 
@@ -431,6 +433,10 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
+        if task._when is not None:  # a condition: decided before the handler runs
+            decided = gate(task)
+            if decided is not None:
+                return (task.workflow_id, task.key, task.attempt, *decided)
         if task.timeout is not None:
             return self._execute_watched(task)
         try:
@@ -455,6 +461,11 @@ class Agent:
             self._unwatch(task)
 
     async def _execute_async(self, task: Task) -> None:
+        if task._when is not None:  # a condition: decided before the handler runs
+            decided = gate(task)
+            if decided is not None:
+                self._results.put((task.workflow_id, task.key, task.attempt, *decided))
+                return
         self._watch(task)
         self._running[id(task)] = task
         try:
@@ -525,6 +536,12 @@ class Agent:
         return (task.workflow_id, task.key, task.attempt, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
+        kind = outcome_of(e)
+        if kind is not None:  # NonRetryable, Abort, Skip (engine.outcomes)
+            how, msg = kind
+            if how == SKIP and task.item_index is not None:
+                how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
+            return (task.workflow_id, task.key, task.attempt, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:

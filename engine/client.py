@@ -46,6 +46,7 @@ from .model import (
     WorkflowSummary,
 )
 from .rules import Plan
+from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
 from .store.layout import resolve as resolve_layout
@@ -334,6 +335,8 @@ class Engine:
                 c = seen[id(wf)]
             else:
                 c = seen[id(wf)] = self.compile(wf)
+            if c.input_schema is not None:
+                check_input(c.input_schema, run.input, c.name)
             gates: builtins.list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))

@@ -86,6 +86,9 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
+        when: a condition (CEL over ``input``, ``parents.<name>.output`` / ``.state``,
+            ``run.id``): once its rule lets it run, it runs only if this is true, else it
+            is ``skipped`` (:mod:`engine.conditions`).
     """
 
     name: str
@@ -102,6 +105,7 @@ class TaskDef:
     timeout: float | None = None
     delay: float | None = None
     before: list[str] = field(default_factory=list)
+    when: str | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -127,8 +131,11 @@ class Workflow:
         deadline: float | None = None,
         ttl: float | None = None,
         concurrency: Concurrency | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | bool | None = None,
     ):
         self.name = name
+        # a JSON Schema the run's input must fit (engine/schemas.py)
+        self.input_schema = input_schema
         self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
         # at most `limit` runs at once per value of an input field (engine/flow.py)
         self.concurrency = concurrency
@@ -160,6 +167,7 @@ class Workflow:
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
+        when: str | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -179,7 +187,8 @@ class Workflow:
         branch of ``a`` and ``b``: it runs after them when one of them failed, and is
         skipped when none did. ``finally_=True`` runs it once its parents are done
         whatever happened (after every leaf task when it has no ``after``); it never
-        changes the workflow's result.
+        changes the workflow's result. ``when`` (a CEL expression) is the condition it
+        runs on once its rule lets it: false skips it (see :mod:`engine.conditions`).
         """
         parents = _task_names(after, "after", name, where)
         children = _task_names(before, "before", name, where)
@@ -203,7 +212,7 @@ class Workflow:
         handles = None if on_failure is None else _task_names(on_failure, "on_failure", name, where)
         t = TaskDef(
             name, payload, type, priority, parents, max_attempts, where, spec,
-            trigger, handles, finally_, timeout, delay, children,
+            trigger, handles, finally_, timeout, delay, children, when,
         )  # fmt: skip
         self.tasks.append(t)
         return t
@@ -421,6 +430,10 @@ def validate(
         if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
             _check_rule(t, here)
     parents, rules = resolve(wf)
+    if any(getattr(t, "when", None) is not None for t in wf.tasks):
+        from .conditions import check_conditions
+
+        check_conditions(wf.tasks, parents, where)
     last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
     children: dict[str, list[str]] = {n: [] for n in seen}
     # When every parent is defined before its child (the usual way to write a DAG) the
@@ -513,6 +526,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     for s in steps:
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
+        if isinstance(s, TaskDef) and getattr(s, "when", None) is not None:
+            raise _fail(s.where or where, f"step {s.name!r}: when is not supported {at}")
         if isinstance(s, TaskDef) and (
             s.trigger not in (None, "all_success") or s.on_failure or s.finally_
         ):

@@ -105,6 +105,10 @@ class TaskStatus:
     trigger: str = "all_success"
     timeout: float | None = None  # seconds an attempt may run
     delay: float | None = None  # seconds it waits once it could run
+    when: str | None = None  # its condition (engine.conditions)
+    # why it was skipped by its condition (the expression and the values it read) or by
+    # its handler (Skip's reason)
+    skip_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

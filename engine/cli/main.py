@@ -572,6 +572,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         detail = _detail(t.output, t.error)
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
+        elif t.skip_reason and t.state == "skipped":  # its condition, or its handler
+            detail = f"[dim]{esc(t.skip_reason[:300])}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
         row = [

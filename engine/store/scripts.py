@@ -87,9 +87,11 @@ LIB = (
     "ends",
     "children",
     "maps",
+    "conditions",
     "claim_row",
     "housekeeping",
     "operator",
+    "outcomes",
     "push",
     "calls",
 )

@@ -17,7 +17,17 @@ from ...model import (
     decode_json,
 )
 from ...rules import DEFAULT_RULE
-from .fields import D_NAME, F_CREATED, F_DUE, F_REASON, F_START_AT, SUMMARY_FIELDS, TASK_FIELDS
+from .fields import (
+    D_NAME,
+    D_WHEN,
+    F_CREATED,
+    F_DUE,
+    F_REASON,
+    F_START_AT,
+    SUMMARY_FIELDS,
+    T_WHY,
+    TASK_FIELDS,
+)
 from .input import stored_input
 from .record import parse_record
 
@@ -100,6 +110,8 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
                 trigger=rule or DEFAULT_RULE,
                 timeout=int(limit) / 1000 if limit else None,
                 delay=int(delay) / 1000 if delay else None,
+                when=raw.get(f"{i}{D_WHEN}"),
+                skip_reason=raw.get(f"{i}{T_WHY}"),
             )
         )
     start = raw.get(F_START_AT)
