@@ -221,3 +221,57 @@ def check_conditions(
                 "parent or on a task before it)"
             )
         check_when(text, t.name, ups, here)
+
+
+# -- the planner: the branch a condition takes, given assumed outputs and input ----------
+
+NOT_GIVEN: Any = object()  # no input given to the planner
+
+
+def plan_gate(
+    tasks: Sequence[Any],
+    parents: Sequence[Sequence[int]],
+    outputs: Mapping[str, Any],
+    input: Any = NOT_GIVEN,
+) -> tuple[Any, dict[int, tuple[str | None, str]]]:
+    """For :func:`engine.rules.plan_graph`: a gate that decides each conditional task's
+    condition from its parents' planned states, their assumed ``outputs`` (by task name)
+    and the assumed ``input``; and per task it looked at, what it decided (``None``:
+    runs) and why (filled as it goes). A condition that reads an output or an input not
+    given is not decided: it is taken as true and its ``why`` says what to give."""
+    names = [t.name for t in tasks]
+    whys: dict[int, tuple[str | None, str]] = {}
+
+    def gate(i: int, states: Sequence[str]) -> str | None:
+        text = getattr(tasks[i], "when", None)
+        if text is None:
+            return None
+        read, _, _ = references(text)
+        ups = {names[p]: p for p in parents[i]}
+        missing = [
+            f"--output {p}=JSON"
+            for p in dict.fromkeys(read)
+            if p in ups and states[ups[p]] == "succeeded" and p not in outputs
+        ]
+        if input is NOT_GIVEN and re.search(r"(?<![.\w])input\b", text):
+            missing.append("--input JSON")
+        if missing:
+            whys[i] = None, f"when {text}: not decided, taken as true (give {', '.join(missing)})"
+            return None
+        variables = activation(
+            None if input is NOT_GIVEN else input,
+            {p: outputs.get(p) for p in ups},
+            {p: states[k] for p, k in ups.items()},
+            "1",
+        )
+        try:
+            if evaluate(text, variables):
+                whys[i] = None, f"when {text} is true"
+                return None
+        except ValueError as e:
+            whys[i] = "failed", f"{e} → failed"
+            return "failed"
+        whys[i] = "skipped", explain(text, variables)
+        return "skipped"
+
+    return gate, whys

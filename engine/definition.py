@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .conditions import NOT_GIVEN
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
@@ -636,10 +637,17 @@ def resolve(wf: Workflow) -> tuple[list[list[str]], list[str]]:
     return parents, rules
 
 
-def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
+def plan(
+    wf: Workflow,
+    assume: Mapping[str, str] | None = None,
+    outputs: Mapping[str, Any] | None = None,
+    input: Any = NOT_GIVEN,
+) -> Plan:
     """What would happen if the tasks named in ``assume`` ended as it says
     (``succeeded``, ``failed`` or ``skipped``) and every other task that runs succeeded:
     which tasks run, which are skipped or upstream_failed, and the workflow's result.
+    Conditions (``when``) are decided from the assumed ``outputs`` (by task name) and
+    ``input`` where they can (:func:`engine.conditions.plan_gate`).
     Nothing runs and nothing is written. Raises :class:`DefinitionError` for an invalid
     workflow, or an ``assume`` naming an unknown task or outcome."""
     validate(wf)
@@ -658,7 +666,15 @@ def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
                 )
             )
     ups = [[index[p] for p in ps] for ps in parents]
-    return plan_graph(wf.name, names, ups, rules, given)
+    if not any(getattr(t, "when", None) is not None for t in wf.tasks):
+        return plan_graph(wf.name, names, ups, rules, given)
+    from .conditions import plan_gate
+
+    for name in outputs or {}:
+        if name not in index:
+            raise DefinitionError(one_line(f"output: workflow {wf.name!r} has no task {name!r}"))
+    gate, whys = plan_gate(wf.tasks, ups, dict(outputs or {}), input)
+    return plan_graph(wf.name, names, ups, rules, given, gate, whys)
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

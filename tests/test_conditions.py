@@ -1,39 +1,579 @@
-"""Conditions (`when:`), error kinds and input schemas, on a real Redis."""
+"""Conditions (``when:``), error kinds (NonRetryable, Abort, Skip; ``--exec`` exit codes)
+and input schemas, on a real Redis. ``engine.definition.plan`` (the rules reference with
+conditions) is what the engine must agree with."""
 
 from __future__ import annotations
 
+import json
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
-from engine_helpers import assert_stats_agree, run_agent
+import httpx
+import pytest
+from engine_helpers import assert_stats_agree, cli, one_line_error, run_agent, snapshot
+from test_http_server import Client, client  # noqa: F401 - the fixture
 
-from engine import Engine, Task, Workflow
+from engine import (
+    Abort,
+    DefinitionError,
+    Engine,
+    NonRetryable,
+    Skip,
+    Task,
+    TaskFailed,
+    Workflow,
+    exec_handler,
+    load_text,
+)
+from engine.conditions import check_when, references
+from engine.definition import plan
+from engine.outcomes import exit_codes
+from engine.schedules import parse_schedule
+from engine.store.codec import compile_workflow, decode_claim_row
 
 
 def states(engine: Engine, wid: str) -> dict[str, str]:
     return {t.name: t.state.value for t in engine.status(wid).tasks}
 
 
-def test_when_true_and_false_branch(engine: Engine) -> None:
+def outputs_of(outputs: dict[str, Any]) -> Any:
+    """A handler whose output is ``outputs[task name]`` (None when absent)."""
+
+    def handler(t: Task) -> Any:
+        return outputs.get(t.name)
+
+    return handler
+
+
+# -- when: over DAG shapes, against the planner ---------------------------------------------
+
+
+def branch_and_join() -> Workflow:
+    """check -> yes | no (conditions), each -> its own step; a join after both branches
+    (none_failed_min_one_success: the Airflow join), and a plain all_success join that a
+    skipped branch skips."""
     wf = Workflow("branch")
     check = wf.task("check")
-    wf.task("yes", after=[check], when='parents.check.output.status == "ok"')
+    yes = wf.task("yes", after=[check], when='parents.check.output.status == "ok"')
     no = wf.task("no", after=[check], when='parents.check.output.status != "ok"')
-    wf.task("after_no", after=[no])
+    y2 = wf.task("yes2", after=[yes])
+    n2 = wf.task("no2", after=[no])
+    wf.task("join", after=[y2, n2], trigger="none_failed_min_one_success")
+    wf.task("strict_join", after=[y2, n2])
+    wf.task("report", after=["join"], when="input.report && run.id != ''")
+    return wf
+
+
+@pytest.mark.parametrize(
+    ("status", "report"), [("ok", True), ("bad", True), ("ok", False), ("bad", False)]
+)
+def test_branches_and_joins_agree_with_the_planner(
+    engine: Engine, status: str, report: bool
+) -> None:
+    wf = branch_and_join()
+    outputs = {"check": {"status": status}}
+    wid = engine.push(wf, {"report": report})
+    ran: list[str] = []
+
+    def handler(t: Task) -> Any:
+        ran.append(t.name)
+        return outputs.get(t.name)
+
+    run_agent(engine, {"": handler})
+    got = states(engine, wid)
+    planned = plan(wf, outputs=outputs, input={"report": report})
+    assert got == {t.name: t.state for t in planned.tasks}
+    assert sorted(ran) == sorted(t.name for t in planned.tasks if t.runs)
+    taken = "yes" if status == "ok" else "no"
+    other = "no" if status == "ok" else "yes"
+    assert got[taken] == got[taken + "2"] == "succeeded"
+    assert got[other] == got[other + "2"] == "skipped"
+    assert got["join"] == "succeeded" and got["strict_join"] == "skipped"
+    assert got["report"] == ("succeeded" if report else "skipped")
+    st = engine.status(wid)
+    assert st.state.value == planned.state == "succeeded"
+    skipped = {t.name: t for t in st.tasks}[other]
+    assert skipped.when is not None and skipped.skip_reason is not None
+    assert f"parents.check.output={json.dumps(outputs['check'], separators=(',', ':'))}" in (
+        skipped.skip_reason
+    )
+    assert "parents.check.state=succeeded" in skipped.skip_reason
+    assert_stats_agree(engine)
+
+
+def test_state_of_a_failed_parent_under_all_done(engine: Engine) -> None:
+    wf = Workflow("cleanup")
+    a = wf.task("a")
+    b = wf.task("b")
+    wf.task("on_fail", after=[a, b], trigger="all_done", when='parents.a.state == "failed"')
+    wf.task("on_ok", after=[a, b], trigger="all_done", when='parents.a.state == "succeeded"')
+    wid = engine.push(wf)
+
+    def handler(t: Task) -> Any:
+        if t.name == "a":
+            raise TaskFailed("boom")
+        return None
+
+    run_agent(engine, {"": handler})
+    got = states(engine, wid)
+    assert got == {"a": "failed", "b": "succeeded", "on_fail": "succeeded", "on_ok": "skipped"}
+    planned = plan(wf, {"a": "failed"})
+    assert {t.name: t.state for t in planned.tasks} == got
+
+
+def test_a_condition_on_input_alone_and_a_root(engine: Engine) -> None:
+    wf = Workflow("roots")
+    wf.task("big", when="input.n > 10")
+    wf.task("small", when="input.n <= 10")
+    wf.task("named", when='parents["big"].state == "succeeded"', after=["big"])
+    small = engine.push(wf, {"n": 3})
+    big = engine.push(wf, {"n": 30})
+    run_agent(engine, {"": lambda t: None})
+    assert states(engine, small) == {"big": "skipped", "small": "succeeded", "named": "skipped"}
+    assert states(engine, big) == {"big": "succeeded", "small": "skipped", "named": "succeeded"}
+    assert (
+        engine.status(small).tasks[0].skip_reason == 'when input.n > 10 was false (input={"n":3})'
+    )
+
+
+def test_an_evaluation_error_fails_the_task_without_a_retry(engine: Engine) -> None:
+    wf = Workflow("broken")
+    a = wf.task("a")
+    wf.task("b", after=[a], when="parents.a.output.missing == 1", max_attempts=5)
+    wf.task("c", after=[a], when="parents.a.output.n", max_attempts=5)  # not a boolean
+    wf.task("after_b", after=["b"])
     wid = engine.push(wf)
     ran: list[str] = []
 
     def handler(t: Task) -> Any:
         ran.append(t.name)
-        return {"status": "ok"} if t.name == "check" else None
+        return {"n": 1}
 
     run_agent(engine, {"": handler})
     st = engine.status(wid)
-    assert st.state.value == "succeeded"
-    assert states(engine, wid) == {
-        "check": "succeeded", "yes": "succeeded", "no": "skipped", "after_no": "skipped",
-    }  # fmt: skip
-    assert sorted(ran) == ["check", "yes"]
-    no_status = st.tasks[2]
-    assert no_status.skip_reason is not None
-    assert 'parents.check.output={"status":"ok"}' in no_status.skip_reason
+    by = {t.name: t for t in st.tasks}
+    assert ran == ["a"]
+    assert by["b"].state.value == "failed" and by["b"].attempts == 1
+    assert by["b"].error is not None and "when parents.a.output.missing == 1" in by["b"].error
+    assert "missing" in by["b"].error
+    assert by["c"].state.value == "failed" and "not true or false" in (by["c"].error or "")
+    assert by["after_b"].state.value == "upstream_failed"
+    assert st.state.value == "failed"
     assert_stats_agree(engine)
+
+
+def test_async_handlers_decide_conditions_too(engine: Engine) -> None:
+    wf = Workflow("async")
+    a = wf.task("a")
+    wf.task("b", after=[a], when="parents.a.output == 2")
+    wf.task("c", after=[a], when="parents.a.output == 1")
+    wid = engine.push(wf)
+
+    async def handler(t: Task) -> Any:
+        return 1
+
+    run_agent(engine, {"": handler})
+    assert states(engine, wid) == {"a": "succeeded", "b": "skipped", "c": "succeeded"}
+
+
+def test_the_plain_claim_row_carries_no_condition(engine: Engine) -> None:
+    wf = Workflow("plain")
+    wf.task("a")
+    assert "+" not in compile_workflow(wf).digest
+    wf.tasks[0].when = "true"
+    assert compile_workflow(wf).digest.endswith("+F")
+    # a row of a conditional task: the expression and the parents' states
+    extras = '{"when":"x","states":["succeeded","failed"]}'
+    row = ["1", 2, "t", "", "null", 1, '["a","b"]', ["1", ""], "", "", extras]
+    task = decode_claim_row(row)
+    assert task._when == "x" and task._states == {"a": "succeeded", "b": "failed"}
+    plain = decode_claim_row(["1", 0, "t", "", "null", 1, "[]", [], ""])
+    assert plain._when is None
+
+
+# -- refused at push: one line, nothing written ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        ("parents.a.output ==", "task 'b': when: ERROR: <input>:1:"),
+        ("parents.zz.output == 1", "reads parents.zz, which is not a parent of 'b'"),
+        ('parents["c"].output == 1', "reads parents.c, which is not a parent of 'b'"),
+        ("foo == 1", "unknown variable 'foo'"),
+        ("run.key == 'x'", "reads run.key; run has: id"),
+        ("", "must be a CEL expression"),
+        (5, "must be a CEL expression"),
+    ],
+)
+def test_bad_conditions_are_refused(engine: Engine, when: Any, expected: str) -> None:
+    wf = Workflow("bad")
+    a = wf.task("a")
+    wf.task("b", after=[a], when=when)
+    wf.task("c")
+    before = snapshot(engine.redis)
+    with pytest.raises(DefinitionError) as e:
+        engine.push(wf)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+    assert snapshot(engine.redis) == before
+
+
+def test_names_inside_strings_and_macros_are_no_references() -> None:
+    text = 'parents.a.output == "parents.b" && input.l.all(x, x > 1) && run.id != ""'
+    assert references(text) == (["a"], ["id"], {"x"})
+    assert check_when(text, "t", ["a"], None) == text
+
+
+def test_a_map_or_a_step_cannot_have_a_condition(engine: Engine) -> None:
+    wf = Workflow("maps")
+    a = wf.task("a")
+    wf.task("m", map=a, when="true")
+    with pytest.raises(DefinitionError, match="a map cannot have when"):
+        engine.push(wf)
+    wf = Workflow("steps")
+    a = wf.task("a")
+    wf.task("m", map=a, steps=[Workflow("s").task("s1", when="true")])
+    with pytest.raises(DefinitionError, match="when is not supported"):
+        engine.push(wf)
+
+
+BAD_FILE = """\
+name: bad
+tasks:
+  - name: a
+  - name: b
+    after: [a]
+    when: parents.nope.output == 1
+"""
+
+
+def test_the_cli_refuses_a_bad_condition(
+    engine: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD_FILE)
+    before = snapshot(engine.redis)
+    r = cli("push", str(path), env=cli_env)
+    assert r.returncode == 2
+    err = one_line_error(r)
+    assert "bad.yaml:4: task 'b': when reads parents.nope" in err
+    assert snapshot(engine.redis) == before
+
+
+# -- the loader and the planner's CLI -------------------------------------------------------
+
+PLAN_FILE = """\
+name: deploy
+input_schema:
+  type: object
+  properties: {env: {enum: [prod, dev]}}
+tasks:
+  - name: check
+  - name: ship
+    after: [check]
+    when: 'parents.check.output.ok && input.env == "prod"'
+  - name: notify
+    after: [ship]
+"""
+
+
+def test_plan_shows_the_branch_taken(tmp_path: Path) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(PLAN_FILE)
+    wf = load_text(PLAN_FILE, "deploy.yaml")[0]
+    assert wf.tasks[1].when == 'parents.check.output.ok && input.env == "prod"'
+    r = cli("plan", str(path), "--json", "--output", 'check={"ok":false}', "--input",
+            '{"env":"prod"}')  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    by = {t["name"]: t for t in got["tasks"]}
+    assert by["ship"]["state"] == "skipped" and not by["ship"]["runs"]
+    assert (
+        "was false" in by["ship"]["why"]
+        and 'parents.check.output={"ok":false}' in (by["ship"]["why"])
+    )
+    assert by["notify"]["state"] == "skipped"
+    # an output not given: not decided, taken as true, and it says what to give
+    r = cli("plan", str(path), "--json")
+    by = {t["name"]: t for t in json.loads(r.stdout)["tasks"]}
+    assert by["ship"]["runs"] and "give --output check=JSON, --input JSON" in by["ship"]["why"]
+    # failed check: the rule decides first
+    r = cli("plan", str(path), "--json", "--assume", "check=failed")
+    by = {t["name"]: t for t in json.loads(r.stdout)["tasks"]}
+    assert by["ship"]["state"] == "upstream_failed"
+    r = cli("plan", str(path), "--output", "nope=1")
+    assert r.returncode == 2 and "--output: " in one_line_error(r)
+
+
+# -- error kinds ---------------------------------------------------------------------------
+
+
+def kinds_workflow() -> Workflow:
+    wf = Workflow("kinds")
+    a = wf.task("a", max_attempts=4)
+    wf.task("after_a", after=[a])
+    wf.task("handler", on_failure=[a])
+    return wf
+
+
+def test_non_retryable_fails_at_once(engine: Engine) -> None:
+    wid = engine.push(kinds_workflow())
+
+    def handler(t: Task) -> Any:
+        if t.name == "a":
+            raise NonRetryable("bad request")
+        return None
+
+    run_agent(engine, {"": handler})
+    by = {t.name: t for t in engine.status(wid).tasks}
+    assert by["a"].state.value == "failed" and by["a"].attempts == 1 and by["a"].failures == 1
+    assert by["a"].error == "bad request"
+    assert by["handler"].state.value == "succeeded"  # an ordinary failure: handled
+    assert engine.status(wid).state.value == "succeeded"
+    assert_stats_agree(engine)
+
+
+def test_skip_skips_the_task_and_its_children(engine: Engine) -> None:
+    wid = engine.push(kinds_workflow())
+
+    def handler(t: Task) -> Any:
+        if t.name == "a":
+            raise Skip("nothing to do today")
+        return None
+
+    run_agent(engine, {"": handler})
+    st = engine.status(wid)
+    assert states(engine, wid) == {"a": "skipped", "after_a": "skipped", "handler": "skipped"}
+    assert st.tasks[0].skip_reason == "nothing to do today"
+    assert st.state.value == "succeeded" and st.skipped == 3
+    assert_stats_agree(engine)
+
+
+def test_abort_ends_the_run_failed_and_cancels_the_rest(engine: Engine) -> None:
+    wf = Workflow("abort")
+    a = wf.task("a", max_attempts=3)
+    wf.task("after_a", after=[a])
+    wf.task("handler", on_failure=[a])
+    wf.task("tidy", finally_=True)
+    slow = wf.task("other")
+    wf.task("after_other", after=[slow])
+    wid = engine.push(wf)
+    ran: list[str] = []
+
+    def handler(t: Task) -> Any:
+        ran.append(t.name)
+        if t.name == "a":
+            raise Abort("the account is closed")
+        return None
+
+    run_agent(engine, {"": handler}, batch=1)
+    st = engine.status(wid)
+    got = states(engine, wid)
+    assert st.state.value == "failed" and st.reason == "abort"
+    assert got["a"] == "failed" and st.tasks[0].attempts == 1
+    assert st.tasks[0].error == "the account is closed"
+    for name in ("after_a", "handler", "tidy"):
+        assert got[name] == "cancelled" and name not in ran
+    assert ran[0] == "a"
+    with pytest.raises(Exception, match="aborted"):
+        engine.retry(wid)
+    assert_stats_agree(engine)
+
+
+def test_a_skip_from_an_item_fails_it(engine: Engine) -> None:
+    wf = Workflow("items")
+    a = wf.task("a")
+    wf.task("m", map=a)
+    wid = engine.push(wf)
+
+    def handler(t: Task) -> Any:
+        if t.name == "a":
+            return [1, 2]
+        raise Skip("no")
+
+    run_agent(engine, {"": handler})
+    assert engine.status(wid).state.value == "failed"
+
+
+SCRIPT = """\
+import json, sys
+task = json.load(sys.stdin)
+how = task["payload"]
+if how == "json":
+    print("some log line")
+    print(json.dumps({"error": {"kind": "abort", "message": "stop everything"}}))
+    sys.exit(1)
+sys.exit({"fatal": 100, "abort": 101, "skip": 102, "custom": 7, "plain": 1}.get(how, 0))
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "state", "attempts", "run_state"),
+    [
+        ("fatal", "failed", 1, "failed"),
+        ("abort", "failed", 1, "failed"),
+        ("json", "failed", 1, "failed"),
+        ("skip", "skipped", 1, "succeeded"),
+        ("custom", "failed", 1, "failed"),
+        ("plain", "failed", 3, "failed"),
+    ],
+)
+def test_exec_exit_codes_and_json_errors(
+    engine: Engine, tmp_path: Path, how: str, state: str, attempts: int, run_state: str
+) -> None:
+    script = tmp_path / "h.py"
+    script.write_text(SCRIPT)
+    wf = Workflow("exec", retry_backoff=0)
+    wf.task("t", how, max_attempts=3)
+    wf.task("u")  # a root that runs either way (unless the run aborts first)
+    wid = engine.push(wf)
+    codes = exit_codes(["7=non_retryable"])
+    run_agent(engine, {"": exec_handler(f"{sys.executable} {script}", exit_codes=codes)})
+    st = engine.status(wid)
+    t = st.tasks[0]
+    assert (t.state.value, t.attempts, st.state.value) == (state, attempts, run_state)
+    if how in ("abort", "json"):
+        assert st.reason == "abort"
+    if how == "json":
+        assert t.error == "stop everything"
+
+
+def test_the_agent_cli_takes_exit_codes(
+    engine: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "h.py"
+    script.write_text(SCRIPT)
+    wf = Workflow("exec-cli", retry_backoff=0)
+    wf.task("t", "custom", max_attempts=3)
+    wid = engine.push(wf)
+    r = cli("--exec", f"{sys.executable} {script}", "--exit-code", "7=non_retryable",
+            "--until-idle", tool="redisflow-agent", env=cli_env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert engine.status(wid).tasks[0].attempts == 1
+    r = cli("--exec", "true", "--exit-code", "7=maybe", tool="redisflow-agent", env=cli_env)
+    assert r.returncode == 2 and "--exit-code '7=maybe'" in r.stderr
+
+
+# -- input schemas -------------------------------------------------------------------------
+
+TEMPLATE = """\
+name: orders
+input_schema:
+  type: object
+  required: [customer]
+  properties:
+    customer:
+      type: object
+      required: [id]
+      properties: {id: {type: integer}}
+tasks:
+  - name: charge
+"""
+
+
+def test_input_schema_through_the_api(engine: Engine) -> None:
+    wf = load_text(TEMPLATE, "orders.yaml")[0]
+    wid = engine.push(wf, {"customer": {"id": 7}})
+    assert engine.status(wid).input == {"customer": {"id": 7}}
+    before = snapshot(engine.redis)
+    for value, where in (
+        ({"customer": {"id": "7"}}, "at $.customer.id: '7' is not of type 'integer'"),
+        ({}, "at $: 'customer' is a required property"),
+        (None, "at $: None is not of type 'object'"),
+    ):
+        with pytest.raises(DefinitionError) as e:
+            engine.push(wf, value)
+        assert str(e.value) == f"input does not fit the input_schema of workflow 'orders': {where}"
+    with pytest.raises(DefinitionError, match=r"\$\.customer\.id"):
+        engine.push_many([wf, wf], [{"customer": {"id": 1}}, {"customer": {"id": 1.5}}])
+    engine.put_template(TEMPLATE)
+    before = snapshot(engine.redis)
+    with pytest.raises(DefinitionError, match=r"at \$\.customer"):
+        engine.run("orders", {"customer": []})
+    assert snapshot(engine.redis) == before
+    # the builder
+    built = Workflow("b", input_schema={"type": "array", "maxItems": 1})
+    built.task("a")
+    with pytest.raises(DefinitionError, match=r"at \$: \[1, 2\] is too long"):
+        engine.push(built, [1, 2])
+
+
+def test_a_bad_schema_is_refused_when_stored(engine: Engine) -> None:
+    bad = TEMPLATE.replace("type: integer", "type: intgr")
+    before = snapshot(engine.redis)
+    with pytest.raises(DefinitionError) as e:
+        engine.put_template(bad)
+    assert "input_schema is not a valid JSON Schema: at $.properties.customer" in str(e.value)
+    assert snapshot(engine.redis) == before
+    wf = Workflow("w", input_schema=[1])  # type: ignore[arg-type]
+    wf.task("a")
+    with pytest.raises(DefinitionError, match="must be a JSON Schema"):
+        engine.push(wf)
+
+
+def test_input_schema_through_the_cli(
+    engine: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "orders.yaml"
+    path.write_text(TEMPLATE)
+    assert cli("template", "put", str(path), env=cli_env).returncode == 0
+    before = snapshot(engine.redis)
+    for args in (
+        ("push", str(path), "--input", '{"customer": {"id": "x"}}'),
+        ("run", "orders", "--input", '{"customer": {"id": "x"}}'),
+    ):
+        r = cli(*args, env=cli_env)
+        assert r.returncode == 2, r.stderr
+        assert "at $.customer.id: 'x' is not of type 'integer'" in one_line_error(r)
+    assert snapshot(engine.redis) == before
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TEMPLATE.replace("required: [customer]", "required: customer"))
+    r = cli("template", "put", str(bad), env=cli_env)
+    assert r.returncode == 2 and "input_schema is not a valid JSON Schema" in one_line_error(r)
+    r = cli("run", "orders", "--input", '{"customer": {"id": 1}}', env=cli_env)
+    assert r.returncode == 0, r.stderr
+
+
+def test_input_schema_over_http(engine: Engine, client: Client) -> None:  # noqa: F811
+    engine.put_template(TEMPLATE)
+    api: httpx.Client = client()
+    before = snapshot(engine.redis)
+    r = api.post("/v1/templates/orders/runs", json={"customer": {"id": "x"}})
+    assert r.status_code == 400
+    assert "at $.customer.id" in json.dumps(r.json())
+    after = snapshot(engine.redis)
+    after.pop(engine.keys.shard(0).http_counters, None)  # counted as a rejected request
+    assert after == before
+    assert api.post("/v1/templates/orders/runs", json={"customer": {"id": 1}}).status_code == 202
+
+
+def test_input_schema_of_a_schedule(engine: Engine) -> None:
+    engine.put_template(
+        textwrap.dedent("""\
+        name: nightly
+        input_schema:
+          type: object
+          properties: {region: {enum: [eu, us]}}
+          required: [region]
+        tasks:
+          - name: work
+        """)
+    )
+    before = snapshot(engine.redis)
+    with pytest.raises(DefinitionError, match=r"at \$\.region: 'mars' is not one of"):
+        engine.put_schedule(
+            parse_schedule(
+                {"name": "s", "template": "nightly", "every": "1h", "input": {"region": "mars"}}
+            )
+        )
+    with pytest.raises(DefinitionError, match=r"'region' is a required property"):
+        engine.put_schedule(parse_schedule({"name": "s", "template": "nightly", "every": "1h"}))
+    assert snapshot(engine.redis) == before
+    engine.put_schedule(
+        parse_schedule(
+            {"name": "s", "template": "nightly", "every": "1h", "input": {"region": "eu"}}
+        )
+    )
+    assert engine.trigger_schedule("s").what == "fired"

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import timing, viz
 from ..client import Engine
-from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
+from ..conditions import NOT_GIVEN
+from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name, resolve, validate
 from ..definition import plan as plan_workflow
 from ..errors import DefinitionError, PartialWriteError
 from ..flow import check_key
@@ -607,6 +608,21 @@ def parse_assume(values: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def parse_outputs(values: Sequence[str] | None) -> dict[str, Any]:
+    """``--output check='{"status":"ok"}'`` (repeatable) as ``{task: output}``: the
+    outputs ``redisflow plan`` decides conditions (``when``) with."""
+    out: dict[str, Any] = {}
+    for value in values or ():
+        name, eq, text = value.partition("=")
+        if not eq or not name.strip():
+            raise DefinitionError(f"--output {_arg(value)}: give TASK=JSON")
+        try:
+            out[name.strip()] = json.loads(text)
+        except ValueError as e:
+            raise DefinitionError(f"--output {_arg(value)}: not JSON ({e})") from None
+    return out
+
+
 def _plans(args: argparse.Namespace) -> list[Plan]:
     """A plan of every workflow in ``args.file``, each with the assumptions naming its
     tasks; an assumption that names no task of any of them is bad input."""
@@ -616,10 +632,22 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
     for name in assume:
         if name not in known:
             raise DefinitionError(f"--assume: {args.file} has no task {name!r}")
+    outputs = parse_outputs(args.output)
+    for name in outputs:
+        if name not in known:
+            raise DefinitionError(f"--output: {args.file} has no task {name!r}")
+    given = NOT_GIVEN if args.input is None else read_input(args.input, DEFAULT_MAX_PAYLOAD)
     plans = []
     for wf in workflows:
         own = {t.name for t in wf.tasks}
-        plans.append(plan_workflow(wf, {n: o for n, o in assume.items() if n in own}))
+        plans.append(
+            plan_workflow(
+                wf,
+                {n: o for n, o in assume.items() if n in own},
+                {n: o for n, o in outputs.items() if n in own},
+                given,
+            )
+        )
     return plans
 
 
@@ -1066,6 +1094,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="TASK=OUTCOME,...",
         help=f"how tasks end: {', '.join(OUTCOMES)} (repeatable; default: succeeded)",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        metavar="TASK=JSON",
+        help="a task's assumed output, for the conditions (when:) that read it (repeatable)",
+    )
+    p.add_argument(
+        "--input",
+        metavar="JSON|@FILE",
+        help="the run's assumed input, for the conditions (when:) that read it",
     )
     p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
     p.set_defaults(run=cmd_plan, no_engine=True)
