@@ -577,3 +577,27 @@ def test_input_schema_of_a_schedule(engine: Engine) -> None:
         )
     )
     assert engine.trigger_schedule("s").what == "fired"
+
+
+def test_an_item_that_aborts_ends_the_run(engine: Engine) -> None:
+    wf = Workflow("items-abort")
+    a = wf.task("a")
+    wf.task("m", map=a, concurrency=1)
+    wf.task("after_m", after=["m"])
+    wf.task("tidy", finally_=True)
+    wid = engine.push(wf)
+    seen: list[Any] = []
+
+    def handler(t: Task) -> Any:
+        if t.name == "a":
+            return [1, 2, 3]
+        seen.append(t.item)
+        raise Abort("item 1 is poisoned")
+
+    run_agent(engine, {"": handler})
+    st = engine.status(wid)
+    assert st.state.value == "failed" and st.reason == "abort"
+    assert seen == [1]
+    got = states(engine, wid)
+    assert got["m"] == got["after_m"] == got["tidy"] == "cancelled"
+    assert_stats_agree(engine)

@@ -158,8 +158,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     if args.handler:
-        if args.exec_env or args.exit_code:
-            return fail("--exec-env and --exit-code go with --exec", EXIT_BAD_INPUT)
+        if args.exec_env:
+            return fail("--exec-env goes with --exec", EXIT_BAD_INPUT)
+        if args.exit_code:
+            return fail("--exit-code goes with --exec", EXIT_BAD_INPUT)
         handler = import_handler(args.handler)
     else:
         listed = [os.environ.get(EXEC_ENV_VAR, ""), *args.exec_env]
