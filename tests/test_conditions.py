@@ -28,6 +28,7 @@ from engine import (
     load_text,
 )
 from engine.conditions import check_when, references
+from engine.http.triggers import new_trigger
 from engine.definition import plan
 from engine.outcomes import exit_codes
 from engine.schedules import parse_schedule
@@ -547,6 +548,26 @@ def test_input_schema_over_http(engine: Engine, client: Client) -> None:  # noqa
     after.pop(engine.keys.shard(0).http_counters, None)  # counted as a rejected request
     assert after == before
     assert api.post("/v1/templates/orders/runs", json={"customer": {"id": 1}}).status_code == 202
+    # a webhook trigger's delivery is the input: checked the same
+    engine.put_trigger(new_trigger("open", "orders", "none"))
+    r = api.post("/v1/triggers/open", json={"customer": {}})
+    assert r.status_code == 400 and "at $.customer: 'id' is a required property" in r.text
+    assert api.post("/v1/triggers/open", json={"customer": {"id": 2}}).status_code == 202
+    assert engine.count() == 2
+
+
+def test_status_shows_why_a_task_was_skipped(engine: Engine, cli_env: dict[str, str]) -> None:
+    wf = Workflow("why")
+    wf.task("a", when="input.go")
+    wf.task("b", when="input.go == false")
+    wid = engine.push(wf, {"go": False})
+    run_agent(engine, {"": lambda t: None})
+    r = cli("status", wid, env={**cli_env, "COLUMNS": "250"})
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("a "))
+    assert "skipped" in line and 'when input.go was false (input={"go":false})' in line
+    got = json.loads(cli("status", wid, "--json", env=cli_env).stdout)
+    assert got["tasks"][0]["when"] == "input.go" and got["tasks"][1]["skip_reason"] is None
 
 
 def test_input_schema_of_a_schedule(engine: Engine) -> None:
