@@ -28,8 +28,8 @@ from engine import (
     load_text,
 )
 from engine.conditions import check_when, references
-from engine.http.triggers import new_trigger
 from engine.definition import plan
+from engine.http.triggers import new_trigger
 from engine.outcomes import exit_codes
 from engine.schedules import parse_schedule
 from engine.store.codec import compile_workflow, decode_claim_row
