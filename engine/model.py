@@ -190,8 +190,12 @@ class WorkflowStatus(WorkflowSummary):
 
     def why(self, task: TaskStatus) -> str:
         """Why ``task`` is in its state, by its rule and its parents' states, e.g.
-        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``."""
+        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``; for a
+        task skipped by its condition or its handler, the reason it keeps."""
         from .rules import explain
+
+        if task.skip_reason and task.state == "skipped":
+            return task.skip_reason
 
         by_name = {t.name: t for t in self.tasks}
         ups = [str(by_name[p].state) for p in task.parents if p in by_name]

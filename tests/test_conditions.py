@@ -566,6 +566,8 @@ def test_status_shows_why_a_task_was_skipped(engine: Engine, cli_env: dict[str, 
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("a "))
     assert "skipped" in line and 'when input.go was false (input={"go":false})' in line
+    st = engine.status(wid)
+    assert st.why(st.tasks[0]) == st.tasks[0].skip_reason  # the console's "why" line too
     got = json.loads(cli("status", wid, "--json", env=cli_env).stdout)
     assert got["tasks"][0]["when"] == "input.go" and got["tasks"][1]["skip_reason"] is None
 
