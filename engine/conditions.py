@@ -228,9 +228,14 @@ def check_conditions(
 NOT_GIVEN: Any = object()  # no input given to the planner
 
 
+# rules that may run a task before all its parents have ended (engine.rules.decide)
+EARLY_RULES = frozenset({"one_success", "one_failed"})
+
+
 def plan_gate(
     tasks: Sequence[Any],
     parents: Sequence[Sequence[int]],
+    rules: Sequence[str],
     outputs: Mapping[str, Any],
     input: Any = NOT_GIVEN,
 ) -> tuple[Any, dict[int, tuple[str | None, str]]]:
@@ -238,7 +243,9 @@ def plan_gate(
     condition from its parents' planned states, their assumed ``outputs`` (by task name)
     and the assumed ``input``; and per task it looked at, what it decided (``None``:
     runs) and why (filled as it goes). A condition that reads an output or an input not
-    given is not decided: it is taken as true and its ``why`` says what to give."""
+    given is not decided: it is taken as true and its ``why`` says what to give; so is one
+    that reads parents of a task whose rule may run it before they have all ended
+    (``one_success``, ``one_failed``: what it reads then depends on timing)."""
     names = [t.name for t in tasks]
     whys: dict[int, tuple[str | None, str]] = {}
 
@@ -255,12 +262,21 @@ def plan_gate(
         ]
         if input is NOT_GIVEN and re.search(r"(?<![.\w])input\b", text):
             missing.append("--input JSON")
+        if read and rules[i] in EARLY_RULES and len(ups) > 1:
+            whys[i] = (
+                None,
+                (
+                    f"when {text}: not decided, taken as true ({rules[i]} may run it before the "
+                    "parents it reads have ended)"
+                ),
+            )
+            return None
         if missing:
             whys[i] = None, f"when {text}: not decided, taken as true (give {', '.join(missing)})"
             return None
         variables = activation(
             None if input is NOT_GIVEN else input,
-            {p: outputs.get(p) for p in ups},
+            {p: outputs.get(p) if states[k] == "succeeded" else None for p, k in ups.items()},
             {p: states[k] for p, k in ups.items()},
             "1",
         )

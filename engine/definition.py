@@ -673,7 +673,7 @@ def plan(
     for name in outputs or {}:
         if name not in index:
             raise DefinitionError(one_line(f"output: workflow {wf.name!r} has no task {name!r}"))
-    gate, whys = plan_gate(wf.tasks, ups, dict(outputs or {}), input)
+    gate, whys = plan_gate(wf.tasks, ups, rules, dict(outputs or {}), input)
     return plan_graph(wf.name, names, ups, rules, given, gate, whys)
 
 

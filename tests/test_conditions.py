@@ -5,6 +5,7 @@ conditions) is what the engine must agree with."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 from engine_helpers import assert_stats_agree, cli, one_line_error, run_agent, snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import (
@@ -31,6 +34,7 @@ from engine.conditions import check_when, references
 from engine.definition import plan
 from engine.http.triggers import new_trigger
 from engine.outcomes import exit_codes
+from engine.rules import RULES
 from engine.schedules import parse_schedule
 from engine.store.codec import compile_workflow, decode_claim_row
 
@@ -624,3 +628,87 @@ def test_an_item_that_aborts_ends_the_run(engine: Engine) -> None:
     got = states(engine, wid)
     assert got["m"] == got["after_m"] == got["tidy"] == "cancelled"
     assert_stats_agree(engine)
+
+
+# -- random DAGs: the engine ends as the planner says -------------------------------------
+
+
+@st.composite
+def conditional_cases(draw: st.DrawFn) -> tuple[Workflow, set[str], dict[str, Any]]:
+    """A random DAG with random trigger rules, failures and conditions over the input, the
+    parents' states and their outputs (some of which cannot be evaluated)."""
+    n = draw(st.integers(2, 9))
+    wf = Workflow(f"r{n}")
+    flags: dict[str, bool] = {}
+    fail: set[str] = set()
+    for i in range(n):
+        name = f"t{i}"
+        after = sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else []
+        ups = [f"t{p}" for p in after]
+        trigger = draw(st.sampled_from([None, None, *RULES[1:]])) if ups else None
+        kind = draw(st.sampled_from(["none", "none", "input", "state", "output", "error"]))
+        if trigger in ("one_success", "one_failed") and len(ups) > 1:
+            kind = "input"  # what it reads of its parents would depend on timing
+        when = None
+        if kind == "input":
+            when = f"input.flags.{name}"
+            flags[name] = draw(st.booleans())
+        elif ups and kind == "state":
+            when = f'parents.{draw(st.sampled_from(ups))}.state == "succeeded"'
+        elif ups and kind == "output":
+            p = draw(st.sampled_from(ups))
+            when = f"parents.{p}.output == {int(p[1:]) % 2}"
+        elif ups and kind == "error":
+            when = f"parents.{draw(st.sampled_from(ups))}.output.x == 1"
+        wf.task(name, after=ups, trigger=trigger, when=when)
+        if draw(st.integers(0, 3)) == 0:
+            fail.add(name)
+    return wf, fail, {"flags": flags, "fail": sorted(fail)}
+
+
+@pytest.fixture(scope="module")
+def session_engine(session_url: str) -> Any:
+    eng = Engine.connect(session_url)
+    yield eng
+    eng.redis.flushall()
+    eng.close()
+
+
+@settings(
+    max_examples=int(os.environ.get("REDISFLOW_RULES_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=conditional_cases())
+def test_random_conditions_end_as_the_planner_says(
+    session_engine: Engine, case: tuple[Workflow, set[str], dict[str, Any]]
+) -> None:
+    engine = session_engine
+    engine.redis.flushall()
+    wf, fail, run_input = case
+    wid = engine.push(wf, run_input)
+    ran: list[str] = []
+
+    def handler(t: Task) -> Any:
+        ran.append(t.name)
+        if t.name in t.input["fail"]:
+            raise TaskFailed("forced")
+        return int(t.name[1:])
+
+    run_agent(engine, {"": handler})
+    got = states(engine, wid)
+    outputs = {t.name: int(t.name[1:]) for t in wf.tasks}
+    planned = plan(wf, dict.fromkeys(fail, "failed"), outputs, run_input)
+    assert got == {t.name: t.state for t in planned.tasks}, [t.why for t in planned.tasks]
+    assert sorted(ran) == sorted(t.name for t in planned.tasks if t.runs)
+    assert engine.status(wid).state.value == planned.state
+
+
+def test_a_rule_that_runs_early_leaves_the_condition_to_timing() -> None:
+    wf = Workflow("early")
+    a = wf.task("a")
+    b = wf.task("b")
+    wf.task("c", after=[a, b], trigger="one_success", when='parents.b.state == "succeeded"')
+    planned = plan(wf, outputs={"a": 1, "b": 2})
+    c = planned.task("c")
+    assert c.runs and "one_success may run it before the parents it reads have ended" in c.why
