@@ -291,3 +291,21 @@ def plan_gate(
         return "skipped"
 
     return gate, whys
+
+
+def join_traps(
+    tasks: Sequence[Any], parents: Sequence[Sequence[str]], rules: Sequence[str]
+) -> list[str]:
+    """Tasks that join a conditional branch but keep ``all_success`` (Airflow's join
+    trap): when the branch is skipped, so are they. One line each, for ``redisflow plan``."""
+    conditional = {t.name for t in tasks if getattr(t, "when", None) is not None}
+    out = []
+    for t, ups, rule in zip(tasks, parents, rules, strict=True):
+        branch = [p for p in ups if p in conditional]
+        if len(ups) >= 2 and branch and rule == "all_success":
+            out.append(
+                f"task {t.name!r} joins {branch[0]!r}, which has a condition, with the default "
+                "rule all_success: it is skipped whenever that branch is (trigger: "
+                "none_failed_min_one_success runs it after whichever branch ran)"
+            )
+    return out

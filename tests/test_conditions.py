@@ -308,6 +308,10 @@ def test_plan_shows_the_branch_taken(tmp_path: Path) -> None:
     r = cli("plan", str(path), "--json", "--assume", "check=failed")
     by = {t["name"]: t for t in json.loads(r.stdout)["tasks"]}
     assert by["ship"]["state"] == "upstream_failed"
+    trap = tmp_path / "trap.yaml"
+    trap.write_text(PLAN_FILE.replace("    after: [ship]", "    after: [ship, check]"))
+    r = cli("plan", str(trap))
+    assert "note: task 'notify' joins 'ship', which has a condition" in r.stdout
     r = cli("plan", str(path), "--output", "nope=1")
     assert r.returncode == 2 and "--output: " in one_line_error(r)
 
@@ -712,3 +716,17 @@ def test_a_rule_that_runs_early_leaves_the_condition_to_timing() -> None:
     planned = plan(wf, outputs={"a": 1, "b": 2})
     c = planned.task("c")
     assert c.runs and "one_success may run it before the parents it reads have ended" in c.why
+
+
+def test_http_refuses_a_bad_template(engine: Engine, client: Client) -> None:  # noqa: F811
+    api: httpx.Client = client()
+    before = snapshot(engine.redis)
+    bad_when = {"tasks": [{"name": "a"}, {"name": "b", "after": ["a"], "when": "parents.x.y"}]}
+    r = api.put("/v1/templates/t", json=bad_when)
+    assert r.status_code == 400 and "reads parents.x, which is not a parent of 'b'" in r.text
+    bad_schema = {"input_schema": {"type": 5}, "tasks": [{"name": "a"}]}
+    r = api.put("/v1/templates/t", json=bad_schema)
+    assert r.status_code == 400 and "input_schema is not a valid JSON Schema" in r.text
+    after = snapshot(engine.redis)
+    after.pop(engine.keys.shard(0).http_counters, None)
+    assert after == before

@@ -691,7 +691,22 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
         out.print(line)
         if p.ignored:
             out.print(f"[dim]not run, so not assumed: {esc(', '.join(p.ignored))}[/]")
+    for note in _join_traps(args):
+        out.print(f"[yellow]note: {esc(note)}[/]")
     return EXIT_OK
+
+
+def _join_traps(args: argparse.Namespace) -> list[str]:
+    """Joins after a conditional branch that keep all_success (see engine.conditions)."""
+    from ..conditions import join_traps
+
+    notes = []
+    for wf in load_file(args.file, args.max_tasks):
+        if any(t.when is not None for t in wf.tasks):
+            validate(wf)  # adds the edges `before` stands for
+            parents, rules = resolve(wf)
+            notes += join_traps(wf.tasks, parents, rules)
+    return notes
 
 
 def _viz_graph(
