@@ -6,9 +6,11 @@ is pushed: :meth:`Engine.push` / :meth:`Engine.run`, ``redisflow push --input`` 
 ``redisflow run``, the HTTP API's runs and webhooks (``400``), and schedules (when the
 schedule is stored, and at each tick: a tick whose input does not fit is missed, with a
 warning). The schema's draft is the one its ``$schema`` names, Draft 2020-12 without
-one. A schema that is not valid itself is refused when the workflow is loaded, compiled
-or stored as a template. An input that does not fit is refused in one line naming the
-JSON path of the fault (``$.customer.id``) and what is wrong there.
+one. A schema that is not valid itself is refused when the workflow is compiled (pushed,
+stored as a template); a ``$ref`` is resolved within the schema only (nothing is
+fetched), and one that resolves nowhere is refused as soon as a value reaches it. An
+input that does not fit is refused in one line naming the JSON path of the fault
+(``$.customer.id``) and what is wrong there.
 
 A run pushed without an input is checked as ``null``: a workflow whose schema wants an
 object needs an input.
@@ -31,6 +33,8 @@ def compile_schema(schema: Any, whose: str) -> Any:
         raise DefinitionError(
             f"{whose}: input_schema must be a JSON Schema (an object), not {type(schema).__name__}"
         )
+    if isinstance(schema, dict) and "$schema" in schema and not isinstance(schema["$schema"], str):
+        raise DefinitionError(f"{whose}: input_schema's $schema must be a string (a draft's URI)")
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -39,15 +43,36 @@ def compile_schema(schema: Any, whose: str) -> Any:
         raise DefinitionError(
             f"{whose}: input_schema is not a valid JSON Schema: at {at}: {_short(e.message)}"
         ) from None
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    for probe in _PROBES:  # a $ref that resolves nowhere, met on the way, is refused now
+        _first_error(validator, probe, whose)
+    return validator
+
+
+# values tried once when a schema is compiled: what they reach of it must apply
+_PROBES: tuple[Any, ...] = (None, {}, [], "", 0, True)
+
+
+def _first_error(validator: Any, value: Any, whose: str) -> Any:
+    """The error of ``value`` that best says why it does not fit (None: it fits); a
+    schema that cannot be applied to it (a ``$ref`` that resolves nowhere: nothing is
+    fetched from the network) is :class:`DefinitionError`."""
+    from jsonschema.exceptions import best_match
+
+    try:
+        return best_match(validator.iter_errors(value))
+    except RecursionError:
+        raise DefinitionError(f"{whose}: input_schema refers to itself without end") from None
+    except Exception as e:  # noqa: BLE001 - any error of the library: the schema is at fault
+        raise DefinitionError(
+            f"{whose}: input_schema cannot be applied: {_short(str(e) or type(e).__name__)}"
+        ) from None
 
 
 def check_input(validator: Any, value: Any, workflow: str) -> None:
     """Refuse ``value`` (:class:`DefinitionError`) unless it fits ``validator``'s schema:
     the message names the JSON path of the first fault."""
-    from jsonschema.exceptions import best_match
-
-    error = best_match(validator.iter_errors(value))
+    error = _first_error(validator, value, f"workflow {workflow!r}")
     if error is None:
         return
     raise DefinitionError(

@@ -520,6 +520,14 @@ def test_a_bad_schema_is_refused_when_stored(engine: Engine) -> None:
     wf.task("a")
     with pytest.raises(DefinitionError, match="must be a JSON Schema"):
         engine.push(wf)
+    # a $ref is resolved within the schema only: nothing is fetched
+    wf.input_schema = {"$ref": "http://127.0.0.1:1/schema.json"}
+    with pytest.raises(DefinitionError, match="input_schema cannot be applied: Unresolvable"):
+        engine.push(wf)
+    wf.input_schema = {"properties": {"a": {"$ref": "#/nope"}}}
+    with pytest.raises(DefinitionError, match="cannot be applied: PointerToNowhere"):
+        engine.push(wf, {"a": 1})
+    assert snapshot(engine.redis) == before
 
 
 def test_input_schema_through_the_cli(
