@@ -115,7 +115,9 @@ def check_when(text: Any, task: str, parents: Sequence[str], where: str | None) 
         raise DefinitionError(f"{who} is {len(text)} characters long; at most {MAX_WHEN}")
     try:
         program = compile_when(text)
-    except ValueError as e:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - a syntax error (ValueError), a Rust panic
         detail = " ".join(str(e).split())
         detail = detail.replace(f"Failed to parse expression {text!r}: ", "")
         raise DefinitionError(f"{who}: {detail[:300]}") from None
@@ -178,7 +180,9 @@ def evaluate(text: str, variables: Mapping[str, Any]) -> bool:
     """The condition's value; ``ValueError`` when it fails or gives no boolean."""
     try:
         value = compile_when(text).execute(dict(variables))
-    except Exception as e:  # noqa: BLE001 - any evaluation error: the message says
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - any evaluation error (a Rust panic too)
         detail = " ".join(str(e).split()) or type(e).__name__
         if isinstance(e, KeyError):
             detail = f"no such key: {detail}"
@@ -195,13 +199,13 @@ def gate(task: Task) -> tuple[str, str] | None:
     text = task._when
     if text is None:
         return None
-    variables = activation(task.input, task.parents, task._states or {}, task.workflow_id)
     try:
+        variables = activation(task.input, task.parents, task._states or {}, task.workflow_id)
         if evaluate(text, variables):
             return None
-    except ValueError as e:
-        return FATAL, str(e)
-    return SKIP, explain(text, variables)
+        return SKIP, explain(text, variables)
+    except Exception as e:  # noqa: BLE001 - the task fails, never the agent
+        return FATAL, str(e) if isinstance(e, ValueError) else f"when {text}: {e!r}"
 
 
 def check_conditions(
