@@ -52,6 +52,8 @@ SCRIPT_NAMES = (
     "tick",
     "heads",
     "template",
+    "signal",
+    "waits",
 )
 
 T = TypeVar("T")
@@ -87,6 +89,7 @@ LIB = (
     "ends",
     "children",
     "maps",
+    "waits",
     "claim_row",
     "housekeeping",
     "operator",
