@@ -61,7 +61,8 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 LAYOUT = ("HSETNX", "EXISTS")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
 # too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
-# (housekeeping) and waits (wait tasks' keeper, engine/wait_keeper.py). Never push, pause, release, cancel, retry or cleanup.
+# (housekeeping) and waits (wait tasks' keeper, engine/wait_keeper.py). Never push, pause,
+# release, cancel, retry or cleanup.
 AGENT_SCRIPTS = (
     "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits",
 )  # fmt: skip

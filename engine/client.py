@@ -686,7 +686,8 @@ class Engine:
         hold_s: float = 0.0,
         lease_s: float = 0.0,
     ) -> builtins.list[int]:
-        """One round of housekeeping on every shard (see ``reap.lua``); agents call this
+        """One round of housekeeping on every shard (see ``reap.lua``, and ``waits.lua``:
+        wait tasks reached, timers due); agents call this
         as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
         round) is left to it. ``lease_s``: the keeper's lease, which says how long a gap
         between calls shows a stalled Redis (its leases are then moved on)."""
@@ -702,6 +703,10 @@ class Engine:
                 )
             except NotReplicatedError as e:
                 reaped, short = e.results[0], short or e  # type: ignore[assignment]
+            try:  # wait tasks reached and timers due (the keeper's backstop)
+                self.store.waits(shard)
+            except NotReplicatedError as e:
+                short = short or e
             if reaped is None:
                 continue
             out, late = reaped

@@ -52,9 +52,7 @@ class WaitKeeper:
         while not self._stop.is_set():
             try:
                 if pubsub is None:
-                    pubsub = store.pubsub(
-                        s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards()
-                    )
+                    pubsub = store.pubsub(s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards())
                 nearest = self.step()
                 failures = 0
                 wait = self.backstop_s if nearest is None else min(nearest, self.backstop_s)

@@ -198,3 +198,48 @@ class SignalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def wait_line(
+    wait: dict[str, Any] | None,
+    signal: dict[str, Any] | None,
+    state: str,
+    since: float | None = None,
+) -> str:
+    """One line on a wait task (:class:`~engine.model.TaskStatus`'s ``wait`` and
+    ``signal``): what it waits for and until when while it waits; what ended it after."""
+    if wait is None:
+        return ""
+    if signal is not None and state not in ("ready", "suspended", "waiting"):
+        if signal.get("timed_out"):
+            return f"timed out at {_clock(signal['at'])}" if "at" in signal else "timed out"
+        if "name" not in signal:
+            return f"woke at {_clock(signal['at'])}" if "at" in signal else ""
+        how = "rejected" if signal.get("rejected") else "signal " + str(signal["name"])
+        by = f" by {signal['by']}" if signal.get("by") else ""
+        at = f" at {_clock(signal['at'])}" if "at" in signal else ""
+        note = f": {signal['comment']}" if signal.get("comment") else ""
+        return f"{how}{by}{at}{note}"
+    if state not in ("ready", "suspended"):
+        return ""
+    if "signal" in wait:
+        text = f"waits for signal {wait['signal']}"
+    elif "child" in wait:
+        text = f"waits for its child run of {wait['child']}"
+    elif "until" in wait:
+        text = f"sleeps until {_clock(wait['until'])}"
+    else:
+        text = f"sleeps {wait['sleep']:g}s"
+    if since is not None and state == "suspended":
+        text += f" since {_clock(since)}"
+    if "due" in wait and "signal" in wait:
+        text += f", until {_clock(wait['due'])} (then {wait.get('on_timeout', 'fail')})"
+    elif "due" in wait and "until" not in wait:
+        text += f", wakes {_clock(wait['due'])}"
+    if wait.get("prompt"):
+        text += f" — {wait['prompt']}"
+    return text

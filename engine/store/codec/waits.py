@@ -50,6 +50,8 @@ def wait_status(raw: str, ct_ms: int, ready: str, state: str) -> dict[str, Any]:
 def signal_status(raw: str) -> dict[str, Any]:
     """What ended a wait task (its ``T_SIGNAL`` field), times in epoch seconds."""
     out: dict[str, Any] = json.loads(raw)
+    if out.pop("late", False):  # a timer ended it (lib/waits.lua, fire_timers)
+        out["timed_out"] = True
     if "at" in out:
         out["at"] = out["at"] / 1000
     return out

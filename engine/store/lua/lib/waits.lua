@@ -144,7 +144,7 @@ local function fire_timers(limit)
     local m = redis.call('HMGET', wk, F_STATE, i, F_DIGEST)
     if m[1] and tstate(m[2]) == 'suspended' then
       local spec = wait_spec(wk, i, m[3])
-      local meta = cjson.encode({timed_out = true, at = NOW})
+      local meta = cjson.encode({late = true, at = NOW})  -- status: timed_out
       if not spec.s then
         end_wait(wid, wk, i, 'suspended', 'succeeded', '', cjson.encode({at = NOW}))
       elseif spec.o == 'succeed' then
