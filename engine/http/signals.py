@@ -74,8 +74,7 @@ _NAME = {
     "name": "name",
     "in": "path",
     "required": True,
-    "description": "the signal's name (a wait task's wait: {signal: NAME}); printable, "
-    "no ':'",
+    "description": "the signal's name (a wait task's wait: {signal: NAME}); printable, no ':'",
     "schema": {
         "type": "string",
         "minLength": 1,
