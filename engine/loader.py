@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from .child_runs import run_of
 from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
@@ -556,7 +557,7 @@ NATIVE_WORKFLOW = {
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay",
-    "trigger", "on_failure", "finally", "wait",
+    "trigger", "on_failure", "finally", "wait", "run",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -648,6 +649,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
     wait = get("wait")
     if wait is not None:
         task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
+    child = get("run")
+    if child is not None:
+        task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
     return task
 
 
