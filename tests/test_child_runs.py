@@ -144,8 +144,7 @@ def test_runaway_recursion_stops_at_the_depth_limit(engine: Engine) -> None:
         WaitKeeper(engine).step()
     runs = engine.list(template="loop", limit=100)
     assert len(runs) == MAX_DEPTH + 1  # the first run and 16 nested children
-    deepest = max(runs, key=lambda r: int(r.id))
-    st = engine.status(deepest.id)
+    st = max((engine.status(r.id) for r in runs), key=lambda s: s.depth)
     assert st.depth == MAX_DEPTH
     assert st.state == "failed"
     assert "child runs nest at most 16 deep" in (st.task("again").error or "")
