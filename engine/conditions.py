@@ -212,17 +212,22 @@ def check_conditions(
     tasks: Sequence[Any], parents: Sequence[Sequence[str]], where: str | None
 ) -> None:
     """Check every task's ``when`` (tasks and their resolved parents, in order): refused
-    on a map (it never runs a handler), else :func:`check_when`."""
+    on a map, a wait or a ``run:`` task (none runs a handler), else :func:`check_when`."""
     for t, ups in zip(tasks, parents, strict=True):
         text = getattr(t, "when", None)
         if text is None:
             continue
         here = t.where if isinstance(t.where, str) else where
+        at = f"{here}: " if here else ""
         if t.map is not None:
-            at = f"{here}: " if here else ""
             raise DefinitionError(
                 f"{at}task {t.name!r}: a map cannot have when (put the condition on its "
                 "parent or on a task before it)"
+            )
+        if getattr(t, "wait", None) is not None or getattr(t, "run", None) is not None:
+            raise DefinitionError(
+                f"{at}task {t.name!r}: a wait or run: task cannot have when (no agent "
+                "claims it to decide it: put the condition on a task before it)"
             )
         check_when(text, t.name, ups, here)
 

@@ -52,6 +52,7 @@ from typing import Any
 
 import yaml
 
+from .child_runs import run_of
 from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
@@ -66,6 +67,7 @@ from .definition import (
 from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
+from .waits import wait_of
 
 
 class _Located(dict[str, Any]):
@@ -562,7 +564,7 @@ NATIVE_WORKFLOW = {
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay",
-    "trigger", "on_failure", "finally",
+    "trigger", "on_failure", "finally", "wait", "run",
     "when",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
@@ -637,7 +639,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         spec.steps = [_native_task(n, source) for n in nodes]
     timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
     handles = get("on_failure")
-    return TaskDef(
+    task = TaskDef(
         get("name") or "",
         get("payload"),
         "" if task_type is None else task_type,
@@ -654,6 +656,13 @@ def _native_task(node: Any, source: str) -> TaskDef:
         _names(get("before"), "before", here),
         get("when"),
     )
+    wait = get("wait")
+    if wait is not None:
+        task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
+    child = get("run")
+    if child is not None:
+        task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
+    return task
 
 
 def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:

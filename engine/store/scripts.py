@@ -52,6 +52,9 @@ SCRIPT_NAMES = (
     "tick",
     "heads",
     "template",
+    "signal",
+    "waits",
+    "child",
 )
 
 T = TypeVar("T")
@@ -88,6 +91,7 @@ LIB = (
     "children",
     "maps",
     "conditions",
+    "waits",
     "claim_row",
     "housekeeping",
     "operator",
