@@ -738,3 +738,22 @@ def test_http_refuses_a_bad_template(engine: Engine, client: Client) -> None:  #
     after = snapshot(engine.redis)
     after.pop(engine.keys.shard(0).http_counters, None)
     assert after == before
+
+
+def test_abort_cancels_a_suspended_wait_and_wait_tasks_take_no_condition(engine: Engine) -> None:
+    wf = Workflow("abort-wait")
+    wf.task("approve", wait={"signal": "ok"})
+    wf.task("a")
+    wid = engine.push(wf)
+
+    def handler(t: Task) -> Any:
+        raise Abort("no")
+
+    run_agent(engine, {"": handler})
+    st = engine.status(wid)
+    assert st.state.value == "failed" and st.reason == "abort"
+    assert states(engine, wid) == {"approve": "cancelled", "a": "failed"}
+    bad = Workflow("wait-when")
+    bad.task("approve", wait={"signal": "ok"}, when="true")
+    with pytest.raises(DefinitionError, match="a wait or run: task cannot have when"):
+        engine.push(bad)
