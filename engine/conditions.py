@@ -104,9 +104,23 @@ def references(text: str) -> tuple[list[str], list[str], set[str]]:
     return parents, run, bound
 
 
+def _line(text: str) -> str:
+    """``text`` on one line: runs of blanks and line breaks as one space, other control
+    characters escaped (messages, status)."""
+    text = " ".join(text.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def check_when(text: Any, task: str, parents: Sequence[str], where: str | None) -> str:
     """``text`` if it is a condition task ``task`` (with direct ``parents``) can have;
     else :class:`DefinitionError` in one line naming the task and what is wrong."""
+    try:
+        return _check_when(text, task, parents, where)
+    except DefinitionError as e:
+        raise DefinitionError(_line(str(e))) from None
+
+
+def _check_when(text: Any, task: str, parents: Sequence[str], where: str | None) -> str:
     at = f"{where}: " if where else ""
     who = f"{at}task {task!r}: when"
     if not isinstance(text, str) or not text.strip():
@@ -173,7 +187,7 @@ def explain(text: str, variables: Mapping[str, Any]) -> str:
             read.append(f"parents.{p}.output={_short(par['output'])}")
     if run:
         read.append(f"run.id={variables['run']['id']}")
-    return f"when {text} was false" + (f" ({', '.join(read)})" if read else "")
+    return _line(f"when {text} was false" + (f" ({', '.join(read)})" if read else ""))
 
 
 def evaluate(text: str, variables: Mapping[str, Any]) -> bool:
@@ -186,9 +200,9 @@ def evaluate(text: str, variables: Mapping[str, Any]) -> bool:
         detail = " ".join(str(e).split()) or type(e).__name__
         if isinstance(e, KeyError):
             detail = f"no such key: {detail}"
-        raise ValueError(f"when {text}: {detail[:300]}") from None
+        raise ValueError(_line(f"when {text}: {detail[:300]}")) from None
     if not isinstance(value, bool):
-        raise ValueError(f"when {text}: gave {_short(value)}, not true or false")
+        raise ValueError(_line(f"when {text}: gave {_short(value)}, not true or false"))
     return value
 
 
@@ -205,7 +219,7 @@ def gate(task: Task) -> tuple[str, str] | None:
             return None
         return SKIP, explain(text, variables)
     except Exception as e:  # noqa: BLE001 - the task fails, never the agent
-        return FATAL, str(e) if isinstance(e, ValueError) else f"when {text}: {e!r}"
+        return FATAL, str(e) if isinstance(e, ValueError) else _line(f"when {text}: {e!r}")
 
 
 def check_conditions(
@@ -263,6 +277,7 @@ def plan_gate(
         if text is None:
             return None
         read, _, _ = references(text)
+        shown = _line(text)
         ups = {names[p]: p for p in parents[i]}
         missing = [
             f"--output {p}=JSON"
@@ -272,16 +287,11 @@ def plan_gate(
         if input is NOT_GIVEN and re.search(r"(?<![.\w])input\b", text):
             missing.append("--input JSON")
         if read and rules[i] in EARLY_RULES and len(ups) > 1:
-            whys[i] = (
-                None,
-                (
-                    f"when {text}: not decided, taken as true ({rules[i]} may run it before the "
-                    "parents it reads have ended)"
-                ),
-            )
+            early = f"{rules[i]} may run it before the parents it reads have ended"
+            whys[i] = None, f"when {shown}: not decided, taken as true ({early})"
             return None
         if missing:
-            whys[i] = None, f"when {text}: not decided, taken as true (give {', '.join(missing)})"
+            whys[i] = None, f"when {shown}: not decided, taken as true (give {', '.join(missing)})"
             return None
         variables = activation(
             None if input is NOT_GIVEN else input,
@@ -291,7 +301,7 @@ def plan_gate(
         )
         try:
             if evaluate(text, variables):
-                whys[i] = None, f"when {text} is true"
+                whys[i] = None, f"when {shown} is true"
                 return None
         except ValueError as e:
             whys[i] = "failed", f"{e} → failed"

@@ -225,6 +225,19 @@ def test_bad_conditions_are_refused(engine: Engine, when: Any, expected: str) ->
     assert snapshot(engine.redis) == before
 
 
+def test_messages_about_a_condition_are_one_line(engine: Engine) -> None:
+    wf = Workflow("lines")
+    a = wf.task("a")
+    wf.task("b", after=[a], when="parents.a.output\n  == ")
+    with pytest.raises(DefinitionError) as e:
+        engine.push(wf)
+    assert "\n" not in str(e.value)
+    wf.tasks[1].when = "input.n\n  > 3"
+    wid = engine.push(wf, {"n": 1})
+    run_agent(engine, {"": lambda t: None})
+    assert engine.status(wid).tasks[1].skip_reason == 'when input.n > 3 was false (input={"n":1})'
+
+
 def test_names_inside_strings_and_macros_are_no_references() -> None:
     text = 'parents.a.output == "parents.b" && input.l.all(x, x > 1) && run.id != ""'
     assert references(text) == (["a"], ["id"], {"x"})
