@@ -111,6 +111,15 @@ def _line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+@functools.lru_cache(maxsize=1024)
+def _reads(text: str) -> tuple[tuple[str, ...], bool, bool]:
+    """What a condition reads, once per expression: the parents it names (each once),
+    whether it reads ``input``, whether it reads ``run``."""
+    names, run, _ = references(text)
+    reads_input = re.search(r"(?<![.\w])input\b", text) is not None
+    return tuple(dict.fromkeys(names)), reads_input, bool(run)
+
+
 def check_when(text: Any, task: str, parents: Sequence[str], where: str | None) -> str:
     """``text`` if it is a condition task ``task`` (with direct ``parents``) can have;
     else :class:`DefinitionError` in one line naming the task and what is wrong."""
@@ -176,16 +185,16 @@ def _short(value: Any) -> str:
 
 def explain(text: str, variables: Mapping[str, Any]) -> str:
     """Why a condition was false: the expression and the values it read."""
-    names, run, _ = references(text)
+    names, reads_input, reads_run = _reads(text)
     read: list[str] = []
-    if re.search(r"(?<![.\w])input\b", text):
+    if reads_input:
         read.append(f"input={_short(variables['input'])}")
-    for p in dict.fromkeys(names):
+    for p in names:
         par = variables["parents"].get(p)
         if par is not None:
             read.append(f"parents.{p}.state={par['state']}")
             read.append(f"parents.{p}.output={_short(par['output'])}")
-    if run:
+    if reads_run:
         read.append(f"run.id={variables['run']['id']}")
     return _line(f"when {text} was false" + (f" ({', '.join(read)})" if read else ""))
 
@@ -276,15 +285,15 @@ def plan_gate(
         text = getattr(tasks[i], "when", None)
         if text is None:
             return None
-        read, _, _ = references(text)
+        read, reads_input, _ = _reads(text)
         shown = _line(text)
         ups = {names[p]: p for p in parents[i]}
         missing = [
             f"--output {p}=JSON"
-            for p in dict.fromkeys(read)
+            for p in read
             if p in ups and states[ups[p]] == "succeeded" and p not in outputs
         ]
-        if input is NOT_GIVEN and re.search(r"(?<![.\w])input\b", text):
+        if input is NOT_GIVEN and reads_input:
             missing.append("--input JSON")
         if read and rules[i] in EARLY_RULES and len(ups) > 1:
             early = f"{rules[i]} may run it before the parents it reads have ended"
