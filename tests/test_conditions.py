@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_helpers import assert_stats_agree, cli, one_line_error, run_agent, snapshot
+from engine_helpers import Hand, assert_stats_agree, cli, one_line_error, run_agent, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_http_server import Client, client  # noqa: F401 - the fixture
@@ -770,3 +770,29 @@ def test_abort_cancels_a_suspended_wait_and_wait_tasks_take_no_condition(engine:
     bad.task("approve", wait={"signal": "ok"}, when="true")
     with pytest.raises(DefinitionError, match="a wait or run: task cannot have when"):
         engine.push(bad)
+
+
+def test_the_claim_row_brings_the_condition_and_the_parents_states(engine: Engine) -> None:
+    """The Lua half (start_task, when_extras) against the codec: a conditional task's row
+    has its expression and its parents' states in their order; a plain task's has none;
+    a report of "skip" records the reason and skips the children."""
+    wf = Workflow("row")
+    a = wf.task("a")
+    b = wf.task("b")
+    c = wf.task("c", after=[b, a], trigger="all_done", when='parents.a.state == "failed"')
+    wf.task("d", after=[c])
+    wid = engine.push(wf)
+    hand = Hand(engine)
+    first = {t.name: t for t in hand.claim()}
+    assert first["a"]._when is None and first["b"]._when is None
+    hand.fail(first["a"], "boom")
+    hand.succeed(first["b"], {"n": 1})
+    [row] = hand.claim()
+    assert row.name == "c" and row._when == 'parents.a.state == "failed"'
+    assert row._states == {"b": "succeeded", "a": "failed"}
+    assert row.parents == {"b": {"n": 1}, "a": None}
+    assert hand.report(row, "skip", "not today") == 1
+    st = engine.status(wid)
+    assert states(engine, wid)["d"] == "skipped" and st.tasks[2].skip_reason == "not today"
+    assert st.state.value == "failed"  # a's failure is not handled
+    assert_stats_agree(engine)
