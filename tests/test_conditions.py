@@ -629,6 +629,21 @@ def test_input_schema_of_a_schedule(engine: Engine) -> None:
         )
     )
     assert engine.trigger_schedule("s").what == "fired"
+    # the template changes under the schedule: its ticks' input is checked again
+    engine.put_template(
+        textwrap.dedent("""\
+        name: nightly
+        input_schema:
+          type: object
+          properties: {region: {enum: [us]}}
+        tasks:
+          - name: work
+        """)
+    )
+    runs = engine.count()
+    with pytest.raises(DefinitionError, match=r"at \$\.region: 'eu' is not one of \['us'\]"):
+        engine.trigger_schedule("s")
+    assert engine.count() == runs
 
 
 def test_an_item_that_aborts_ends_the_run(engine: Engine) -> None:
