@@ -55,7 +55,7 @@ WORKFLOW = {
                     "after": {"type": ["array", "null"], "items": _TASK_NAME},
                     "priority": {"type": "integer"},
                     "max_attempts": {"type": "integer", "minimum": 1},
-                    "when": {"type": "string", "description": "a CEL condition"},
+                    "when": {"type": ["string", "null"], "description": "a CEL condition"},
                 },
             },
         },
