@@ -215,6 +215,8 @@ def wait_line(
     if wait is None:
         return ""
     if signal is not None and state not in ("ready", "suspended", "waiting"):
+        if "child" in signal:
+            return f"child run {signal['child']} ended at {_clock(signal['at'])}"
         if signal.get("timed_out"):
             return f"timed out at {_clock(signal['at'])}" if "at" in signal else "timed out"
         if "name" not in signal:
@@ -229,7 +231,7 @@ def wait_line(
     if "signal" in wait:
         text = f"waits for signal {wait['signal']}"
     elif "child" in wait:
-        text = f"waits for its child run of {wait['child']}"
+        text = f"waits for its child run of template {wait['child']}"
     elif "until" in wait:
         text = f"sleeps until {_clock(wait['until'])}"
     else:
