@@ -67,7 +67,7 @@ AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
-    "schedule", "tick", "heads",
+    "schedule", "tick", "heads", "drain",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,

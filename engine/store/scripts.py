@@ -52,6 +52,7 @@ SCRIPT_NAMES = (
     "tick",
     "heads",
     "template",
+    "drain",
 )
 
 T = TypeVar("T")
