@@ -8,7 +8,7 @@ import threading
 
 import httpx
 import pytest
-from engine_helpers import cli, wait_for
+from engine_helpers import cli, spawn_agent, stop_process, wait_for
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import Agent, Engine, Task, Workflow
@@ -60,6 +60,23 @@ def test_a_drained_agent_finishes_its_task_claims_nothing_more_and_stops(
         engine.drain_agent("ghost")
     unknown = cli("agents", "drain", "ghost", env=cli_env)
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+
+
+def test_a_drained_agent_process_exits(engine: Engine, cli_env: dict[str, str]) -> None:
+    proc = spawn_agent(
+        "--id", "proc-1", "--type", "x", "--exec", "true", "--lease", "1.5", env=cli_env
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: [(a.id, a.state) for a in engine.agents()] == [("proc-1", AgentState.ONLINE)],
+            what="the agent online",
+        )
+        asked = cli("agents", "drain", "proc-1", "--json", env=cli_env)
+        assert asked.stdout.strip() == '{"agent":"proc-1","draining":true}', asked.stderr
+        assert proc.wait(30) == 0
+        assert [a.state for a in engine.agents()] == [AgentState.STOPPED]
+    finally:
+        stop_process(proc)
 
 
 def test_http_drain_answers_404_and_409(engine: Engine, client: Client) -> None:  # noqa: F811
