@@ -276,10 +276,14 @@ class WorkflowsScreen(LiveScreen):
             self.post_message(OpenWorkflow(wid))
 
     def _on_marked(self, action: str) -> bool:
-        """With rows marked, plan ``action`` over them (True); else False."""
+        """With rows marked, plan ``action`` over them (True); else False. The marks are
+        spent: the confirmation lists what they chose."""
         if not self.marked:
             return False
         ids = sorted(self.marked, key=int)
+        self.marked.clear()
+        self._show()
+        self._info()
         self.post_message(PlanAction(bulk_actions.plan_bulk, action, ids))
         return True
 

@@ -70,6 +70,9 @@ async def test_marked_rows_are_acted_on_after_a_count(
         await wait_for(pilot, lambda: engine.state(second) == WorkflowState.CANCELLED)
         assert engine.state(third) == WorkflowState.CANCELLED
         assert engine.state(first) == WorkflowState.RUNNING
+        assert "marked" not in info(app)  # the marks were spent on the action
+        await pilot.press("space")  # marks the row under the cursor again
+        await wait_for(pilot, lambda: "1 marked" in info(app))
         await pilot.press("escape")  # clears the marks
         await wait_for(pilot, lambda: "marked" not in info(app))
 
