@@ -4,6 +4,7 @@ a while leave the list."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -102,3 +103,20 @@ def test_agents_gone_a_while_leave_the_list() -> None:
         _info("stale", AgentState.STALE, GONE_AFTER_S + 1),
     ]
     assert [a.id for a in current(agents)] == ["live", "left-now", "stale"]
+
+
+def test_the_cli_hides_agents_gone_a_while(engine: Engine, cli_env: dict[str, str]) -> None:
+    shard = engine.keys.shard(0)
+    long_ago = int((engine.server_time() - 2 * GONE_AFTER_S) * 1000)
+    engine.redis.hset(shard.agents, "old", '{"types": ["t"], "lease_s": 30}')
+    engine.redis.hset(shard.agents_state, "old", "stopped")
+    engine.redis.zadd(shard.agents_seen, {"old": long_ago})
+    Agent(engine, "recent", {"t": lambda t: 1}, idle_check_s=0.2).run(until_idle=True)
+    shown = cli("agents", env=cli_env)
+    assert shown.returncode == 0, shown.stderr
+    assert "recent" in shown.stdout and "old" not in shown.stdout.split("agents stopped")[0]
+    assert "1 agents stopped or dead over 10m ago are hidden (--all shows them" in shown.stdout
+    every = cli("agents", "--all", "--json", env=cli_env)
+    assert sorted(a["id"] for a in json.loads(every.stdout)) == ["old", "recent"]
+    bad = cli("agents", "old", env=cli_env)
+    assert bad.returncode == 2 and "invalid choice: 'old' (choose from 'drain')" in bad.stderr
