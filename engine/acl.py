@@ -60,14 +60,17 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 # EXISTS to refuse a shard count other than the one its workflows were pushed with.
 LAYOUT = ("HSETNX", "EXISTS")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
-# too: Calls.time_out reports through complete), heartbeat, expand (a map's items), and
-# reap (housekeeping). Never push, pause, release, cancel, retry or cleanup.
-AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
+# too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
+# (housekeeping) and waits (wait tasks' keeper, engine/wait_keeper.py). Never push, pause,
+# release, cancel, retry or cleanup.
+AGENT_SCRIPTS = (
+    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits",
+)  # fmt: skip
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
-    "schedule", "tick", "heads", "drain",
+    "schedule", "tick", "heads", "signal", "drain",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,

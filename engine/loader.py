@@ -60,6 +60,7 @@ from .definition import (
 from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
+from .waits import wait_of
 
 
 class _Located(dict[str, Any]):
@@ -555,7 +556,7 @@ NATIVE_WORKFLOW = {
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay",
-    "trigger", "on_failure", "finally",
+    "trigger", "on_failure", "finally", "wait",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -628,7 +629,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         spec.steps = [_native_task(n, source) for n in nodes]
     timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
     handles = get("on_failure")
-    return TaskDef(
+    task = TaskDef(
         get("name") or "",
         get("payload"),
         "" if task_type is None else task_type,
@@ -644,6 +645,10 @@ def _native_task(node: Any, source: str) -> TaskDef:
         _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
         _names(get("before"), "before", here),
     )
+    wait = get("wait")
+    if wait is not None:
+        task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
+    return task
 
 
 def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
