@@ -71,6 +71,9 @@ TRANSIENT_CODES = ("MISCONF", "BUSY ")
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
 
 
+DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
+
+
 def transient(error: BaseException) -> bool:
     """True for a failure that passes by itself: Redis away, restarting or overloaded."""
     if isinstance(error, redis.AuthenticationError):
@@ -727,7 +730,10 @@ class Agent:
                         try:
                             alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
                         except NotReplicatedError as e:
-                            alive = bool(self._short(e)[0])
+                            alive = int(self._short(e)[0] or 0)
+                        if alive == DRAIN_ASKED and not self._stopping.is_set():
+                            log.info("agent %s: asked to drain: finishing, then stopping", self.id)
+                            self.stop()
                         if not alive:
                             self._lose_lease(shard)
                 if now >= next_maintain:

@@ -889,6 +889,15 @@ class Engine:
         """Every agent known, with liveness from its heartbeat age and lease."""
         return self.store.agents()
 
+    def drain_agent(self, agent_id: str) -> None:
+        """Ask agent ``agent_id`` to drain: at its next heartbeat it stops claiming,
+        finishes and reports what it runs, and leaves (its process exits). Raises
+        :class:`NotFoundError` for an agent no shard knows, :class:`StateError` for one
+        not live (stopped, or dead: its lease expired)."""
+        from .agent_ops import drain
+
+        drain(self, agent_id)
+
     def events(self, count: int = 200) -> builtins.list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""

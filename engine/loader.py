@@ -67,7 +67,7 @@ from .definition import (
 from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
-from .waits import wait_of
+from .waits import WaitSpec, wait_of
 
 
 class _Located(dict[str, Any]):
@@ -692,6 +692,12 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
             payload = s.get("payload")
             after = [d for d in _names(s.get("depends"), "depends", here) if d != SEED002_START]
             used = _text(s.get("task"), f"step {name!r}: task", here)
+            if used is not None and not after:
+                # the manager's task over the job's own JSON: a first task outputs it
+                after = [SEED002_START]
+                if not any(t.name == SEED002_START for t in wf.tasks):
+                    start = TaskDef(SEED002_START, where=here, wait=WaitSpec(input=True))
+                    wf.tasks.insert(0, start)
             step_type = s.get("queue") or name or ""
             spec = None
             if used is not None:
@@ -723,12 +729,6 @@ def _seed002_map(
     key = _text(found.get("itemListKey"), f"task {used!r}: itemListKey", here)
     if not key:
         raise DefinitionError(f"{here}: task {used!r} needs an itemListKey to run over")
-    if not after:
-        raise DefinitionError(
-            f"{here}: step {name!r} runs task {used!r} over the job's own {key!r}: "
-            "redisflow maps over a step's output; add a step that outputs the list "
-            "and depend on it"
-        )
     if len(after) != 1:
         raise DefinitionError(
             f"{here}: step {name!r} runs task {used!r} once per item of its parent's "

@@ -66,6 +66,7 @@ class AgentState(StrEnum):
     STALE = "stale"  # heartbeat late, lease not yet expired
     DEAD = "dead"  # lease expired (its tasks were or will be handed on)
     STOPPED = "stopped"  # left cleanly
+    DRAINING = "draining"  # asked to drain: claims nothing, finishes its tasks, then stops
 
 
 def decode_json(text: str | None) -> Any:

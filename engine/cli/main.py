@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import timing, viz
+from .. import agent_ops, timing, viz
 from ..client import Engine
 from ..conditions import NOT_GIVEN
 from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name, resolve, validate
@@ -25,7 +25,7 @@ from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from ..waits import wait_line
-from . import cluster_cmds, schedule_cmds, template_cmds
+from . import bulk_cmds, cluster_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -546,6 +546,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if st.parent is not None:
+        pwid, pidx, _ = st.parent.rsplit(":", 2)
+        out.print(f"child run of workflow {pwid} (its task #{pidx}), depth {st.depth}")
     if found:
         from ..unserved import unserved_line
 
@@ -578,6 +581,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         elif t.skip_reason and t.state == "skipped":  # its condition, or its handler
             detail = f"[dim]{esc(t.skip_reason[:300])}[/]"
         elif t.wait is not None and (line := wait_line(t.wait, t.signal, t.state, t.started_at)):
+            if t.child and t.state in ("ready", "suspended"):
+                line += f" (run {t.child})"
             detail = esc(line) if not t.error else f"{detail}  [dim]{esc(line)}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
@@ -800,13 +805,26 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
-    agents = engine.agents()
+    if args.action == "drain":
+        if not args.agent:
+            raise DefinitionError("agents drain needs the agent's id (redisflow agents lists them)")
+        engine.drain_agent(args.agent)
+        if args.json:
+            print_json({"agent": args.agent, "draining": True})
+        else:
+            print(f"agent {args.agent}: asked to drain (at its next heartbeat it stops claiming, "
+                  "finishes what it runs and exits)")  # fmt: skip
+        return EXIT_OK
+    every = engine.agents()
+    agents = every if args.all else agent_ops.current(every)
     if args.json:
         print_json([a.to_dict() for a in agents])
         return EXIT_OK
     table = _table("agent", "types", "state", "heartbeat", "running", "concurrency", "host/pid")
     for a in agents:
-        style = {"online": "green", "stale": "yellow", "dead": "red"}.get(a.state.value, "dim")
+        style = {"online": "green", "stale": "yellow", "dead": "red", "draining": "cyan"}.get(
+            a.state.value, "dim"
+        )
         table.add_row(
             esc(a.id),
             ",".join(_type_label(t) for t in a.types),
@@ -822,6 +840,12 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
         out.print(
             f"[dim]online: heartbeat within {2 * a.heartbeat_s:.0f}s; stale: later but within "
             f"the {a.lease_s:.0f}s lease; dead: lease expired (tasks handed on)[/]"
+        )
+    if len(every) > len(agents):
+        out.print(
+            f"[dim]{len(every) - len(agents)} agents stopped or dead over "
+            f"{_span(agent_ops.GONE_AFTER_S)} ago are hidden (--all shows them; Redis "
+            "forgets them a day after)[/]"
         )
     return EXIT_OK
 
@@ -854,6 +878,9 @@ def cmd_events(engine: Engine, args: argparse.Namespace) -> int:
 
 def _control(name: str) -> Any:
     def run(engine: Engine, args: argparse.Namespace) -> int:
+        if bulk_cmds.wants_bulk(args) or not args.ids:
+            return bulk_cmds.run_bulk(engine, args, name)
+        args.wid = resolve_key(engine, args.ids[0])
         method = getattr(engine, name)
         result = method(args.wid, args.task) if name == "retry" else method(args.wid)
         if args.json:
@@ -877,6 +904,11 @@ def confirm_cleanup(engine: Engine, args: argparse.Namespace) -> bool:
 
 
 def cmd_cleanup(engine: Engine, args: argparse.Namespace) -> int:
+    if args.finished and (args.ids or bulk_cmds.has_filter(args)):
+        raise DefinitionError("cleanup --finished takes no workflow ids and no filter")
+    if not args.finished and bulk_cmds.wants_bulk(args):
+        return bulk_cmds.run_bulk(engine, args, "cleanup")
+    args.wid = resolve_key(engine, args.ids[0]) if args.ids else None
     if args.finished:
         if not args.yes and sys.stdin.isatty() and not confirm_cleanup(engine, args):
             print("nothing deleted", file=sys.stderr)
@@ -1113,9 +1145,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="who sends it (default: user@host)")
     p.set_defaults(run=cmd_signal, writes=True)
 
-    sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
-        run=cmd_agents
+    p = sub.add_parser(
+        "agents",
+        parents=both,
+        help="agents and their liveness; agents drain AGENT: ask one to finish and stop",
     )
+    p.add_argument("action", nargs="?", choices=["drain"], help="drain: ask AGENT to drain")
+    p.add_argument("agent", nargs="?", metavar="AGENT")
+    p.add_argument("--all", action="store_true", help="agents gone a while too")
+    p.set_defaults(run=cmd_agents)
     sub.add_parser("stats", parents=both, help="totals by state").set_defaults(run=cmd_stats)
 
     p = sub.add_parser("events", parents=both, help="recent lifecycle events")
@@ -1129,7 +1167,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("retry", "run a failed workflow's failed tasks again"),
     ):
         p = sub.add_parser(name, parents=both, help=text)
-        p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
+        p.add_argument(
+            "ids", nargs="*", type=workflow_id, metavar="WID|key:KEY", help="one or several"
+        )
+        bulk_cmds.add_filter_options(p, _ago_arg, name_arg)
         if name == "retry":
             p.add_argument(
                 "--task", action="append", type=name_arg, help="retry only this failed task"
@@ -1186,15 +1227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_viz, no_engine=True)
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
-    p.add_argument("wid", nargs="?", type=workflow_id, metavar="WID|key:KEY")
+    p.add_argument("ids", nargs="*", type=workflow_id, metavar="WID|key:KEY", help="one or several")
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
-    p.add_argument(
-        "--yes",
-        action="store_true",
-        help="with --finished: do not ask (on a terminal it asks first, saying how many; "
-        "a no deletes nothing, exit 1)",
-    )
+    bulk_cmds.add_filter_options(p, _ago_arg, name_arg)
     p.set_defaults(run=cmd_cleanup)
 
     p = sub.add_parser(

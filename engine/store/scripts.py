@@ -55,6 +55,7 @@ SCRIPT_NAMES = (
     "signal",
     "waits",
     "child",
+    "drain",
 )
 
 T = TypeVar("T")
