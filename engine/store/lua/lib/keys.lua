@@ -101,6 +101,13 @@ local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
+-- A workflow's task logs (a stream) and its tasks' progress (a hash), removed with it;
+-- the shard's log budget (bytes, dropped); history buckets per minute and per hour.
+local function k_logs(wk) return wk .. ':log' end
+local function k_progress(wk) return wk .. ':p' end
+local K_LOGS = P .. ':logs'
+local function k_hist_minute(m) return P .. ':hm:' .. m end
+local function k_hist_hour(h) return P .. ':hh:' .. h end
 -- A schedule's fired ticks (a zset, the dedup of one run per tick; its hash is
 -- k_schedule: spec v nt nx lt cur paused pof ls le runs skipped missed buffered).
 local function k_sticks(name) return P .. ':stk:' .. name end

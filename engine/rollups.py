@@ -1,0 +1,161 @@
+"""History of run times: per task type (agents aggregate) and per template (workflow
+ends), counted by the minute and by the hour in Redis, read back as counts and quantiles.
+
+An agent adds each attempt's outcome and run time to counters in memory, per minute and
+type (:class:`Rollups`: a fixed histogram of log-spaced buckets, :data:`BOUNDS_MS`), and
+sends them every :data:`ROLLUP_S` seconds in one call (``rollup.lua``: HINCRBY into the
+minute's and the hour's hashes, which expire). A template's runs are counted by
+``lib/history.lua`` as they end. Nothing is added to a task's own scripts.
+
+Reading (:func:`history`): the last hour from 60 minute hashes, the last day from 24 hour
+hashes; quantiles are read off the buckets (the upper bound of the bucket holding them).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Engine
+
+# Upper bounds (ms) of the duration buckets; one more bucket holds the longer ones.
+# lib/history.lua's HIST_MS is the same list (tests/test_tasklogs.py checks).
+BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
+             900000, 3600000)  # fmt: skip
+ROLLUP_S = 5.0  # how often an agent sends its counters
+KINDS = {"type": "y", "template": "t"}
+
+
+def bucket_of(ms: float) -> int:
+    """The bucket a duration of ``ms`` falls in (``len(BOUNDS_MS)``: past the last)."""
+    return bisect.bisect_left(BOUNDS_MS, ms)
+
+
+class Rollups:
+    """An agent's counters not sent yet: per minute, per task type."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._minutes: dict[int, dict[str, int]] = {}
+        self._sent = time.monotonic()
+
+    def add(self, task_type: str, ok: bool, seconds: float) -> None:
+        """Count one attempt of ``task_type`` that ran ``seconds`` (``ok``: succeeded)."""
+        ms = seconds * 1000.0
+        prefix = f"y|{task_type}|"
+        minute = int(time.time()) // 60
+        with self._lock:
+            c = self._minutes.get(minute)
+            if c is None:
+                c = self._minutes[minute] = {}
+            for f, n in (
+                (prefix + ("ok" if ok else "bad"), 1),
+                (prefix + "ms", round(ms)),
+                (f"{prefix}b{bucket_of(ms)}", 1),
+            ):
+                c[f] = c.get(f, 0) + n
+
+    def take(self, force: bool = False) -> dict[int, dict[str, int]]:
+        """The counters to send (emptied), when :data:`ROLLUP_S` has passed or ``force``."""
+        now = time.monotonic()
+        if not self._minutes or (not force and now - self._sent < ROLLUP_S):
+            return {}
+        with self._lock:
+            out, self._minutes = self._minutes, {}
+        self._sent = now
+        return out
+
+
+@dataclass
+class Stat:
+    """One task type's or template's history over a window."""
+
+    name: str
+    succeeded: int = 0
+    failed: int = 0
+    total_ms: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
+    # per hour of the day window, oldest first: runs ended (the sparkline)
+    hourly: list[int] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return self.succeeded + self.failed
+
+    def quantile(self, q: float) -> float | None:
+        """Seconds under which ``q`` of the runs ended (a bucket's upper bound; ``None``
+        for no runs, ``inf`` past the last bound)."""
+        total = sum(self.buckets)
+        if not total:
+            return None
+        rank = q * total
+        seen = 0
+        for k, n in enumerate(self.buckets):
+            seen += n
+            if seen >= rank and n:
+                return BOUNDS_MS[k] / 1000 if k < len(BOUNDS_MS) else float("inf")
+        return float("inf")
+
+    @property
+    def mean(self) -> float | None:
+        return self.total_ms / 1000 / self.count if self.count else None
+
+    def to_dict(self) -> dict[str, Any]:
+        def num(v: float | None) -> float | None:
+            return None if v is None or v == float("inf") else v
+
+        return {
+            "name": self.name,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "mean_s": num(self.mean),
+            "p50_s": num(self.quantile(0.5)),
+            "p90_s": num(self.quantile(0.9)),
+            "p99_s": num(self.quantile(0.99)),
+            "buckets": self.buckets,
+        }
+
+
+def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, Stat]:
+    out: dict[str, Stat] = {}
+    tag = KINDS[kind]
+    for b, raw in enumerate(buckets):
+        for f, v in raw.items():
+            k, _, rest = f.partition("|")
+            if k != tag:
+                continue
+            name, _, stat = rest.rpartition("|")
+            s = out.get(name)
+            if s is None:
+                s = out[name] = Stat(name)
+                if hourly:
+                    s.hourly = [0] * len(buckets)
+            n = int(v)
+            if stat == "ok":
+                s.succeeded += n
+            elif stat == "bad":
+                s.failed += n
+            elif stat == "ms":
+                s.total_ms += n
+            elif stat.startswith("b") and stat[1:].isdigit() and int(stat[1:]) < len(s.buckets):
+                s.buckets[int(stat[1:])] += n
+            if hourly and stat in ("ok", "bad"):
+                s.hourly[b] += n
+    return out
+
+
+def history(engine: Engine, by: str = "type", now: float | None = None) -> dict[str, Any]:
+    """Per task type (``by="type"``) or template: ``{"hour": {name: Stat}, "day": {name:
+    Stat}}``, the last 60 minutes and the last 24 hours (this one included); a day's Stat
+    has ``hourly`` counts, oldest first."""
+    if by not in KINDS:
+        raise ValueError(f"--by {by!r}: expected one of {', '.join(KINDS)}")
+    t = int(engine.store.server_time() if now is None else now)
+    minute, hour = t // 60, t // 3600
+    last_hour = engine.store.history_buckets(False, minute - 59, minute)
+    last_day = engine.store.history_buckets(True, hour - 23, hour)
+    return {"hour": _fold(last_hour, by, False), "day": _fold(last_day, by, True)}
