@@ -35,38 +35,51 @@ def bucket_of(ms: float) -> int:
     return bisect.bisect_left(BOUNDS_MS, ms)
 
 
+_BOUNDS_S = tuple(b / 1000 for b in BOUNDS_MS)
+
+
 class Rollups:
-    """An agent's counters not sent yet: per minute, per task type."""
+    """An agent's counters not sent yet: per minute, per task type (a hot path: one
+    :meth:`add` per attempt)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._minutes: dict[int, dict[str, int]] = {}
+        # (minute, type) -> [succeeded, failed, seconds, bucket 0, bucket 1, ...]
+        self._acc: dict[tuple[int, str], list[Any]] = {}
         self._sent = time.monotonic()
 
-    def add(self, task_type: str, ok: bool, seconds: float) -> None:
-        """Count one attempt of ``task_type`` that ran ``seconds`` (``ok``: succeeded)."""
-        ms = seconds * 1000.0
-        prefix = f"y|{task_type}|"
-        minute = int(time.time()) // 60
+    def add(self, task_type: str, ok: bool, seconds: float, now: float | None = None) -> None:
+        """Count one attempt of ``task_type`` that ran ``seconds`` and ended at ``now``
+        (epoch seconds; default: now) (``ok``: succeeded)."""
+        key = (int(time.time() if now is None else now) // 60, task_type)
+        b = 3 + bisect.bisect_left(_BOUNDS_S, seconds)
         with self._lock:
-            c = self._minutes.get(minute)
-            if c is None:
-                c = self._minutes[minute] = {}
-            for f, n in (
-                (prefix + ("ok" if ok else "bad"), 1),
-                (prefix + "ms", round(ms)),
-                (f"{prefix}b{bucket_of(ms)}", 1),
-            ):
-                c[f] = c.get(f, 0) + n
+            acc = self._acc.get(key)
+            if acc is None:
+                acc = self._acc[key] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
+            acc[0 if ok else 1] += 1
+            acc[2] += seconds
+            acc[b] += 1
 
     def take(self, force: bool = False) -> dict[int, dict[str, int]]:
-        """The counters to send (emptied), when :data:`ROLLUP_S` has passed or ``force``."""
+        """The counters to send as history fields per minute (emptied), when
+        :data:`ROLLUP_S` has passed or ``force``."""
         now = time.monotonic()
-        if not self._minutes or (not force and now - self._sent < ROLLUP_S):
+        if not self._acc or (not force and now - self._sent < ROLLUP_S):
             return {}
         with self._lock:
-            out, self._minutes = self._minutes, {}
+            acc, self._acc = self._acc, {}
         self._sent = now
+        out: dict[int, dict[str, int]] = {}
+        for (minute, typ), c in acc.items():
+            fields = out.setdefault(minute, {})
+            p = f"y|{typ}|"
+            for name, n in (("ok", c[0]), ("bad", c[1]), ("ms", round(c[2] * 1000))):
+                if n:
+                    fields[p + name] = n
+            for k, n in enumerate(c[3:]):
+                if n:
+                    fields[f"{p}b{k}"] = n
         return out
 
 

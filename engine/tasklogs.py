@@ -57,30 +57,41 @@ def current() -> Capture | None:
     return _current.get()
 
 
+_LOCK = threading.Lock()  # every capture's lines (written rarely, by few at once)
+
+
 class Capture:
-    """What one attempt wrote and has not been sent yet, under its caps."""
+    """What one attempt wrote and has not been sent yet, under its caps. Made for every
+    attempt, so it costs next to nothing until the handler writes."""
 
     __slots__ = (
-        "wid", "key", "attempt", "name", "type", "started", "_lines", "_partial", "_lock",
-        "lines", "bytes", "dropped", "_progress", "_progress_at", "ended",
+        "task", "started", "ended", "dirty", "_live", "_lines", "_partial", "lines", "bytes",
+        "dropped", "_progress", "_progress_at",
     )  # fmt: skip
 
-    def __init__(self, task: Task) -> None:
-        self.wid, self.key, self.attempt = task.workflow_id, task.key, task.attempt
-        self.name, self.type = task.name, task.type
-        self.started = time.perf_counter()
-        self._lines: list[list[Any]] = []
-        self._partial: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self.lines = self.bytes = self.dropped = 0
-        self._progress = ""
-        self._progress_at = -PROGRESS_S
-        self.ended = False
+    def __init__(self, task: Task, live: dict[int, Capture] | None = None) -> None:
+        self.task = task
+        self.started = time.time()
+        self.ended = self.dirty = False
+        self._live = live  # where a capture that has lines to send is found while it runs
+
+    def _open(self) -> None:
+        """The first write: the buffers and counters (under the lock)."""
+        if not self.dirty:
+            self._lines: list[list[Any]] = []
+            self._partial: dict[str, str] = {}
+            self.lines = self.bytes = self.dropped = 0
+            self._progress = ""
+            self._progress_at = -PROGRESS_S
+            self.dirty = True
+            if self._live is not None and not self.ended:
+                self._live[id(self)] = self
 
     def write(self, source: str, text: str) -> None:
         """Add ``text`` (any number of lines; a last part without a newline waits for
         the rest of its line) from ``source`` (``log``, ``stdout``, ``stderr``)."""
-        with self._lock:
+        with _LOCK:
+            self._open()
             text = self._partial.pop(source, "") + text
             parts = text.split("\n")
             if parts[-1]:
@@ -104,21 +115,24 @@ class Capture:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"progress {fraction!r}: expected a fraction from 0 to 1")
         text = json.dumps(
-            {"f": round(fraction, 4), "m": str(message)[:200], "a": self.attempt,
+            {"f": round(fraction, 4), "m": str(message)[:200], "a": self.task.attempt,
              "t": round(time.time(), 3)},
             separators=(",", ":"),
         )  # fmt: skip
-        with self._lock:
+        with _LOCK:
+            self._open()
             self._progress = text
 
     def pending(self) -> bool:
-        return bool(self._lines or self._progress)
+        return self.dirty and bool(self._lines or self._progress)
 
     def take(self, final: bool = False) -> LogEntry | None:
         """The lines and progress not sent yet, as one entry (``None``: nothing). With
         ``final`` (the attempt ended) a cut last line and the count of dropped lines
         are added."""
-        with self._lock:
+        if not self.dirty:
+            return None
+        with _LOCK:
             if final:
                 for source, rest in self._partial.items():
                     self._add(source, rest)
@@ -138,7 +152,8 @@ class Capture:
                 return None
             lines = json.dumps(self._lines, separators=(",", ":")) if self._lines else ""
             self._lines = []
-        return (self.wid, self.key, self.attempt, self.name, lines, prog)
+        t = self.task
+        return (t.workflow_id, t.key, t.attempt, t.name, lines, prog)
 
 
 class _Router(io.TextIOBase):
@@ -256,9 +271,8 @@ class TaskLogs:
 
     def begin(self, task: Task) -> contextvars.Token[Capture | None]:
         """The attempt starts here: what it writes in this context is its own."""
-        cap = Capture(task)
+        cap = Capture(task, self._running)
         task._log = cap
-        self._running[id(cap)] = cap
         return _current.set(cap)
 
     def end(self, token: contextvars.Token[Capture | None], ok: bool) -> None:
@@ -268,9 +282,10 @@ class TaskLogs:
         if cap is None:
             return
         cap.ended = True
-        self._running.pop(id(cap), None)
-        self.rollups.add(cap.type, ok, time.perf_counter() - cap.started)
-        if cap.pending() or cap._partial or cap.dropped:
+        now = time.time()
+        self.rollups.add(cap.task.type, ok, now - cap.started, now)
+        if cap.dirty:
+            self._running.pop(id(cap), None)
             entry = cap.take(final=True)
             if entry is not None:
                 self._done.append(entry)

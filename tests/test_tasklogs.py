@@ -221,3 +221,62 @@ def test_duration_buckets_agree_with_lua() -> None:
     body = text.split("local HIST_MS = {", 1)[1].split("}", 1)[0]
     assert tuple(int(x) for x in re.findall(r"\d+", body)) == BOUNDS_MS
     assert bucket_of(5) == 0 and bucket_of(5.1) == 1 and bucket_of(10**9) == len(BOUNDS_MS)
+
+
+# -- the CLI --------------------------------------------------------------------------
+
+
+def test_cli_logs_and_stats_by(engine: Engine, cli_env: dict[str, str]) -> None:
+    import json
+
+    from engine_helpers import cli
+
+    wid = engine.push(chain("extract", "load", type="etl"))
+    run_agent(engine, {"etl": lambda t: print(f"{t.name} done")})
+    r = cli("logs", wid, env=cli_env)
+    assert r.returncode == 0, r.stderr
+    assert "extract#1 extract done" in r.stdout and "load#1 load done" in r.stdout
+    r = cli("logs", wid, "--task", "load", "--json", env=cli_env)
+    got = json.loads(r.stdout)
+    assert [x["text"] for x in got["lines"]] == ["load done"] and got["cursor"]
+    r = cli("logs", wid, "--follow", env=cli_env)  # finished: prints all, then ends
+    assert r.returncode == 0 and r.stdout.count(" done") == 2
+    r = cli("logs", wid, "--task", "nope", env=cli_env)
+    assert r.returncode != 0 and "no task 'nope'" in r.stderr and "Traceback" not in r.stderr
+    r = cli("stats", "--by", "type", "--json", env=cli_env)
+    stats = json.loads(r.stdout)
+    assert [(s["name"], s["succeeded"]) for s in stats["hour"]] == [("etl", 2)]
+    r = cli("stats", "--by", "type", env=cli_env)
+    assert r.returncode == 0 and "etl" in r.stdout
+    r = cli("stats", "--by", "nothing", env=cli_env)
+    assert r.returncode == 2
+
+
+def test_a_running_task_is_followed_live(engine: Engine, cli_env: dict[str, str]) -> None:
+    import json
+
+    from engine_helpers import agent_thread, cli, wait_for
+
+    wid = engine.push(chain("slow"))
+    release = threading.Event()
+
+    def handle(task: Task) -> None:
+        print("started")
+        task.progress(0.4, "rows 4,000/10,000")
+        release.wait(30)
+        print("finished")
+
+    with agent_thread(engine, {"": handle}):
+        # the agent's own thread sends a running task's lines and progress
+        wait_for(lambda: read_progress(engine, wid), what="progress")
+        wait_for(lambda: read_logs(engine, wid)[0], what="the first line")
+        r = cli("status", wid, env=cli_env)
+        assert "40% rows 4,000/10,000" in r.stdout, r.stdout
+        r = cli("status", wid, "--json", env=cli_env)
+        assert json.loads(r.stdout)["progress"]["0"]["fraction"] == 0.4
+        follower = tasklogs.follow_logs(engine, wid, poll_s=0.05)
+        assert next(follower).text == "started"
+        release.set()
+        assert [x.text for x in follower] == ["finished"]
+    lines, _ = read_logs(engine, wid)
+    assert [x.text for x in lines] == ["started", "finished"]

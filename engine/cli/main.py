@@ -23,7 +23,7 @@ from ..loader import load_file
 from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
-from . import cluster_cmds, schedule_cmds, template_cmds
+from . import cluster_cmds, log_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -530,8 +530,11 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         raise DefinitionError("--page and --failed page a map's items: give --task too")
     st = engine.status(args.wid)
     found = _unserved(engine, st)
+    progress = {} if st.state.finished else log_cmds.running_progress(engine, st.id)
     if args.json:
-        print_json({**st.to_dict(), "unserved": found})
+        print_json(
+            {**st.to_dict(), "unserved": found, **({"progress": progress} if progress else {})}
+        )
         return EXIT_OK
     now = engine.server_time()
     upstream = f", {st.upstream_failed} upstream_failed" if st.upstream_failed else ""
@@ -574,6 +577,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
+        elif t.state == "running" and str(t.index) in progress:
+            detail = esc(log_cmds.progress_text(progress[str(t.index)]))
         row = [
             esc(t.name),
             esc(t.type) or "-",
@@ -778,6 +783,8 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_stats(engine: Engine, args: argparse.Namespace) -> int:
+    if args.by:
+        return log_cmds.cmd_history(engine, args)
     s = engine.stats()
     if args.json:
         print_json(s.to_dict())
@@ -1030,7 +1037,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
         run=cmd_agents
     )
-    sub.add_parser("stats", parents=both, help="totals by state").set_defaults(run=cmd_stats)
+    p = sub.add_parser("stats", parents=both, help="totals by state; --by: run-time history")
+    p.add_argument("--by", choices=["type", "template"], help="runs and run times, last hour/day")
+    p.set_defaults(run=cmd_stats)
 
     p = sub.add_parser("events", parents=both, help="recent lifecycle events")
     p.add_argument("--count", type=positive_int, default=50)
@@ -1143,6 +1152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_acl, no_engine=True)
 
     template_cmds.register(sub, both)
+    log_cmds.register(sub, both)
     schedule_cmds.register(sub, both)
     cluster_cmds.register(sub, both)
 
