@@ -10,14 +10,21 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 from engine_helpers import run_agent, scan_keys
+from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import Engine, Task, TaskFailed, Workflow, exec_handler, tasklogs
 from engine.rollups import BOUNDS_MS, bucket_of, history
 from engine.tasklogs import read_logs, read_progress
 
 log = logging.getLogger("user.handler")
+
+
+@pytest.fixture()
+def api(client: Client) -> httpx.Client:  # noqa: F811
+    return client()
 
 
 def chain(*names: str, type: str = "") -> Workflow:
@@ -280,3 +287,23 @@ def test_a_running_task_is_followed_live(engine: Engine, cli_env: dict[str, str]
         assert [x.text for x in follower] == ["finished"]
     lines, _ = read_logs(engine, wid)
     assert [x.text for x in lines] == ["started", "finished"]
+
+
+# -- HTTP -----------------------------------------------------------------------------
+
+
+def test_http_task_logs(engine: Engine, api: httpx.Client) -> None:
+    wid = engine.push(chain("fetch", "total"))
+    run_agent(engine, {"": lambda t: print(f"{t.name} ok")})
+    r = api.get(f"/v1/workflows/{wid}/tasks/total/logs")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [(x["task"], x["text"]) for x in body["lines"]] == [("total", "total ok")]
+    again = api.get(f"/v1/workflows/{wid}/tasks/total/logs", params={"after": body["cursor"]})
+    assert again.json()["lines"] == []
+    # finished: a wait answers at once
+    assert api.get(f"/v1/workflows/{wid}/tasks/fetch/logs?wait=5").json()["lines"]
+    assert api.get(f"/v1/workflows/{wid}/tasks/nope/logs").status_code == 404
+    assert api.get("/v1/workflows/99999/tasks/a/logs").status_code == 404
+    for bad in ("after=x", "limit=0", "wait=31", "limit=１"):
+        assert api.get(f"/v1/workflows/{wid}/tasks/fetch/logs?{bad}").status_code == 400, bad

@@ -56,6 +56,7 @@ from .bodies import (
 from .errors import HttpError
 from .finished import FinishWaiter
 from .guard import LOOPBACK_NAMES, Guard, GuardConfig
+from .logs import task_logs
 from .metrics import registry_for
 from .openapi import docs_page, schema_for
 from .stream import EventFeed, deployment_events, workflow_events
@@ -149,6 +150,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
         Route("/v1/workflows/{id}/events", api.workflow_events, methods=["GET"]),
+        Route("/v1/workflows/{id}/tasks/{name}/logs", api.on(task_logs), methods=["GET"]),
         Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
