@@ -172,3 +172,40 @@ def history(engine: Engine, by: str = "type", now: float | None = None) -> dict[
     last_hour = engine.store.history_buckets(False, minute - 59, minute)
     last_day = engine.store.history_buckets(True, hour - 23, hour)
     return {"hour": _fold(last_hour, by, False), "day": _fold(last_day, by, True)}
+
+
+def metric_families(engine: Engine) -> list[Any]:
+    """/metrics' view of the history totals: ``redisflow_task_duration_seconds`` (a
+    histogram per task type), ``redisflow_template_run_duration_seconds`` (per template)
+    and ``redisflow_template_runs_total`` (per template and outcome)."""
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    raw = {f: str(v) for f, v in engine.store.history_totals().items()}
+    totals, runs = _fold([raw], "type", False), _fold([raw], "template", False)
+    tasks = HistogramMetricFamily(
+        "redisflow_task_duration_seconds",
+        "How long task attempts ran (their handlers), per type.",
+        labels=["type"],
+    )
+    templates = HistogramMetricFamily(
+        "redisflow_template_run_duration_seconds",
+        "How long runs of each template took, from push to end.",
+        labels=["template"],
+    )
+    counts = CounterMetricFamily(
+        "redisflow_template_runs",
+        "Runs of each template that ended, by outcome (succeeded, or failed or cancelled).",
+        labels=["template", "outcome"],
+    )
+    for family, stats in ((tasks, totals), (templates, runs)):
+        for name, s in sorted(stats.items()):
+            cumulative, seen = [], 0
+            for k, n in enumerate(s.buckets):
+                seen += n
+                bound = f"{BOUNDS_MS[k] / 1000:g}" if k < len(BOUNDS_MS) else "+Inf"
+                cumulative.append((bound, seen))
+            family.add_metric([name], cumulative, s.total_ms / 1000)
+    for name, s in sorted(runs.items()):
+        counts.add_metric([name, "succeeded"], s.succeeded)
+        counts.add_metric([name, "failed"], s.failed)
+    return [tasks, templates, counts]

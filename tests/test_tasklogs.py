@@ -307,3 +307,38 @@ def test_http_task_logs(engine: Engine, api: httpx.Client) -> None:
     assert api.get("/v1/workflows/99999/tasks/a/logs").status_code == 404
     for bad in ("after=x", "limit=0", "wait=31", "limit=１"):
         assert api.get(f"/v1/workflows/{wid}/tasks/fetch/logs?{bad}").status_code == 400, bad
+
+
+def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> None:
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    flow = {"name": "nightly", "tasks": [{"name": "a", "type": "etl"},
+            {"name": "b", "type": "etl", "after": ["a"]}]}  # fmt: skip
+    assert api.put("/v1/templates/nightly", json=flow).status_code == 201
+    for _ in range(2):
+        assert api.post("/v1/templates/nightly/runs", json={}).status_code == 202
+    run_agent(engine, {"etl": lambda t: None})
+    text = api.get("/metrics").text
+    m = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    assert m[("redisflow_task_duration_seconds_count", (("type", "etl"),))] == 4
+    assert m[("redisflow_task_duration_seconds_bucket", (("le", "+Inf"), ("type", "etl")))] == 4
+    assert m[("redisflow_template_run_duration_seconds_count", (("template", "nightly"),))] == 2
+    runs = "redisflow_template_runs_total"
+    assert m[(runs, (("outcome", "succeeded"), ("template", "nightly")))] == 2
+    assert m[(runs, (("outcome", "failed"), ("template", "nightly")))] == 0
+    h = history(engine, "template")
+    assert h["hour"]["nightly"].succeeded == 2
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

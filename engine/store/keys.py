@@ -64,6 +64,8 @@ key                           type    holds
                                       of run ms), ``w`` (sum of queue wait ms), ``b<k>``
                                       (run times in bucket k), ``q<k>`` (waits in k)
 ``P:hh:<hour>``               hash    the same per hour (epoch s // 3600), kept 8 days
+``P:htot``                    hash    the same since the deployment began (never
+                                      expires; /metrics' histograms and counters)
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
 ``P:s:<name>``                hash    one schedule (in shard ``crc32(name) % N``, its runs
@@ -273,6 +275,10 @@ class ShardKeys:
 
     def history_hour(self, hour: int) -> str:
         return f"{self.prefix}:hh:{hour}"
+
+    @property
+    def history_total(self) -> str:
+        return f"{self.prefix}:htot"
 
     # Schedules (engine/store/schedules.py; k_schedule, k_sticks in lib/keys.lua).
 

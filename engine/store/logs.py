@@ -84,6 +84,17 @@ class LogStore:
             dropped += int(d or 0)
         return kept, dropped
 
+    def history_totals(self) -> dict[str, int]:
+        """The history counters since the deployment began, summed over the shards."""
+        pipe = self.redis.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            pipe.hgetall(shard.history_total)
+        out: dict[str, int] = {}
+        for raw in pipe.execute():
+            for f, v in raw.items():
+                out[f] = out.get(f, 0) + int(v)
+        return out
+
     def history_buckets(self, hours: bool, first: int, last: int) -> list[dict[str, str]]:
         """The history hashes of minutes (or ``hours``) ``first`` to ``last``, summed
         over the shards, oldest first (one dict per bucket; empty where none)."""

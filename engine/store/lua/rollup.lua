@@ -1,5 +1,6 @@
 -- rollup.lua: an agent's history of the last seconds, added to the minute's and the
--- hour's history hashes (counters an agent aggregated in memory: see engine/rollups.py).
+-- hour's history hashes and to the totals (counters an agent aggregated in memory: see
+-- engine/rollups.py).
 -- KEYS[1]  P:hm:<first minute>
 -- ARGV[3] how many minutes; then per minute: the minute (epoch s // 60), how many
 -- fields, then field and increment pairs.
@@ -12,6 +13,7 @@ for _ = 1, tonumber(ARGV[3]) do
     local f, inc = ARGV[at + 2 + 2 * j], ARGV[at + 3 + 2 * j]
     redis.call('HINCRBY', mk, f, inc)
     redis.call('HINCRBY', hk, f, inc)
+    redis.call('HINCRBY', K_HTOT, f, inc)
   end
   redis.call('EXPIRE', mk, HIST_MINUTE_S)
   redis.call('EXPIRE', hk, HIST_HOUR_S)

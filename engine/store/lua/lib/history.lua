@@ -7,7 +7,8 @@ local HIST_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 6
 local HIST_MINUTE_S, HIST_HOUR_S = 86400, 691200
 
 -- A run of template `tp` ended `final` after `ms`: counted in the minute's and the hour's
--- history hashes (fields t|<tp>|ok or bad, ms, b<k>). Only runs of a template pay this.
+-- history hashes and the totals (fields t|<tp>|ok or bad, ms, b<k>). Only runs of a
+-- template pay this.
 local function template_run_ended(tp, final, ms)
   local b = #HIST_MS
   for k = 1, #HIST_MS do
@@ -24,4 +25,7 @@ local function template_run_ended(tp, final, ms)
     redis.call('HINCRBY', kt[1], f .. 'b' .. b, 1)
     redis.call('EXPIRE', kt[1], kt[2])
   end
+  redis.call('HINCRBY', K_HTOT, f .. how, 1)
+  redis.call('HINCRBY', K_HTOT, f .. 'ms', ms)
+  redis.call('HINCRBY', K_HTOT, f .. 'b' .. b, 1)
 end

@@ -108,6 +108,7 @@ local function k_progress(wk) return wk .. ':p' end
 local K_LOGS = P .. ':logs'
 local function k_hist_minute(m) return P .. ':hm:' .. m end
 local function k_hist_hour(h) return P .. ':hh:' .. h end
+local K_HTOT = P .. ':htot'
 -- A schedule's fired ticks (a zset, the dedup of one run per tick; its hash is
 -- k_schedule: spec v nt nx lt cur paused pof ls le runs skipped missed buffered).
 local function k_sticks(name) return P .. ':stk:' .. name end
