@@ -75,3 +75,26 @@ async def test_a_running_tasks_lines_and_progress_come_live(
             release.set()
             await wait_for(pilot, lambda: "step two" in pane_text(app), what="last line")
             await wait_for(pilot, lambda: app.screen.query_one(TaskLogPane).done)
+
+
+async def test_history_screen_per_type_and_template(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    from redisflow_tui.screens.history import HistoryScreen, sparkline
+
+    engine.put_template('{"name": "nightly", "tasks": [{"name": "a", "type": "etl"}]}')
+    engine.run("nightly")
+    run_agent(engine, {"etl": lambda t: None})
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("H")
+        await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.data is not None and "etl" in screen.data["day"])
+        assert screen.data["hour"]["etl"].succeeded == 1
+        await pilot.press("b")
+        await wait_for(pilot, lambda: screen.data is not None and "nightly" in screen.data["day"])
+        assert sum(screen.data["day"]["nightly"].hourly) == 1
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HistoryScreen))
+    assert sparkline([0, 1, 8]) == " ▁█"
