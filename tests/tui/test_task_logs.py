@@ -98,3 +98,39 @@ async def test_history_screen_per_type_and_template(
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HistoryScreen))
     assert sparkline([0, 1, 8]) == " ▁█"
+
+
+async def test_the_timeline_counts_attempts_aged_out_of_the_stream(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    from rich.style import Style
+
+    from redisflow_tui.screens.timeline import TimelineScreen
+    from redisflow_tui.widgets.timeline import render_timeline
+
+    wf = Workflow("flaky", retry_backoff=0.001)
+    wf.task("shaky", max_attempts=3)
+    wid = engine.push(wf)
+
+    def handle(task: Task) -> None:
+        if task.attempt < 3:
+            raise ValueError("not yet")
+
+    run_agent(engine, {"": handle}, idle_check_s=0.05)
+    for shard in engine.keys.all_shards():  # the capped stream has dropped them all
+        engine.redis.xtrim(shard.events, maxlen=0)
+    tl = engine.timeline(wid)
+    assert tl.status.tasks[0].attempts == 3
+    assert tl.aged_out == {0: 2} and tl.attempt_count == 3
+    assert [a.number for a in tl.attempts[0]] == [3]
+    lines = [str(x) for x in render_timeline(tl, 100, 0.0, lambda _: Style())]
+    assert any(line.startswith("shaky ×3") for line in lines)
+    assert "earlier attempts aged out" in lines[-1]
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await open_workflow(app, pilot, wid)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen))
+        title = app.screen.query_one("#timeline-title")
+        await wait_for(pilot, lambda: "aged out" in str(title.content), what="the title")
+        assert "3 attempts of 1 tasks" in str(title.content)
