@@ -342,3 +342,21 @@ def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> 
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_agent_cli_log_budget_and_exec_stderr(
+    engine: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    from engine_helpers import cli
+
+    r = cli("--log-budget-mb", "-1", "--exec", "true", tool="redisflow-agent", env=cli_env)
+    assert r.returncode == 2 and "--log-budget-mb -1" in r.stderr
+    script = tmp_path / "tool.sh"
+    script.write_text("#!/bin/sh\necho 'from the tool' >&2\necho 7\n")
+    script.chmod(0o755)
+    wid = engine.push(chain("t"))
+    r = cli("--exec", str(script), "--until-idle", "--log-budget-mb", "1",
+            tool="redisflow-agent", env=cli_env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert texts(engine, wid) == [("t", "stderr", "from the tool")]
+    assert engine.status(wid).tasks[0].output == 7
