@@ -209,3 +209,10 @@ def metric_families(engine: Engine) -> list[Any]:
         counts.add_metric([name, "succeeded"], s.succeeded)
         counts.add_metric([name, "failed"], s.failed)
     return [tasks, templates, counts]
+
+
+def sparkline(values: list[int], empty: str = "·") -> str:
+    """``values`` as bars ▁ to █ scaled to the largest (``empty`` for none)."""
+    bars = "▁▂▃▄▅▆▇█"
+    top = max(values) if values else 0
+    return "".join(empty if not v else bars[min(7, (v * 8 - 1) // top)] for v in values)

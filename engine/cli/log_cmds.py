@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..client import Engine
-from ..rollups import history
+from ..rollups import history, sparkline
 from ..tasklogs import LogLine, follow_logs, read_logs, read_progress
 from .common import EXIT_OK, print_json
 
@@ -61,13 +61,6 @@ def _secs(v: float | None) -> str:
     return f"{v * 1000:.0f}ms" if v < 1 else f"{v:g}s"
 
 
-def spark(values: list[int]) -> str:
-    """A sparkline of ``values`` (▁ to █; a space for 0)."""
-    bars = "▁▂▃▄▅▆▇█"
-    top = max(values) if values else 0
-    return "".join(" " if not v else bars[min(7, (v * 8 - 1) // top)] for v in values)
-
-
 def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
     from .main import _table, esc, out
 
@@ -97,7 +90,7 @@ def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
             f"{d.failed:,}",
             _secs(d.quantile(0.5)),
             _secs(d.quantile(0.99)),
-            spark(d.hourly),
+            sparkline(d.hourly),
         )
     out.print_table(table)
     if not h["day"]:

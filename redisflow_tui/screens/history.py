@@ -14,19 +14,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from engine import Engine
-from engine.rollups import Stat, history
+from engine.rollups import Stat, history, sparkline
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style
 from .base import LiveScreen
-
-BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: list[int]) -> str:
-    """``values`` as bars ▁ to █ (a space for none), scaled to the largest."""
-    top = max(values) if values else 0
-    return "".join(" " if not v else BARS[min(7, (v * 8 - 1) // top)] for v in values)
 
 
 def seconds(v: float | None) -> str:

@@ -74,7 +74,9 @@ class TaskLogPane(Vertical):
         if self.task_name is None:
             text = "log"
         else:
-            count = f"{self.lines:,} lines" if self.lines else "nothing written"
+            count = f"{self.lines:,} line{'s' if self.lines != 1 else ''}"
+            if not self.lines:
+                count = "nothing written"
             if not self.lines and not self.done:
                 count += " yet"
             text = f"log of {self.task_name} · {count}"

@@ -44,7 +44,7 @@ async def test_the_selected_tasks_log_is_shown(
         await open_workflow(app, pilot, wid)
         await wait_for(pilot, lambda: "extract: 42 rows" in pane_text(app), what="extract")
         assert "load" not in pane_text(app)
-        assert "log of extract · 1 lines" in pane_title(app)
+        assert "log of extract · 1 line" in pane_title(app)
         app.screen.query_one(TaskLogPane).follow(wid, "load")  # as selecting it does
         await wait_for(pilot, lambda: "load: 42 rows" in pane_text(app), what="load")
         assert "extract" not in pane_text(app)
@@ -80,7 +80,8 @@ async def test_a_running_tasks_lines_and_progress_come_live(
 async def test_history_screen_per_type_and_template(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
-    from redisflow_tui.screens.history import HistoryScreen, sparkline
+    from engine.rollups import sparkline
+    from redisflow_tui.screens.history import HistoryScreen
 
     engine.put_template('{"name": "nightly", "tasks": [{"name": "a", "type": "etl"}]}')
     engine.run("nightly")
@@ -97,7 +98,7 @@ async def test_history_screen_per_type_and_template(
         assert sum(screen.data["day"]["nightly"].hourly) == 1
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, HistoryScreen))
-    assert sparkline([0, 1, 8]) == " ▁█"
+    assert sparkline([0, 1, 8]) == "·▁█"
 
 
 async def test_the_timeline_counts_attempts_aged_out_of_the_stream(
