@@ -282,6 +282,7 @@ class TaskLogs:
         if cap is None:
             return
         cap.ended = True
+        cap.task._log = None  # no cycle: the capture goes when its last reference does
         now = time.time()
         self.rollups.add(cap.task.type, ok, now - cap.started, now)
         if cap.dirty:
