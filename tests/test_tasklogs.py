@@ -360,3 +360,42 @@ def test_agent_cli_log_budget_and_exec_stderr(
     assert r.returncode == 0, r.stderr
     assert texts(engine, wid) == [("t", "stderr", "from the tool")]
     assert engine.status(wid).tasks[0].output == 7
+
+
+def test_an_agent_killed_mid_task_keeps_its_attempts_apart(
+    engine: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    from engine_helpers import spawn_agent, wait_for
+
+    (tmp_path / "stuck.py").write_text(
+        "import time\n"
+        "def run(task):\n"
+        "    print(f'attempt {task.attempt} started')\n"
+        "    while True:\n"
+        "        time.sleep(0.05)\n"
+    )
+    wid = engine.push(chain("job"))
+    proc = spawn_agent("--id", "doomed", "--handler", "stuck:run", "--lease", "1",
+                       env=cli_env, cwd=tmp_path, log=tmp_path / "agent.log")  # fmt: skip
+    try:
+        # its running task's first line was sent live: then the agent dies, unannounced
+        wait_for(lambda: read_logs(engine, wid)[0], what="the first attempt's line")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def second(task: Task) -> None:
+        print(f"attempt {task.attempt} started")
+        log.warning("attempt %d done", task.attempt)
+
+    run_agent(engine, {"": second}, maintain_s=0.2)  # its housekeeping hands the task on
+    lines, _ = read_logs(engine, wid)
+    assert [(x.attempt, x.text) for x in lines] == [
+        (1, "attempt 1 started"),
+        (2, "attempt 2 started"),
+        (2, "WARNING user.handler: attempt 2 done"),
+    ]
+    assert engine.status(wid).tasks[0].attempts == 2
