@@ -399,3 +399,16 @@ def test_an_agent_killed_mid_task_keeps_its_attempts_apart(
         (2, "WARNING user.handler: attempt 2 done"),
     ]
     assert engine.status(wid).tasks[0].attempts == 2
+
+
+def test_logs_and_history_over_several_shards(redis_url: str) -> None:
+    with Engine.connect(redis_url, shards=3) as engine:
+        wids = [engine.push(chain("a", "b", type="etl")) for _ in range(6)]
+        assert len({engine.keys.shard_of(w).shard for w in wids}) == 3
+        run_agent(engine, {"etl": lambda t: print(f"{t.workflow_id}/{t.name}")}, concurrency=3)
+        for w in wids:
+            assert [x.text for x in read_logs(engine, w)[0]] == [f"{w}/a", f"{w}/b"]
+        assert history(engine, "type")["hour"]["etl"].succeeded == 12
+        kept = engine.store.log_usage()[0]
+        engine.cleanup(wids[0])
+        assert 0 < engine.store.log_usage()[0] < kept
