@@ -9,10 +9,12 @@ import re
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from engine_helpers import run_agent, scan_keys
+from own_server import admin, server  # noqa: F401 - fixtures, named in signatures
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import Engine, Task, TaskFailed, Workflow, exec_handler, tasklogs
@@ -412,3 +414,30 @@ def test_logs_and_history_over_several_shards(redis_url: str) -> None:
         kept = engine.store.log_usage()[0]
         engine.cleanup(wids[0])
         assert 0 < engine.store.log_usage()[0] < kept
+
+
+def test_least_privilege_roles_write_and_read_logs_and_history(admin: Any) -> None:  # noqa: F811
+    from test_least_privilege import make_user
+
+    with Engine.connect(make_user(admin, "operator")) as operator:
+        operator.put_template('{"name": "t", "tasks": [{"name": "a", "type": "etl"}]}')
+        wid = operator.run("t").id
+    with Engine.connect(make_user(admin, "agent")) as agent_engine:
+
+        def handle(task: Task) -> None:
+            task.progress(1.0, "all")
+            print("hello")
+
+        agent = run_agent(agent_engine, {"etl": handle})
+        assert agent.processed == 1
+    with Engine.connect(make_user(admin, "reader")) as reader:
+        assert [x.text for x in read_logs(reader, wid)[0]] == ["hello"]
+        assert [x.text for x in tasklogs.follow_logs(reader, wid)] == ["hello"]
+        assert read_progress(reader, wid)["0"]["message"] == "all"
+        assert history(reader, "type")["hour"]["etl"].succeeded == 1
+        assert history(reader, "template")["hour"]["t"].succeeded == 1
+        assert reader.store.log_usage()[0] > 0
+        assert reader.store.history_totals()["y|etl|ok"] == 1
+    with Engine.connect(make_user(admin, "operator")) as operator:
+        operator.cleanup(wid)
+        assert operator.store.log_usage()[0] == 0
