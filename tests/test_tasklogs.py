@@ -441,3 +441,27 @@ def test_least_privilege_roles_write_and_read_logs_and_history(admin: Any) -> No
     with Engine.connect(make_user(admin, "operator")) as operator:
         operator.cleanup(wid)
         assert operator.store.log_usage()[0] == 0
+
+
+def test_http_long_poll_follows_a_running_task(engine: Engine, api: httpx.Client) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine_helpers import agent_thread, wait_for
+
+    wid = engine.push(chain("slow"))
+    release = threading.Event()
+
+    def handle(task: Task) -> None:
+        print("first")
+        release.wait(30)
+        print("second")
+
+    url = f"/v1/workflows/{wid}/tasks/slow/logs"
+    with agent_thread(engine, {"": handle}), ThreadPoolExecutor(1) as pool:
+        first = wait_for(lambda: api.get(url).json()["lines"], what="the first line")
+        cursor = api.get(url).json()["cursor"]
+        waiting = pool.submit(api.get, url, params={"after": cursor, "wait": 30}, timeout=40)
+        release.set()
+        got = waiting.result().json()
+    assert [x["text"] for x in first] == ["first"]
+    assert [x["text"] for x in got["lines"]] == ["second"]

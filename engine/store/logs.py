@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 
 import redis
 
+from ..urls import block_slice_ms
 from .keys import Keyspace, ShardKeys
 from .scripts import Call, Scripts
 
@@ -60,9 +63,22 @@ class LogStore:
     def wait_log_entries(
         self, wid: str | int, after: str, block_ms: int, count: int = 1000
     ) -> list[StreamEntry]:
-        """Like :meth:`log_entries`, waiting up to ``block_ms`` for one when there is none."""
+        """Entries after id ``after`` (``$``: from now; ``-``: from the first), waiting up
+        to ``block_ms`` for one when there is none (in slices shorter than the client's
+        read timeout)."""
         key = self.keys.shard_of(wid).task_logs(wid)
-        reply = self.redis.xread({key: after or "0"}, count=count, block=block_ms)
+        if after == "$":  # pinned now: a slice must not skip what comes between two
+            last = cast("list[Any]", self.redis.xrevrange(key, count=1))
+            after = str(last[0][0]) if last else "0-0"
+        elif after in ("-", "0", ""):
+            after = "0-0"
+        slice_ms = block_slice_ms(self.redis)
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            left_ms = max(1, math.ceil((deadline - time.monotonic()) * 1000))
+            reply = self.redis.xread({key: after}, count=count, block=min(left_ms, slice_ms))
+            if reply or left_ms <= slice_ms:
+                break
         out: list[StreamEntry] = []
         for _, rows in cast("list[Any]", reply or []):
             out += [(str(i), cast("dict[str, str]", f)) for i, f in rows]
