@@ -62,16 +62,18 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 LAYOUT = ("HSETNX", "EXISTS")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
 # too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
-# (housekeeping), tasklog (what handlers wrote, progress) and rollup (run-time history).
-# Never push, pause, release, cancel, retry or cleanup.
+# (housekeeping), waits (wait tasks' keeper, engine/wait_keeper.py), tasklog (what
+# handlers wrote, progress) and rollup (run-time history). Never push, pause, release,
+# cancel, retry or cleanup.
 AGENT_SCRIPTS = (
-    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "tasklog", "rollup",
+    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits", "tasklog",
+    "rollup",
 )  # fmt: skip
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
-    "schedule", "tick", "heads",
+    "schedule", "tick", "heads", "signal", "child",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,

@@ -42,6 +42,7 @@ from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
 from .tasklogs import BUDGET, TaskLogs
+from .wait_keeper import WaitKeeper
 
 log = logging.getLogger("redisflow.agent")
 
@@ -245,6 +246,8 @@ class Agent:
             self._event_loop = EventLoop(f"rf-{self.id}-loop")
         self._lease_lost.set()  # not registered yet: the loop's first step registers
         self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        keeper = WaitKeeper(self.engine, self.maintain_s)
+        keeper.start()
         self._logs.start()
         ticking = None
         if self.scheduler:
@@ -254,6 +257,7 @@ class Agent:
         try:
             self._loop(until_idle)
         finally:
+            keeper.stop()
             if ticking is not None:
                 ticking[0].stop()
                 ticking[1].join(timeout=5)

@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .child_runs import ChildSpec, check_references, run_of
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
 from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
+from .waits import WAIT_TYPE, WaitSpec, wait_of
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -86,6 +88,10 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
+        wait: a wait task (:mod:`engine.waits`): no handler; it waits for a signal or a
+            time.
+        run: a child run (:mod:`engine.child_runs`): no handler; it starts a run of a
+            template and ends with its result.
     """
 
     name: str
@@ -102,6 +108,8 @@ class TaskDef:
     timeout: float | None = None
     delay: float | None = None
     before: list[str] = field(default_factory=list)
+    wait: WaitSpec | None = None
+    run: ChildSpec | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -160,6 +168,8 @@ class Workflow:
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
+        wait: WaitSpec | dict[str, Any] | None = None,
+        run: ChildSpec | dict[str, Any] | str | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -180,6 +190,12 @@ class Workflow:
         skipped when none did. ``finally_=True`` runs it once its parents are done
         whatever happened (after every leaf task when it has no ``after``); it never
         changes the workflow's result.
+
+        ``wait`` makes it a wait task (:mod:`engine.waits`), run by the engine with no
+        handler: ``{"signal": "approve", "timeout": "2d"}``, ``{"sleep": "2h"}``,
+        ``{"until": "2026-12-01T06:00Z"}``. ``run`` makes it start a child run of a
+        template (:mod:`engine.child_runs`): ``"enrich"`` or ``{"template": "enrich",
+        "input": {"id": "$input.id", "rows": "$fetch.rows"}}``.
         """
         parents = _task_names(after, "after", name, where)
         children = _task_names(before, "before", name, where)
@@ -205,6 +221,10 @@ class Workflow:
             name, payload, type, priority, parents, max_attempts, where, spec,
             trigger, handles, finally_, timeout, delay, children,
         )  # fmt: skip
+        if wait is not None:
+            t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
+        if run is not None:
+            t.run = run_of(run, _at(where) + f"task {show_value(name)}")
         self.tasks.append(t)
         return t
 
@@ -406,6 +426,12 @@ def validate(
                     f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
                     f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
                 )
+        if t.wait is not None or t.run is not None:
+            _check_wait(t, here)
+        elif type(t.type) is str and t.type.startswith("~"):
+            raise _fail(
+                here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
+            )
         if t.delay and t.map is not None:
             raise _fail(
                 here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
@@ -458,7 +484,40 @@ def validate(
             cycle if len(cycle) <= 12 else [*cycle[:6], f"... {len(cycle) - 11} more", *cycle[-5:]]
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
+    if any(t.run is not None for t in wf.tasks):
+        ups_of = {t.name: ups for t, ups in zip(wf.tasks, parents, strict=True)}
+        for t in wf.tasks:
+            if t.run is not None:
+                seen_up: set[str] = set()
+                stack = list(ups_of[t.name])
+                while stack:
+                    p = stack.pop()
+                    if p not in seen_up:
+                        seen_up.add(p)
+                        stack.extend(ups_of.get(p, []))
+                here = t.where if isinstance(t.where, str) else where
+                check_references(t.run, t.name, seen_up, here or "")
     return payloads
+
+
+def _check_wait(t: TaskDef, here: str | None) -> None:
+    """A wait task (:mod:`engine.waits`) or a child run (:mod:`engine.child_runs`) runs
+    no handler: no type, map, timeout or delay; a wait no retries of its own."""
+    if t.wait is not None and t.run is not None:
+        raise _fail(here, f"task {t.name!r}: wait and run are two kinds of task: give one")
+    if t.run is not None:
+        t.run = run_of(t.run, _at(here) + f"task {t.name!r}")
+    else:
+        t.wait = wait_of(t.wait, _at(here) + f"task {t.name!r}")
+    for what, bad in (
+        ("a type", t.type not in ("", WAIT_TYPE)),
+        ("a map", t.map is not None),
+        ("a timeout (give the wait one)", t.timeout is not None),
+        ("a delay (use wait: sleep)", bool(t.delay)),
+        ("max_attempts (retry it by hand)", t.max_attempts != 1 and t.run is None),
+    ):
+        if bad:
+            raise _fail(here, f"task {t.name!r}: a wait task runs no handler: it takes no {what}")
 
 
 def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> None:
@@ -513,6 +572,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     for s in steps:
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
+        if isinstance(s, TaskDef) and (s.wait is not None or s.run is not None):
+            raise _fail(s.where or where, f"step {s.name!r}: a wait is not supported {at}")
         if isinstance(s, TaskDef) and (
             s.trigger not in (None, "all_success") or s.on_failure or s.finally_
         ):

@@ -90,6 +90,30 @@ def _encode_item(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _pair(reply: Any) -> tuple[str, str]:
+    return str(reply[0]), str(reply[1])
+
+
+@dataclass
+class WaitsPass:
+    """waits.lua's reply: wait tasks activated, timers fired, ms until the next timer
+    (None for none), and whether a limit was reached (call again at once)."""
+
+    activated: int
+    fired: int
+    next_in_ms: int | None
+    more: bool
+    spawns: list[str]  # "wid:i:attempt" of run: tasks whose child is to start
+    ends: list[str]  # child runs that ended, to report to their parent task
+    orphans: list[str]  # child runs whose parent ended first, to cancel
+
+
+def _waits_pass(reply: Any) -> WaitsPass:
+    a, f, due, more = (int(x) for x in reply[:4])
+    spawns, ends, orphans = ([str(x) for x in part] for part in reply[4:7])
+    return WaitsPass(a, f, None if due < 0 else due, bool(more), spawns, ends, orphans)
+
+
 def _ids(reply: Any) -> list[str]:
     return [str(i) for i in reply]
 
@@ -198,6 +222,55 @@ class Calls:
         """expire.lua: set a workflow's own retention (``-1``: until cleaned up by hand);
         returns when a finished one goes (ms), -1 never, 0 counted from its end."""
         return self._control("expire", wid, who, ttl_ms)
+
+    # -- waits ----------------------------------------------------------------------------
+
+    def signal(
+        self,
+        wid: str | int,
+        name: str,
+        payload: str,
+        signal_id: str = "",
+        who: str = "",
+        reject: bool = False,
+        comment: str = "",
+    ) -> tuple[str, str]:
+        """signal.lua: (outcome, task name): ``delivered``, ``kept`` or
+        ``duplicate:<first outcome>``."""
+        shard = self.keys.shard_of(wid)
+        args = [*self._common(shard), str(wid), name, payload, signal_id, who]
+        args += ["reject" if reject else "ok", comment]
+        return self.scripts.run(Call("signal", [shard.workflow(wid)], args, _pair))
+
+    def waits(self, shard: ShardKeys, limit: int = 500, acks: Sequence[str] = ()) -> WaitsPass:
+        """waits.lua: wait tasks just reached are suspended, due timers end theirs; the
+        child runs to start, to report and to cancel are handed out (``acks``: those
+        done since, ``e:<wid>`` reported, ``o:<wid>`` cancelled)."""
+        args = [*self._common(shard), limit, *acks]
+        return self.scripts.run(Call("waits", [shard.timers], args, _waits_pass))
+
+    def child_link(self, wid: str | int, idx: str, attempt: int, child: str) -> str:
+        """child.lua: task ``idx``'s child run started ("ok", or "stale": the task moved
+        on, cancel the child)."""
+        return self._child(wid, idx, attempt, "link", child, child)
+
+    def child_end(
+        self, wid: str | int, idx: str, attempt: int, how: str, value: str, child: str = ""
+    ) -> str:
+        """child.lua: the child of task ``idx`` ended ``how`` (succeeded: ``value`` its
+        result JSON; failed, fatal: why)."""
+        return self._child(wid, idx, attempt, how, value, child)
+
+    def _child(self, wid: str | int, idx: str, attempt: int, *rest: str) -> str:
+        shard = self.keys.shard_of(wid)
+        args = [*self._common(shard), str(wid), idx, attempt, *rest]
+        return self.scripts.run(Call("child", [shard.workflow(wid)], args, str))
+
+    def children_of(self, wid: str | int) -> list[str]:
+        """The child runs of run ``wid``, by task order."""
+        shard = self.keys.shard_of(wid)
+        links: dict[str, str] = self.redis.hgetall(shard.children(wid))  # type: ignore[assignment]
+        return [v for _, v in sorted(links.items(), key=lambda kv: int(kv[0]))]
 
     # -- agents ---------------------------------------------------------------------------
 

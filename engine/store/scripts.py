@@ -52,6 +52,9 @@ SCRIPT_NAMES = (
     "tick",
     "heads",
     "template",
+    "signal",
+    "waits",
+    "child",
     "tasklog",
     "rollup",
 )
@@ -90,6 +93,7 @@ LIB = (
     "ends",
     "children",
     "maps",
+    "waits",
     "claim_row",
     "housekeeping",
     "operator",

@@ -30,6 +30,7 @@ from ..widgets.task_detail import TaskDetail
 from ..widgets.task_table import TaskTable
 from ..widgets.text_line import TextLine
 from .base import LiveScreen, PlanAction, RunAction
+from .prompt import PromptScreen
 
 MODE_NAMES = {
     "tasks": "every task",
@@ -64,6 +65,8 @@ class WorkflowScreen(LiveScreen):
             "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
         ),
         Binding("l", "timeline", "Timeline", tooltip="Every attempt on a time axis (Gantt)"),
+        Binding("a", "signal('approve')", "Approve", tooltip="Approve the selected wait task"),
+        Binding("j", "signal('reject')", "Reject", tooltip="Reject the selected wait task"),
         Binding(
             "d",
             "next_view",
@@ -275,14 +278,17 @@ class WorkflowScreen(LiveScreen):
                 "n": f"{st.total:,}",
             }
             for look in (
-                "running", "retrying", "ready", "failed", "upstream_failed", "skipped",
-                "cancelled",
+                "running", "suspended", "retrying", "ready", "failed", "upstream_failed",
+                "skipped", "cancelled",
             ):  # fmt: skip
                 if counts.get(look):
                     parts.append(f"· [{markup_var(look)}]{GLYPH[look]} ${look}[/]")
                     values[look] = f"{counts[look]:,} {look}"
                     if look == "failed" and state == "succeeded":
                         values[look] += " (handled)"  # by failure branches, or in finally
+            if st.parent is not None:  # a child run: the run whose task started it
+                parts.append("· child of [b]$parent[/b]")
+                values["parent"] = st.parent.split(":", 1)[0]
             parts.append("· created $age ago")
             values["age"] = self.console.clock.age(st.created_at)
             if st.deadline is not None and not st.finished_at:
@@ -320,6 +326,8 @@ class WorkflowScreen(LiveScreen):
         if event.chosen and self._map(event.task) is not None:
             self._open_items(event.task)
             return
+        if event.chosen and self._open_child(event.task):
+            return
         self.sel_task = event.task
         self.query_one(TaskTable).select_task(event.task)
         self._detail()
@@ -347,8 +355,19 @@ class WorkflowScreen(LiveScreen):
         if self.items_query is None and at is not None and self._map(at) is not None:
             self._open_items(at)
             return
+        if self.items_query is None and at is not None and self._open_child(at):
+            return
         if self.view_mode == "focus" and at is not None and at != self.focus_center:
             self._change_view("focus", at)
+
+    def _open_child(self, task: int) -> bool:
+        """Open task ``task``'s child run (a run: task's), if it has one."""
+        tasks = self.view.tasks
+        child = tasks[task].child if 0 <= task < len(tasks) else None
+        if child is None:
+            return False
+        self.app.goto(child)  # type: ignore[attr-defined]
+        return True
 
     # -- a map's items ----------------------------------------------------------------
 
@@ -458,6 +477,36 @@ class WorkflowScreen(LiveScreen):
 
     def action_cleanup(self) -> None:
         self.post_message(PlanAction(actions.plan_cleanup, self.wid))
+
+    def action_signal(self, how: str) -> None:
+        """Approve or reject the selected wait task (one waiting for a signal), asking for
+        a comment first; the signal records who did it (the console's user)."""
+        tasks = self.view.tasks
+        task = (
+            tasks[self.sel_task]
+            if self.sel_task is not None and self.sel_task < len(tasks)
+            else None
+        )
+        if task is None or task.wait is None or "signal" not in task.wait or task.state.terminal:
+            self.notify("Select a task waiting for a signal first", severity="warning")
+            return
+        name = task.wait["signal"]
+
+        def answered(comment: str | None) -> None:
+            if comment is not None:
+                self.post_message(
+                    RunAction(actions.signal, self.wid, name, how == "reject", comment)
+                )
+
+        verb = "Approve" if how == "approve" else "Reject"
+        self.app.push_screen(
+            PromptScreen(
+                f"{verb} {task.name} (signal {name})",
+                "a comment, recorded with your name (optional)",
+                optional=True,
+            ),
+            answered,
+        )
 
     def action_retry_task(self) -> None:
         tasks = self.view.tasks

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...definition import (
@@ -24,6 +24,7 @@ from ...definition import (
 from ...flow import Concurrency
 from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
 from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
+from ...waits import WAIT_TYPE
 from .fields import (
     D_ATTEMPTS,
     D_BACKOFF,
@@ -45,10 +46,13 @@ from .fields import (
     D_PAYLOAD,
     D_PRIORITY,
     D_RULE,
+    D_SIGNAL_WAITERS,
+    D_SIGNALS,
     D_STEPS,
     D_TIMEOUT,
     D_TOLERATE,
     D_TYPE,
+    D_WAIT,
     D_WAIT_FOR,
     D_WINDOW,
     F_DEADLINE,
@@ -77,6 +81,8 @@ class CompiledWorkflow:
     definition: list[Any]
     # at most `limit` runs at once per value of an input field (engine/flow.py)
     concurrency: Concurrency | None = None
+    # the templates (and versions) its run: tasks start: checked to exist at push
+    runs: list[tuple[str, int | None]] = field(default_factory=list)
 
     @property
     def tasks(self) -> int:
@@ -117,8 +123,17 @@ def compile_workflow(
     roots: list[Any] = []
     types: list[str] = []
     ready = pack_record("ready", 0, 0)
+    waiters: dict[str, list[str]] = {}
+    runs: list[tuple[str, int | None]] = []  # the templates its run: tasks start
     for i, t in enumerate(wf.tasks):
         static += _task_fields(str(i), t, payloads[i], children[i])
+        if t.run is not None:
+            static += [f"{i}{D_WAIT}", _encode(t.run.encoded())]
+            runs.append((t.run.template, t.run.version))
+        elif t.wait is not None:
+            static += [f"{i}{D_WAIT}", t.wait.encoded()]
+            if t.wait.signal is not None:
+                waiters.setdefault(t.wait.signal, []).append(str(i))
         delay = round((t.delay or 0) * 1000)
         if t.map is not None:
             m = t.map
@@ -160,9 +175,13 @@ def compile_workflow(
             roots += [f"{i}@{delay}", t.type, t.priority]
         else:
             init += [str(i), ready]
-            roots += [i, t.type, t.priority]
-        if t.type not in types:
+            roots += [i, t.type if t.wait is None and t.run is None else WAIT_TYPE, t.priority]
+        if t.type not in types and t.wait is None and t.run is None:
             types.append(t.type)
+    if waiters:  # which wait tasks a signal of each name reaches (signal.lua)
+        static += [D_SIGNALS, _encode(list(waiters))]
+        for name, at in waiters.items():
+            static += [f"{D_SIGNAL_WAITERS}{name}", ",".join(at)]
     if wf.deadline is not None:  # ms after its start; push.lua arms it
         init += [F_DEADLINE, round(wf.deadline * 1000)]
     if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
@@ -171,7 +190,7 @@ def compile_workflow(
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
-    return CompiledWorkflow(wf.name, digest, definition, gate)
+    return CompiledWorkflow(wf.name, digest, definition, gate, runs)
 
 
 def run_options(
@@ -182,6 +201,8 @@ def run_options(
     gates: Sequence[tuple[str, int]] = (),
     schedule: str | None = None,
     tick_ms: int | None = None,
+    parent: str | None = None,
+    depth: int = 0,
 ) -> str:
     """A pushed workflow's options as push.lua takes them (JSON; "" for none)."""
     o: dict[str, Any] = {}
@@ -193,6 +214,8 @@ def run_options(
         o[F_GATES] = [[g, limit] for g, limit in gates]
     if schedule is not None:
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
+    if parent is not None:
+        o["pa"], o["dp"] = parent, depth
     return json.dumps(o, separators=(",", ":")) if o else ""
 
 
@@ -200,7 +223,9 @@ def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     """The definition fields every task (and every step of a map) has, named with
     ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
     out: list[Any] = [f"{pre}{D_NAME}", t.name]
-    if t.type:
+    if getattr(t, "wait", None) is not None or getattr(t, "run", None) is not None:
+        out += [f"{pre}{D_TYPE}", WAIT_TYPE]
+    elif t.type:
         out += [f"{pre}{D_TYPE}", t.type]
     if payload:
         out += [f"{pre}{D_PAYLOAD}", payload]

@@ -79,6 +79,10 @@ local K_EXPAND = P .. ':expand'
 local K_SNAMES = P .. ':snames'
 local K_CC = P .. ':cc'
 local K_EXPIRE = P .. ':expire'
+local K_TIMERS = P .. ':timers'
+local K_SPAWN = P .. ':spawn'
+local K_CHILD_ENDS = P .. ':cends'
+local K_ORPHANS = P .. ':orphans'
 local K_SWEEP = P .. ':sweep'
 local K_HK = P .. ':hk'
 local K_LCLK = P .. ':lclk'
@@ -101,6 +105,8 @@ local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
+local function k_signals(wk) return wk .. ':sig' end
+local function k_children(wk) return wk .. ':ch' end
 -- A workflow's task logs (a stream) and its tasks' progress (a hash), removed with it;
 -- the shard's log budget (bytes, dropped); history buckets per minute and per hour.
 local function k_logs(wk) return wk .. ':log' end
