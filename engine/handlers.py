@@ -61,14 +61,17 @@ class Task:
     timeout: float | None = None
     _errors: dict[str, Any] | None = field(default=None, repr=False)
     _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
-    _log: Any = field(default=None, repr=False, compare=False)  # tasklogs.Capture
+    _log: Any = field(default=None, repr=False, compare=False)  # tasklogs: while it runs
 
     def progress(self, fraction: float, message: str = "") -> None:
         """Say how far the attempt is (``fraction`` from 0 to 1, a short ``message``):
         shown live by ``redisflow status`` and the console. Cheap to call often: at most
         one write a second reaches Redis (the last one always)."""
-        if self._log is not None:
-            self._log.progress(fraction, message)
+        from .tasklogs import capture_of
+
+        cap = capture_of(self)
+        if cap is not None:
+            cap.progress(fraction, message)
         elif not 0.0 <= fraction <= 1.0:
             raise ValueError(f"progress {fraction!r}: expected a fraction from 0 to 1")
 

@@ -47,14 +47,29 @@ FLUSH_S = 1.0  # how often a running task's new lines (and progress) are sent
 PROGRESS_S = 1.0  # at most one progress write per task this often
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
-_current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
+# The task running in this context (None: outside a task). Its `_log` is the TaskLogs
+# of the agent running it until it first writes, then its Capture, made then.
+_current: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
     "redisflow_task_log", default=None
 )
 
 
+def capture_of(task: Task) -> Capture | None:
+    """The capture of ``task``'s attempt, made at its first write (``None``: the task
+    is not running under an agent)."""
+    log = task._log
+    if log is None or isinstance(log, Capture):
+        return log
+    with _LOCK:  # a thread of the handler's may write first too
+        if not isinstance(task._log, Capture):
+            task._log = Capture(task, log._running)
+        return task._log
+
+
 def current() -> Capture | None:
     """The capture of the attempt running in this context (``None``: outside a task)."""
-    return _current.get()
+    task = _current.get()
+    return None if task is None else capture_of(task)
 
 
 _LOCK = threading.Lock()  # every capture's lines (written rarely, by few at once)
@@ -65,13 +80,12 @@ class Capture:
     attempt, so it costs next to nothing until the handler writes."""
 
     __slots__ = (
-        "task", "started", "ended", "dirty", "_live", "_lines", "_partial", "lines", "bytes",
+        "task", "ended", "dirty", "_live", "_lines", "_partial", "lines", "bytes",
         "dropped", "_progress", "_progress_at",
     )  # fmt: skip
 
     def __init__(self, task: Task, live: dict[int, Capture] | None = None) -> None:
         self.task = task
-        self.started = time.time()
         self.ended = self.dirty = False
         self._live = live  # where a capture that has lines to send is found while it runs
 
@@ -165,7 +179,7 @@ class _Router(io.TextIOBase):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        cap = _current.get()
+        cap = current()
         if cap is None:
             return self.stream.write(text)
         cap.write(self.source, text)
@@ -195,7 +209,7 @@ class _LogHandler(logging.Handler):
         self.setFormatter(logging.Formatter(LOG_FORMAT))
 
     def emit(self, record: logging.LogRecord) -> None:
-        cap = _current.get()
+        cap = current()
         if cap is not None:
             try:
                 cap.write("log", self.format(record) + "\n")
@@ -269,23 +283,25 @@ class TaskLogs:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def begin(self, task: Task) -> contextvars.Token[Capture | None]:
-        """The attempt starts here: what it writes in this context is its own."""
-        cap = Capture(task, self._running)
-        task._log = cap
-        return _current.set(cap)
+    def begin(self, task: Task) -> tuple[contextvars.Token[Task | None], float]:
+        """The attempt starts here: what it writes in this context is its own (a capture
+        is made at its first write: nothing for a task that writes nothing)."""
+        task._log = self
+        return _current.set(task), time.time()
 
-    def end(self, token: contextvars.Token[Capture | None], ok: bool) -> None:
+    def end(self, mark: tuple[contextvars.Token[Task | None], float], ok: bool) -> None:
         """The attempt ended (``ok``: succeeded): its lines wait for its outcome's report."""
-        cap = _current.get()
+        token, began = mark
+        task = _current.get()
         _current.reset(token)
-        if cap is None:
+        if task is None:
             return
-        cap.ended = True
-        cap.task._log = None  # no cycle: the capture goes when its last reference does
         now = time.time()
-        self.rollups.add(cap.task.type, ok, now - cap.started, now)
-        if cap.dirty:
+        self.rollups.add(task.type, ok, now - began, now)
+        cap = task._log
+        task._log = None  # no cycle: the capture goes when its last reference does
+        if isinstance(cap, Capture):
+            cap.ended = True
             self._running.pop(id(cap), None)
             entry = cap.take(final=True)
             if entry is not None:
