@@ -44,22 +44,26 @@ class Rollups:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (minute, type) -> [succeeded, failed, seconds, bucket 0, bucket 1, ...]
-        self._acc: dict[tuple[int, str], list[Any]] = {}
+        # minute -> type -> [succeeded, failed, seconds, bucket 0, bucket 1, ...]
+        self._acc: dict[int, dict[str, list[Any]]] = {}
+        self._minute = -1  # the minute `_types` counts
+        self._types: dict[str, list[Any]] = {}
         self._sent = time.monotonic()
 
     def add(self, task_type: str, ok: bool, seconds: float, now: float | None = None) -> None:
         """Count one attempt of ``task_type`` that ran ``seconds`` and ended at ``now``
         (epoch seconds; default: now) (``ok``: succeeded)."""
-        key = (int(time.time() if now is None else now) // 60, task_type)
-        b = 3 + bisect.bisect_left(_BOUNDS_S, seconds)
+        minute = int(time.time() if now is None else now) // 60
         with self._lock:
-            acc = self._acc.get(key)
+            if minute != self._minute:
+                self._minute = minute
+                self._types = self._acc.setdefault(minute, {})
+            acc = self._types.get(task_type)
             if acc is None:
-                acc = self._acc[key] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
+                acc = self._types[task_type] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
             acc[0 if ok else 1] += 1
             acc[2] += seconds
-            acc[b] += 1
+            acc[3 + bisect.bisect_left(_BOUNDS_S, seconds)] += 1
 
     def take(self, force: bool = False) -> dict[int, dict[str, int]]:
         """The counters to send as history fields per minute (emptied), when
@@ -68,18 +72,19 @@ class Rollups:
         if not self._acc or (not force and now - self._sent < ROLLUP_S):
             return {}
         with self._lock:
-            acc, self._acc = self._acc, {}
+            acc, self._acc, self._minute, self._types = self._acc, {}, -1, {}
         self._sent = now
         out: dict[int, dict[str, int]] = {}
-        for (minute, typ), c in acc.items():
+        for minute, types in acc.items():
             fields = out.setdefault(minute, {})
-            p = f"y|{typ}|"
-            for name, n in (("ok", c[0]), ("bad", c[1]), ("ms", round(c[2] * 1000))):
-                if n:
-                    fields[p + name] = n
-            for k, n in enumerate(c[3:]):
-                if n:
-                    fields[f"{p}b{k}"] = n
+            for typ, c in types.items():
+                p = f"y|{typ}|"
+                for name, n in (("ok", c[0]), ("bad", c[1]), ("ms", round(c[2] * 1000))):
+                    if n:
+                        fields[p + name] = n
+                for k, n in enumerate(c[3:]):
+                    if n:
+                        fields[f"{p}b{k}"] = n
         return out
 
 
