@@ -225,6 +225,7 @@ class _LogHandler(logging.Handler):
 _install_lock = threading.Lock()
 _installed = 0
 _handler: _LogHandler | None = None
+_restore: list[tuple[logging.Logger | logging.Handler, int]] = []  # levels install changed
 
 
 def install(level: int | None = logging.INFO) -> None:
@@ -241,7 +242,9 @@ def install(level: int | None = logging.INFO) -> None:
         if level is not None and root.level > level:
             for h in root.handlers:
                 if h.level == logging.NOTSET:
+                    _restore.append((h, h.level))
                     h.setLevel(root.level)
+            _restore.append((root, root.level))
             root.setLevel(level)
         root.addHandler(_handler)
         if not isinstance(sys.stdout, _Router):
@@ -260,6 +263,9 @@ def uninstall() -> None:
         if _handler is not None:
             logging.getLogger().removeHandler(_handler)
             _handler = None
+        for what, old in _restore:
+            what.setLevel(old)
+        _restore.clear()
         if isinstance(sys.stdout, _Router):
             sys.stdout = sys.stdout.stream
         if isinstance(sys.stderr, _Router):

@@ -380,7 +380,7 @@ def test_an_agent_killed_mid_task_keeps_its_attempts_apart(
         "        time.sleep(0.05)\n"
     )
     wid = engine.push(chain("job"))
-    proc = spawn_agent("--id", "doomed", "--handler", "stuck:run", "--lease", "1",
+    proc = spawn_agent("--id", "doomed", "--handler", "stuck:run", "--lease", "3",
                        env=cli_env, cwd=tmp_path, log=tmp_path / "agent.log")  # fmt: skip
     try:
         # its running task's first line was sent live: then the agent dies, unannounced
@@ -465,3 +465,15 @@ def test_http_long_poll_follows_a_running_task(engine: Engine, api: httpx.Client
         got = waiting.result().json()
     assert [x["text"] for x in first] == ["first"]
     assert [x["text"] for x in got["lines"]] == ["second"]
+
+
+def test_the_process_logging_and_streams_are_given_back(engine: Engine) -> None:
+    root = logging.getLogger()
+    level, handlers, out, err = root.level, list(root.handlers), sys.stdout, sys.stderr
+    root.setLevel(logging.WARNING)
+    try:
+        run_agent(engine, {"": lambda t: None}) if engine.push(chain("a")) else None
+        assert (root.level, root.handlers) == (logging.WARNING, handlers)
+        assert (sys.stdout, sys.stderr) == (out, err)
+    finally:
+        root.setLevel(level)
