@@ -472,7 +472,8 @@ def test_the_process_logging_and_streams_are_given_back(engine: Engine) -> None:
     level, handlers, out, err = root.level, list(root.handlers), sys.stdout, sys.stderr
     root.setLevel(logging.WARNING)
     try:
-        run_agent(engine, {"": lambda t: None}) if engine.push(chain("a")) else None
+        engine.push(chain("a"))
+        run_agent(engine, {"": lambda t: None})
         assert (root.level, root.handlers) == (logging.WARNING, handlers)
         assert (sys.stdout, sys.stderr) == (out, err)
     finally:
