@@ -47,6 +47,7 @@ screenshots: $(BIN)/redisflow
 	$(BIN)/python scripts/screenshots.py
 	$(BIN)/python scripts/screenshot_timeline.py
 	$(BIN)/python scripts/screenshot_bulk.py
+	$(BIN)/python scripts/screenshot_observability.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -51,7 +51,8 @@ RUN_SCRIPTS = ("SCRIPT|LOAD", "SCRIPT|EXISTS", "WAIT")
 # not started yet from its pending list (LRANGE).
 READS = (
     "GET", "HGET", "HMGET", "HGETALL", "HLEN", "HSCAN", "HEXISTS", "SMEMBERS", "ZCARD", "ZCOUNT",
-    "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "XREVRANGE", "XREAD", "LRANGE", "MULTI", "EXEC",
+    "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "XRANGE", "XREVRANGE", "XREAD", "LRANGE", "MULTI",
+    "EXEC",
 )  # fmt: skip
 # What the agent loop reads outside its scripts (next retry due, idle check).
 # (expanding a map reads its parent's output and definition: HGET, HMGET, ZRANGEBYSCORE)
@@ -61,10 +62,12 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 LAYOUT = ("HSETNX", "EXISTS")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
 # too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
-# (housekeeping) and waits (wait tasks' keeper, engine/wait_keeper.py). Never push, pause,
-# release, cancel, retry or cleanup.
+# (housekeeping), waits (wait tasks' keeper, engine/wait_keeper.py), tasklog (what
+# handlers wrote, progress) and rollup (run-time history). Never push, pause, release,
+# cancel, retry or cleanup.
 AGENT_SCRIPTS = (
-    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits",
+    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits", "tasklog",
+    "rollup",
 )  # fmt: skip
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's scripts too)

@@ -43,6 +43,7 @@ from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .outcomes import FATAL, SKIP, outcome_of
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
+from .tasklogs import BUDGET, TaskLogs
 from .wait_keeper import WaitKeeper
 
 log = logging.getLogger("redisflow.agent")
@@ -111,6 +112,8 @@ class Agent:
         idle_check_s: the safety timer of an idle agent.
         scheduler: also fire schedules' ticks, in a thread of its own
             (:mod:`engine.scheduler`; any number of agents may).
+        log_budget: bytes of task logs the deployment keeps (:mod:`engine.tasklogs`;
+            0: no limit); give every agent the same.
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class Agent:
         maintain_s: float = 2.0,
         max_lost: int = 5,
         scheduler: bool = False,
+        log_budget: int = BUDGET,
     ) -> None:
         if not handlers:
             raise ValueError("an agent needs at least one handler")
@@ -190,6 +194,7 @@ class Agent:
         self._inline: list[Task] = []
         self._watch_lock = threading.Lock()
         self.scheduler = scheduler
+        self._logs = TaskLogs(engine, log_budget)  # what handlers write, and run times
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -248,6 +253,7 @@ class Agent:
         self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
         keeper = WaitKeeper(self.engine, self.maintain_s)
         keeper.start()
+        self._logs.start()
         ticking = None
         if self.scheduler:
             from .scheduler import start_thread
@@ -263,6 +269,7 @@ class Agent:
             self._stopping.set()
             if self._registered:
                 self._finish()
+            self._logs.close()
             self._closed.set()
             if self._pubsub is not None:
                 self._pubsub.close()
@@ -444,6 +451,12 @@ class Agent:
             decided = gate(task)
             if decided is not None:
                 return (task.workflow_id, task.key, task.attempt, *decided)
+        token = self._logs.begin(task)  # what the handler writes is this attempt's
+        outcome = self._run_handler(task)
+        self._logs.end(token, outcome[3] == "ok")
+        return outcome
+
+    def _run_handler(self, task: Task) -> Outcome:
         if task.timeout is not None:
             return self._execute_watched(task)
         try:
@@ -473,6 +486,7 @@ class Agent:
             if decided is not None:
                 self._results.put((task.workflow_id, task.key, task.attempt, *decided))
                 return
+        token = self._logs.begin(task)  # this coroutine's context: its own log
         self._watch(task)
         self._running[id(task)] = task
         try:
@@ -486,6 +500,7 @@ class Agent:
         finally:
             self._unwatch(task)
             self._running.pop(id(task), None)
+        self._logs.end(token, outcome[3] == "ok")
         self._results.put(outcome)
 
     # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
@@ -582,6 +597,7 @@ class Agent:
         return by
 
     def _queue_report(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> None:
+        self._logs.queue(pipe)  # ended attempts' lines, ahead of their outcomes
         for shard_index, items in sorted(self._report_shards(outcomes).items()):
             shard = self.engine.keys.shard(shard_index)
             pipe.add(self._store.complete_call(shard, self.id, items))

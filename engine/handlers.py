@@ -64,6 +64,19 @@ class Task:
     _when: str | None = field(default=None, repr=False)
     _states: dict[str, str] | None = field(default=None, repr=False)
     _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
+    _log: Any = field(default=None, repr=False, compare=False)  # tasklogs: while it runs
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Say how far the attempt is (``fraction`` from 0 to 1, a short ``message``):
+        shown live by ``redisflow status`` and the console. Cheap to call often: at most
+        one write a second reaches Redis (the last one always)."""
+        from .tasklogs import capture_of
+
+        cap = capture_of(self)
+        if cap is not None:
+            cap.progress(fraction, message)
+        elif not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"progress {fraction!r}: expected a fraction from 0 to 1")
 
     @property
     def errors(self) -> dict[str, Any]:
@@ -319,6 +332,12 @@ def exec_handler(
         code, stdout, stderr = _run_child(
             proc, json.dumps(task.to_dict()).encode(), limit, task.cancelled, command
         )
+        if stderr:
+            from .tasklogs import current
+
+            cap = current()
+            if cap is not None:
+                cap.write("stderr", stderr.decode(errors="replace"))
         if code != 0:
             err = stderr.decode(errors="replace").strip()
             raise exec_error(

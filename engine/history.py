@@ -3,7 +3,7 @@ capped stream, and from its task records where the stream no longer reaches."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .model import TaskState, WorkflowStatus
@@ -32,12 +32,20 @@ class Attempt:
 
 @dataclass
 class Timeline:
-    """A workflow's attempts, task by task, and its span."""
+    """A workflow's attempts, task by task, and its span. ``aged_out``: per task index,
+    how many of its earlier attempts the capped event stream no longer tells (their
+    times are gone; the attempts shown are numbered after them)."""
 
     status: WorkflowStatus
     attempts: dict[int, list[Attempt]]  # by task index, in order
     begin: float
     end: float | None  # None while it runs
+    aged_out: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def attempt_count(self) -> int:
+        """Every attempt the task table counts: those shown and those aged out."""
+        return sum(len(a) for a in self.attempts.values()) + sum(self.aged_out.values())
 
 
 _ENDS = {
@@ -90,4 +98,12 @@ def timeline(engine: Engine, wid: str | int) -> Timeline:
             )
         elif last.end is None and t.state.terminal:
             last.end, last.outcome = t.finished_at, t.state.value
-    return Timeline(st, attempts, st.created_at, st.finished_at)
+    aged_out: dict[int, int] = {}
+    for t in st.tasks:
+        done = attempts[t.index]
+        missing = t.attempts - len(done)
+        if missing > 0 and done:  # never fewer attempts than the task's record counts
+            aged_out[t.index] = missing
+            for k, a in enumerate(done):
+                a.number = missing + k + 1
+    return Timeline(st, attempts, st.created_at, st.finished_at, aged_out)

@@ -89,6 +89,14 @@ class RedisflowApp(App[None]):
             key_display="C",
             tooltip="Clean up all finished workflows",
         ),
+        Binding(
+            "H",
+            "history",
+            "History",
+            key_display="H",
+            show=False,
+            tooltip="Run-time history per task type and template: counts, quantiles, the day",
+        ),  # fmt: skip
         Binding("ctrl+t", "next_theme", "Next theme", show=False),
         Binding("q", "quit", "Quit", show=False),
     ]
@@ -277,6 +285,12 @@ class RedisflowApp(App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.BINDINGS, read_only=self.read_only))
+
+    def action_history(self) -> None:
+        from .screens.history import HistoryScreen
+
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen())
 
     def action_next_theme(self) -> None:
         names = sorted(self.available_themes)

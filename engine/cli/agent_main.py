@@ -120,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also fire schedules' ticks (any number of agents may; each tick runs once)",
     )
+    p.add_argument(
+        "--log-budget-mb",
+        type=int,
+        default=os.environ.get("REDISFLOW_LOG_BUDGET_MB", "256"),  # argparse converts it
+        metavar="MB",
+        help="task logs the deployment keeps in Redis, in MiB (0: no limit; give every "
+        "agent the same; default: $REDISFLOW_LOG_BUDGET_MB or 256)",
+    )
     p.add_argument("--until-idle", action="store_true", help="exit once nothing it serves can come")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -169,6 +177,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         codes = exit_codes(args.exit_code)
         handler = exec_handler(args.command, timeout=args.exec_timeout, env=env, exit_codes=codes)
     types = args.types or [""]
+    if args.log_budget_mb < 0:
+        return fail(
+            f"--log-budget-mb {args.log_budget_mb}: give 0 (no limit) or more", EXIT_BAD_INPUT
+        )
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
     try:
@@ -191,6 +203,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 batch=args.batch,
                 lease_s=args.lease,
                 scheduler=args.scheduler,
+                log_budget=args.log_budget_mb * 1024 * 1024,
             )
         except ValueError as e:
             return fail(str(e), EXIT_BAD_INPUT)

@@ -25,7 +25,7 @@ from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from ..waits import wait_line
-from . import bulk_cmds, cluster_cmds, schedule_cmds, template_cmds
+from . import bulk_cmds, cluster_cmds, log_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -533,8 +533,11 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         raise DefinitionError("--page and --failed page a map's items: give --task too")
     st = engine.status(args.wid)
     found = _unserved(engine, st)
+    progress = {} if st.state.finished else log_cmds.running_progress(engine, st.id)
     if args.json:
-        print_json({**st.to_dict(), "unserved": found})
+        print_json(
+            {**st.to_dict(), "unserved": found, **({"progress": progress} if progress else {})}
+        )
         return EXIT_OK
     now = engine.server_time()
     upstream = f", {st.upstream_failed} upstream_failed" if st.upstream_failed else ""
@@ -586,6 +589,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             detail = esc(line) if not t.error else f"{detail}  [dim]{esc(line)}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
+        elif t.state == "running" and str(t.index) in progress:
+            detail = esc(log_cmds.progress_text(progress[str(t.index)]))
         row = [
             esc(t.name),
             esc(t.type) or "-",
@@ -851,6 +856,8 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_stats(engine: Engine, args: argparse.Namespace) -> int:
+    if args.by:
+        return log_cmds.cmd_history(engine, args)
     s = engine.stats()
     if args.json:
         print_json(s.to_dict())
@@ -1154,7 +1161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("agent", nargs="?", metavar="AGENT")
     p.add_argument("--all", action="store_true", help="agents gone a while too")
     p.set_defaults(run=cmd_agents)
-    sub.add_parser("stats", parents=both, help="totals by state").set_defaults(run=cmd_stats)
+    p = sub.add_parser("stats", parents=both, help="totals by state; --by: run-time history")
+    p.add_argument("--by", choices=["type", "template"], help="runs and run times, last hour/day")
+    p.set_defaults(run=cmd_stats)
 
     p = sub.add_parser("events", parents=both, help="recent lifecycle events")
     p.add_argument("--count", type=positive_int, default=50)
@@ -1276,6 +1285,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_acl, no_engine=True)
 
     template_cmds.register(sub, both)
+    log_cmds.register(sub, both)
     schedule_cmds.register(sub, both)
     cluster_cmds.register(sub, both)
 

@@ -58,6 +58,7 @@ from .bulk import bulk_action
 from .errors import HttpError
 from .finished import FinishWaiter
 from .guard import LOOPBACK_NAMES, Guard, GuardConfig
+from .logs import task_logs
 from .metrics import registry_for
 from .openapi import docs_page, schema_for
 from .stream import EventFeed, deployment_events, workflow_events
@@ -152,6 +153,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
         Route("/v1/workflows/{id}/events", api.workflow_events, methods=["GET"]),
+        Route("/v1/workflows/{id}/tasks/{name}/logs", api.on(task_logs), methods=["GET"]),
         Route(
             "/v1/workflows/{id}/signals/{name}", api.on(signals.signal_workflow), methods=["POST"]
         ),

@@ -8,7 +8,7 @@ import html
 from typing import Any
 
 from ..model import WorkflowState
-from . import agents, bulk, openapi_resources, signals
+from . import agents, bulk, logs, openapi_resources, signals
 from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -348,6 +348,7 @@ _PATHS["/v1/workflows"]["post"] = openapi_resources.push_operation(
 _PATHS["/v1/triggers/{name}"].update(openapi_resources.trigger_operations(_COMMON, _WRITE))
 _PATHS.update(bulk.openapi_paths(_COMMON, _WRITE))
 _PATHS.update(agents.openapi_paths(_COMMON, _WRITE))
+_PATHS["/v1/workflows/{id}/tasks/{name}/logs"] = logs.path_item(_COMMON, _error)
 _OPEN = {("/healthz", "get"), ("/v1/triggers/{name}", "post")}  # no server token needed
 
 

@@ -16,12 +16,13 @@ import redis
 
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
+from .logs import LogStore
 from .reads import Reads
 from .schedules import ScheduleStore
 from .templates import Templates  # noqa: E402
 
 
-class Store(Calls, Reads, ScheduleStore):
+class Store(Calls, Reads, ScheduleStore, LogStore):
     """Script calls and reads of one deployment."""
 
     def __init__(

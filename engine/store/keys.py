@@ -50,6 +50,24 @@ key                           type    holds
 ``P:w:<wid>:l:<i>``           list    map i's elements not started yet, in order
 ``P:w:<wid>:f:<i>``           set     map i's items in flight (ready or running)
 ``P:w:<wid>:x:<i>``           set     map i's items that failed
+``P:w:<wid>:log``             stream  what its tasks' handlers wrote: one entry per
+                                      flush of one attempt, ``k`` task key, ``a`` attempt,
+                                      ``n`` task name, ``x`` lines (JSON ``[[ts, source,
+                                      text], ...]``); the hash's ``lb`` counts its bytes
+``P:w:<wid>:p``               hash    task key -> its latest progress JSON ``{"f": 0.4,
+                                      "m": "rows 4,000/10,000", "a": attempt, "t": ts}``
+``P:logs``                    hash    ``bytes``: task log bytes kept in this shard (the
+                                      budget's measure), ``dropped``: flushes refused
+                                      over the budget
+``P:hm:<minute>``             hash    history of one minute (epoch s // 60), kept a day:
+                                      ``<kind>|<name>|<stat>`` counters, kind ``y`` a
+                                      task type (agents flush them), ``t`` a template
+                                      (workflow ends); stat ``ok``, ``bad``, ``ms`` (sum
+                                      of run ms), ``w`` (sum of queue wait ms), ``b<k>``
+                                      (run times in bucket k), ``q<k>`` (waits in k)
+``P:hh:<hour>``               hash    the same per hour (epoch s // 3600), kept 8 days
+``P:htot``                    hash    the same since the deployment began (never
+                                      expires; /metrics' histograms and counters)
 ``P:pt:<token>``              string  the ids a push call created, for 10 minutes: the
                                       same call sent again returns them, writes nothing
 ``P:s:<name>``                hash    one schedule (in shard ``crc32(name) % N``, its runs
@@ -282,6 +300,29 @@ class ShardKeys:
 
     def map_failed(self, wid: int | str, c: int | str) -> str:
         return f"{self.workflow(wid)}:x:{c}"
+
+    # Task logs and progress beside the workflow hash, deleted with it (k_logs,
+    # k_progress in lib/keys.lua); the shard's log budget; history buckets.
+
+    def task_logs(self, wid: int | str) -> str:
+        return f"{self.workflow(wid)}:log"
+
+    def progress(self, wid: int | str) -> str:
+        return f"{self.workflow(wid)}:p"
+
+    @property
+    def logs_budget(self) -> str:
+        return f"{self.prefix}:logs"
+
+    def history_minute(self, minute: int) -> str:
+        return f"{self.prefix}:hm:{minute}"
+
+    def history_hour(self, hour: int) -> str:
+        return f"{self.prefix}:hh:{hour}"
+
+    @property
+    def history_total(self) -> str:
+        return f"{self.prefix}:htot"
 
     # Schedules (engine/store/schedules.py; k_schedule, k_sticks in lib/keys.lua).
 

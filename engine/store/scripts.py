@@ -56,6 +56,8 @@ SCRIPT_NAMES = (
     "waits",
     "child",
     "drain",
+    "tasklog",
+    "rollup",
 )
 
 T = TypeVar("T")
@@ -80,6 +82,7 @@ LIB = (
     "keys",
     "guard",
     "counters",
+    "history",
     "definition",
     "events",
     "lease",
@@ -359,10 +362,16 @@ class ScriptBatch:
     def __init__(self, scripts: Scripts) -> None:
         self.scripts = scripts
         self.calls: list[Call[Any]] = []
+        self.side: list[Call[Any]] = []
 
     def add(self, call: Call[Any]) -> None:
         """Queue a call."""
         self.calls.append(call)
+
+    def add_side(self, call: Call[Any]) -> None:
+        """Queue a call sent ahead of every :meth:`add`-ed one, whose reply :meth:`execute`
+        leaves out (an agent's task logs, ahead of the outcomes they go with)."""
+        self.side.append(call)
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -399,6 +408,9 @@ class ScriptBatch:
         enough replicas' acknowledgements raise :class:`NotReplicatedError` carrying
         every reply (``results``) and which fell short (``unconfirmed``)."""
         short: set[int] = set()
+        side = len(self.side)
+        if side:  # sent first; their replies are left out
+            self.calls[:0], self.side = self.side, []
         replies = self._send(self.calls, short)
         missing = [k for k, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:
@@ -417,6 +429,9 @@ class ScriptBatch:
                 out.append(reply)
             else:
                 out.append(call.decode(reply))
+        if side:
+            del self.calls[:side], out[:side]
+            short = {k - side for k in short if k >= side}
         if short:
             raise NotReplicatedError(
                 f"{len(short)} of {len(self.calls)} write(s) were made on the master but "

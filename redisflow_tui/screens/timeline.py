@@ -57,8 +57,15 @@ class TimelineScreen(LiveScreen):
         title = Text.assemble(
             (f"Timeline of workflow {self.wid}", "bold"), f" · {st.name} · ",
             (st.state.value, look_style(self.app, st.state.value)),
-            f" · {sum(len(a) for a in tl.attempts.values())} attempts of {st.total} tasks",
+            f" · {tl.attempt_count} attempts of {st.total} tasks",
         )  # fmt: skip
+        aged = sum(tl.aged_out.values())
+        if aged:
+            title.append(
+                f" · {aged} earlier attempt(s) aged out of the capped event stream: "
+                "counted, their bars not drawn (⋯)",
+                look_style(self.app, "paused"),
+            )
         self.query_one("#timeline-title", Static).update(title)
         body = self.query_one("#timeline-body")
         # the room left by a vertical scrollbar, shown or not yet: a line never wraps

@@ -17,6 +17,7 @@ from engine.waits import wait_line
 from ..data.clock import Clock, format_duration
 from ..data.dag import is_branch, task_look
 from .looks import look_style, look_text
+from .task_log_pane import TaskLogPane
 from .task_table import item_look
 
 MAX_SHOWN = 4000
@@ -95,11 +96,18 @@ class TaskDetail(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("Select a task", id="detail-body")
+        yield TaskLogPane(id="task-logs")
+
+    def _follow(self, task_name: str | None) -> None:
+        """The log pane follows the task shown (a map's items are in the map's log)."""
+        wid = getattr(self.screen, "wid", None)
+        self.query_one(TaskLogPane).follow(wid if task_name else None, task_name)
 
     def show(self, task: TaskStatus | None, clock: Clock, why: str | None = None) -> None:
         """Show ``task`` (or a hint when none is selected); ``why`` it is in its state,
         by its trigger rule and its parents' states (:meth:`WorkflowStatus.why`)."""
         body = self.query_one("#detail-body", Static)
+        self._follow(task.name if task is not None else None)
         if task is None:
             body.update(Text("Select a task in the graph or the table.", style="dim"))
             return
@@ -142,6 +150,7 @@ class TaskDetail(VerticalScroll):
     def show_item(self, item: ItemStatus | None, task: TaskStatus, clock: Clock) -> None:
         """Show ``item`` of map ``task``: its element, output and error."""
         body = self.query_one("#detail-body", Static)
+        self._follow(task.name)
         if item is None:
             body.update(Text(f"No items of {task.name} to show here.", style="dim"))
             return

@@ -66,7 +66,10 @@ def render_timeline(
                     cells[c] = ("·", dim)
             if a.outcome in (RETRIED, LOST, "failed") and last + 1 < cols:
                 cells[min(last, cols - 1)] = ("▌", style)
-        row = Text(_name(t.name, len(attempts)), style="bold" if attempts else "dim")
+        aged = tl.aged_out.get(t.index, 0)
+        if aged and attempts:  # earlier attempts the capped event stream no longer tells
+            cells[0] = ("⋯", dim)
+        row = Text(_name(t.name, len(attempts) + aged), style="bold" if attempts else "dim")
         row.append(" ")
         for ch, st in cells:
             row.append(ch, st)
@@ -75,6 +78,9 @@ def render_timeline(
     for outcome, label in LEGEND:
         legend.append("█ ", style_of(OUTCOME_LOOK[outcome]))
         legend.append(f"{label}  ", dim)
+    if tl.aged_out:
+        legend.append("⋯ ", dim)
+        legend.append("earlier attempts aged out", dim)
     lines.append(Text())
     lines.append(legend)
     return lines

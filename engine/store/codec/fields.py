@@ -35,6 +35,7 @@ F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention
 F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it runs
 F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
 F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
+F_LOG_BYTES = "lb"  # bytes of its task logs kept (P:w:<wid>:log), for the log budget
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
 # A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
 # child of a run that is no one's child; engine/child_runs.py)

@@ -58,7 +58,7 @@ end
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
 local function workflow_ended(wid, wk, prev, final)
-  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl', F_PARENT)
+  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl', F_PARENT, F_TEMPLATE, F_CREATED)
   if m[1] then
     local gates = cjson.decode(m[1])
     if prev == 'queued' then
@@ -76,6 +76,7 @@ local function workflow_ended(wid, wk, prev, final)
     redis.call('ZADD', K_CHILD_ENDS, NOW, wid)
     wake['~wait'] = true
   end
+  if m[5] then template_run_ended(m[5], final, NOW - tonumber(m[6] or NOW)) end
 end
 
 -- Close a workflow whose last unfinished task just ended.

@@ -108,6 +108,14 @@ local function k_failed(wk, c) return wk .. ':x:' .. c end
 local function k_input(wk) return wk .. ':in' end
 local function k_signals(wk) return wk .. ':sig' end
 local function k_children(wk) return wk .. ':ch' end
+-- A workflow's task logs (a stream) and its tasks' progress (a hash), removed with it;
+-- the shard's log budget (bytes, dropped); history buckets per minute and per hour.
+local function k_logs(wk) return wk .. ':log' end
+local function k_progress(wk) return wk .. ':p' end
+local K_LOGS = P .. ':logs'
+local function k_hist_minute(m) return P .. ':hm:' .. m end
+local function k_hist_hour(h) return P .. ':hh:' .. h end
+local K_HTOT = P .. ':htot'
 -- A schedule's fired ticks (a zset, the dedup of one run per tick; its hash is
 -- k_schedule: spec v nt nx lt cur paused pof ls le runs skipped missed buffered).
 local function k_sticks(name) return P .. ':stk:' .. name end

@@ -4,7 +4,7 @@
 -- it (nil: retention). A cancelled workflow can still have running tasks: they leave
 -- their agent's set (the agent's late outcome is then rejected, as the hash is gone).
 local function remove_workflow(wid, wk, st, who)
-  local m = redis.call('HMGET', wk, F_NAME, F_COUNT, F_DIGEST)
+  local m = redis.call('HMGET', wk, F_NAME, F_COUNT, F_DIGEST, F_LOG_BYTES)
   local n = tonumber(m[2])
   local dk = dkey(wk, m[3])
   for i = 0, n - 1 do
@@ -25,7 +25,8 @@ local function remove_workflow(wid, wk, st, who)
   if o[1] and redis.call('GET', k_idem(o[1])) == wid then redis.call('DEL', k_idem(o[1])) end
   if o[2] then redis.call('ZREM', k_by_template(o[2]), wid) end
   redis.call('ZREM', K_EXPIRE, wid)
-  redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk))
+  redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk), k_logs(wk), k_progress(wk))
+  if m[4] then redis.call('HINCRBY', K_LOGS, 'bytes', 0 - tonumber(m[4])) end
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
   redis.call('ZREM', k_state(st), wid)
