@@ -12,6 +12,7 @@ from typing import Any
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
+from .ratelimit import RateLimit, rate_limit_from, rate_limits_from
 from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -86,6 +87,8 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
+        rate_limit: at most so many starts per period per key (:mod:`engine.ratelimit`;
+            a mapping ``{key, limit, per, burst}`` is checked into a RateLimit).
     """
 
     name: str
@@ -102,6 +105,7 @@ class TaskDef:
     timeout: float | None = None
     delay: float | None = None
     before: list[str] = field(default_factory=list)
+    rate_limit: RateLimit | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -127,11 +131,14 @@ class Workflow:
         deadline: float | None = None,
         ttl: float | None = None,
         concurrency: Concurrency | dict[str, Any] | None = None,
+        rate_limits: Mapping[str, RateLimit | dict[str, Any]] | None = None,
     ):
         self.name = name
         self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
         # at most `limit` runs at once per value of an input field (engine/flow.py)
         self.concurrency = concurrency
+        # rate limits of its tasks by type, for those without their own (engine/ratelimit.py)
+        self.rate_limits = rate_limits
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self.deadline = deadline  # seconds from its start: past it the workflow fails
@@ -160,6 +167,7 @@ class Workflow:
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
+        rate_limit: RateLimit | dict[str, Any] | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -179,7 +187,8 @@ class Workflow:
         branch of ``a`` and ``b``: it runs after them when one of them failed, and is
         skipped when none did. ``finally_=True`` runs it once its parents are done
         whatever happened (after every leaf task when it has no ``after``); it never
-        changes the workflow's result.
+        changes the workflow's result. ``rate_limit`` (``{key, limit, per, burst}``) caps
+        how fast its attempts start per key (:mod:`engine.ratelimit`).
         """
         parents = _task_names(after, "after", name, where)
         children = _task_names(before, "before", name, where)
@@ -205,6 +214,8 @@ class Workflow:
             name, payload, type, priority, parents, max_attempts, where, spec,
             trigger, handles, finally_, timeout, delay, children,
         )  # fmt: skip
+        if rate_limit is not None:
+            t.rate_limit = rate_limit  # type: ignore[assignment]  # validate() checks it
         self.tasks.append(t)
         return t
 
@@ -361,6 +372,9 @@ def validate(
     wf.concurrency = concurrency_from(
         getattr(wf, "concurrency", None), f"{_at(where)}workflow {name!r}"
     )
+    wf.rate_limits = rate_limits_from(
+        getattr(wf, "rate_limits", None), f"{_at(where)}workflow {name!r}"
+    )
     _add_before_edges(wf.tasks, where, name)
     seen: dict[str, TaskDef] = {}
     types: set[str] = set()
@@ -406,6 +420,10 @@ def validate(
                     f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
                     f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
                 )
+        if getattr(t, "rate_limit", None) is not None:
+            t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
+            if t.map is not None:
+                raise _fail(here, f"task {t.name!r}: a map cannot have a rate limit (yet)")
         if t.delay and t.map is not None:
             raise _fail(
                 here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
@@ -511,6 +529,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     if not isinstance(steps, list) or not steps:
         raise _fail(where, f"task {t.name!r}: steps must be a non-empty list of tasks")
     for s in steps:
+        if isinstance(s, TaskDef) and getattr(s, "rate_limit", None) is not None:
+            raise _fail(s.where or where, f"step {s.name!r}: a rate limit is not supported {at}")
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
         if isinstance(s, TaskDef) and (

@@ -551,10 +551,11 @@ NATIVE_WORKFLOW = {
     "deadline",
     "ttl",
     "concurrency",
+    "rate_limits",
 }
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
-    "timeout", "delay",
+    "timeout", "delay", "rate_limit",
     "trigger", "on_failure", "finally",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
@@ -600,6 +601,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         deadline=_seconds(doc.get("deadline"), f"{where}: deadline"),
         ttl=_seconds(doc.get("ttl"), f"{where}: ttl"),
         concurrency=doc.get("concurrency"),
+        rate_limits=doc.get("rate_limits"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]
@@ -628,7 +630,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         spec.steps = [_native_task(n, source) for n in nodes]
     timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
     handles = get("on_failure")
-    return TaskDef(
+    task = TaskDef(
         get("name") or "",
         get("payload"),
         "" if task_type is None else task_type,
@@ -644,6 +646,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
         _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
         _names(get("before"), "before", here),
     )
+    if "rate_limit" in t:
+        task.rate_limit = get("rate_limit")  # validate() checks it
+    return task
 
 
 def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:

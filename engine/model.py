@@ -105,6 +105,10 @@ class TaskStatus:
     trigger: str = "all_success"
     timeout: float | None = None  # seconds an attempt may run
     delay: float | None = None  # seconds it waits once it could run
+    # its rate limit's bucket key (engine.ratelimit), and while it is ready and that bucket
+    # has no token: when the next one comes (epoch seconds)
+    rate_key: str | None = None
+    throttled_until: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

@@ -16,6 +16,7 @@ import redis
 
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
+from .rate_limits import RateLimits  # noqa: E402
 from .reads import Reads
 from .schedules import ScheduleStore
 from .templates import Templates  # noqa: E402
@@ -35,6 +36,7 @@ class Store(Calls, Reads, ScheduleStore):
         Calls.__init__(self, client, keys, event_cap, wait_replicas, wait_timeout_ms)
         Reads.__init__(self, client, keys)
         self.templates = Templates(client, keys, self.scripts, event_cap)
+        self.rate_limits = RateLimits(client, keys)
 
 
 __all__ = ["DEFAULT_NAMESPACE", "Keyspace", "Outcome", "ShardKeys", "Store"]

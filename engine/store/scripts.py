@@ -81,6 +81,7 @@ LIB = (
     "lease",
     "record",
     "input",
+    "ratelimit",
     "queues",
     "rules",
     "gates",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ...definition import (
     DEFAULT_BACKOFF_MAX,
@@ -23,6 +23,7 @@ from ...definition import (
 )
 from ...flow import Concurrency
 from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
+from ...ratelimit import RateLimit, constant_key, encode_spec
 from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
 from .fields import (
     D_ATTEMPTS,
@@ -44,6 +45,7 @@ from .fields import (
     D_PARENTS,
     D_PAYLOAD,
     D_PRIORITY,
+    D_RATE,
     D_RULE,
     D_STEPS,
     D_TIMEOUT,
@@ -77,6 +79,9 @@ class CompiledWorkflow:
     definition: list[Any]
     # at most `limit` runs at once per value of an input field (engine/flow.py)
     concurrency: Concurrency | None = None
+    # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
+    # computed per run at push (engine.ratelimit.rate_keys)
+    rate_keys: list[tuple[int, str, str]] | None = None
 
     @property
     def tasks(self) -> int:
@@ -85,9 +90,15 @@ class CompiledWorkflow:
 
 
 def compile_workflow(
-    wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD, max_tasks: int = DEFAULT_MAX_TASKS
+    wf: Workflow,
+    max_payload: int = DEFAULT_MAX_PAYLOAD,
+    max_tasks: int = DEFAULT_MAX_TASKS,
+    type_limits: Mapping[str, RateLimit] | None = None,
 ) -> CompiledWorkflow:
-    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
+    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header).
+
+    ``type_limits``: the deployment's rate limits by task type, for tasks that have none
+    of their own nor from their workflow's ``rate_limits``."""
     payloads = validate(wf, max_payload, max_tasks)
     step_payloads: dict[str, list[str]] = {}
     for t in wf.tasks:
@@ -117,8 +128,15 @@ def compile_workflow(
     roots: list[Any] = []
     types: list[str] = []
     ready = pack_record("ready", 0, 0)
+    rate_keys: list[tuple[int, str, str]] = []
     for i, t in enumerate(wf.tasks):
         static += _task_fields(str(i), t, payloads[i], children[i])
+        limit = _rate_limit_of(wf, t, type_limits)
+        if limit is not None:
+            key = constant_key(limit, t.payload, t.name, t.where or wf.where or "")
+            static += [f"{i}{D_RATE}", encode_spec(limit, key)]
+            if key is None:
+                rate_keys.append((i, t.name, limit.key[len("input.") :]))
         delay = round((t.delay or 0) * 1000)
         if t.map is not None:
             m = t.map
@@ -171,7 +189,22 @@ def compile_workflow(
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
-    return CompiledWorkflow(wf.name, digest, definition, gate)
+    return CompiledWorkflow(wf.name, digest, definition, gate, rate_keys or None)
+
+
+def _rate_limit_of(
+    wf: Workflow, t: Any, type_limits: Mapping[str, RateLimit] | None
+) -> RateLimit | None:
+    """A task's rate limit: its own, else its workflow's for its type, else the
+    deployment's for its type (not for a map: validate refuses one of its own)."""
+    if t.rate_limit is not None:
+        return cast(RateLimit, t.rate_limit)
+    if t.map is not None:
+        return None
+    r = cast("Mapping[str, RateLimit]", wf.rate_limits or {}).get(t.type)
+    if r is None and type_limits:
+        r = type_limits.get(t.type)
+    return r
 
 
 def run_options(
@@ -182,8 +215,10 @@ def run_options(
     gates: Sequence[tuple[str, int]] = (),
     schedule: str | None = None,
     tick_ms: int | None = None,
+    rate_keys: dict[str, str] | None = None,
 ) -> str:
-    """A pushed workflow's options as push.lua takes them (JSON; "" for none)."""
+    """A pushed workflow's options as push.lua takes them (JSON; "" for none).
+    ``rate_keys``: its tasks' rate limit keys from its input ({task index: key})."""
     o: dict[str, Any] = {}
     if template is not None:
         o[F_TEMPLATE], o[F_TEMPLATE_VERSION] = template, version or 0
@@ -193,6 +228,8 @@ def run_options(
         o[F_GATES] = [[g, limit] for g, limit in gates]
     if schedule is not None:
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
+    if rate_keys:
+        o["rk"] = rate_keys
     return json.dumps(o, separators=(",", ":")) if o else ""
 
 
@@ -248,9 +285,10 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
 # What a definition uses beyond the plain path, as letters after a "+" at the end of its
 # digest (so of its key's name, which every step has in hand): "K" a task whose claim
 # brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather. A
+# "L" a rate limit. A
 # step reads those fields only when its definition has them (a missing field is a scan of
 # the whole definition hash).
-FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER)
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_RATE)
 
 
 def _features(wf: Workflow, static: Sequence[Any]) -> str:

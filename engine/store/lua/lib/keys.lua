@@ -108,6 +108,10 @@ local function k_gate_queue(g) return P .. ':cq:' .. g end
 local function k_idem(key) return P .. ':ik:' .. key end
 local function k_by_template(tp) return P .. ':wt:' .. tp end
 local function k_schedule(sn) return P .. ':s:' .. sn end
+-- A rate-limit bucket's ready tasks (zset) and its state (hash); bucket `b` is
+-- "<#type>:<type>:<key>" (lib/ratelimit.lua).
+local function k_rate_queue(b) return P .. ':rq:' .. b end
+local function k_bucket(b) return P .. ':rb:' .. b end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
