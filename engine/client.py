@@ -45,7 +45,7 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
-from .ratelimit import RateLimit, rate_keys, rate_limit_from
+from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
 from .rules import Plan
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
@@ -141,7 +141,9 @@ class Engine:
         self.push_retry_s = push_retry_s
         self._rr = itertools.count()
         # compiled per version, with the deployment's rate limits it was compiled with
-        self._templates: dict[str, tuple[CompiledWorkflow, int, dict[str, RateLimit]]] = {}
+        self._templates: dict[
+            str, tuple[CompiledWorkflow, int, list[str], dict[str, RateLimit]]
+        ] = {}
 
     # -- connecting ---------------------------------------------------------------------
 
@@ -243,7 +245,8 @@ class Engine:
         several places, validating it once. The deployment's rate limits by task type
         (:meth:`put_rate_limit`) apply to its tasks that have none of their own.
         """
-        return compile_workflow(wf, self.max_payload, type_limits=self.store.rate_limits.all())
+        limits = self.store.rate_limits.of_types(task_types(wf))
+        return compile_workflow(wf, self.max_payload, type_limits=limits)
 
     def push(
         self,
@@ -505,18 +508,20 @@ class Engine:
         """Template ``name`` (its latest version by default) compiled for pushing, and
         the version: compiled once per version and kept."""
         v = self.store.templates.latest(name) if version is None else version
-        limits = self.store.rate_limits.all()
         cached = self._templates.get(name)
-        if cached is not None and cached[1] == v and cached[2] == limits:
-            return cached[0], v
+        if cached is not None and cached[1] == v:
+            if self.store.rate_limits.of_types(cached[2]) == cached[3]:
+                return cached[0], v
         text = self.store.templates.text(name, v)
         if text is None:
             raise NotFoundError(f"template {name!r} has no version {v}")
         wf = load_text(text, f"template {name} v{v}")[0]
         if not wf.name:
             wf.name = name
+        types = task_types(wf)
+        limits = self.store.rate_limits.of_types(types)
         compiled = compile_workflow(wf, self.max_payload, type_limits=limits)
-        self._templates[name] = (compiled, v, limits)
+        self._templates[name] = (compiled, v, types, limits)
         return compiled, v
 
     def run(

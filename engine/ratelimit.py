@@ -150,6 +150,15 @@ def rate_limits_from(value: Any, where: str) -> dict[str, RateLimit]:
     return out
 
 
+def task_types(wf: Any) -> list[str]:
+    """The task types of a workflow (before it is validated: what is not a type is left
+    out), whose deployment's rate limits a push reads."""
+    tasks = getattr(wf, "tasks", None)
+    if not isinstance(tasks, list):
+        return []
+    return sorted({t for t in (getattr(x, "type", None) for x in tasks) if isinstance(t, str)})
+
+
 def field_value(doc: Any, path: str) -> tuple[bool, Any]:
     """(found, value) of the dotted ``path`` in ``doc``."""
     value = doc

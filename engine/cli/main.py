@@ -1178,6 +1178,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "push":
         # Parse, validate and compile every file once, before connecting, so bad input
         # touches nothing.
+        from ..ratelimit import task_types
         from ..store.codec import compile_workflow
 
         workflows = [wf for path in args.files for wf in load_file(path, args.max_tasks)]
@@ -1185,7 +1186,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         args.input = read_input(args.input, args.max_payload)
     engine = connect(args)
     try:
-        if args.command == "push" and (limits := engine.rate_limits()):
+        if args.command == "push" and (
+            limits := engine.store.rate_limits.of_types(
+                t for wf in workflows for t in task_types(wf)
+            )
+        ):
             # the deployment's rate limits by type (engine.put_rate_limit) apply too
             args.compiled = [
                 compile_workflow(wf, args.max_payload, args.max_tasks, type_limits=limits)

@@ -8,6 +8,7 @@ before a change keep the limit they were pushed with (docs/rate-limits.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import cast
 
 import redis
@@ -15,6 +16,15 @@ import redis
 from ..errors import NotFoundError
 from ..ratelimit import RateLimit, rate_limit_from
 from .keys import Keyspace
+
+
+def _parse(raw: dict[str, str]) -> dict[str, RateLimit]:
+    out: dict[str, RateLimit] = {}
+    for typ, text in sorted(raw.items()):
+        r = rate_limit_from(json.loads(text), f"rate limit of type {typ!r}")
+        if r is not None:
+            out[typ] = r
+    return out
 
 
 class RateLimits:
@@ -30,13 +40,17 @@ class RateLimits:
 
     def all(self) -> dict[str, RateLimit]:
         """Every type's rate limit, by type (one read)."""
-        raw = cast("dict[str, str]", self.redis.hgetall(self.key))
-        out: dict[str, RateLimit] = {}
-        for typ, text in sorted(raw.items()):
-            r = rate_limit_from(json.loads(text), f"rate limit of type {typ!r}")
-            if r is not None:
-                out[typ] = r
-        return out
+        return _parse(cast("dict[str, str]", self.redis.hgetall(self.key)))
+
+    def of_types(self, types: Iterable[str]) -> dict[str, RateLimit]:
+        """The rate limits of ``types`` that have one (one HMGET, what a push reads: an
+        agent's ACL role allows it, so a push refused by the role is refused at its
+        script)."""
+        names = sorted(set(types))
+        if not names:
+            return {}
+        got = cast("list[str | None]", self.redis.hmget(self.key, names))
+        return _parse({t: v for t, v in zip(names, got, strict=True) if v is not None})
 
     def delete(self, task_type: str) -> None:
         """Remove the rate limit of ``task_type`` (:class:`NotFoundError` if none)."""
