@@ -21,8 +21,13 @@ from engine.store.codec import compile_workflow
 from engine.store.keys import bucket_id
 
 
-def limited(limit: int = 1, per: str = "1h", burst: int = 1, key: str = "input.cust") -> Workflow:
-    wf = Workflow("limited")
+def limited(
+    limit: int = 1, per: str = "1h", burst: int = 1, key: str = "input.cust", routed: bool = False
+) -> Workflow:
+    """One task of type "api" with a rate limit. ``routed``: its runs go to the shard of
+    their key (a concurrency key on the same field, never reached), so on a Redis Cluster
+    one bucket holds for them all."""
+    wf = Workflow("limited", concurrency={"key": "cust", "limit": 1_000_000} if routed else None)
     wf.task("call", type="api", rate_limit={"key": key, "limit": limit, "per": per, "burst": burst})
     return wf
 
@@ -216,7 +221,7 @@ def test_a_throttled_key_slows_no_other_key_nor_plain_tasks(engine: Engine) -> N
 
 
 def test_a_throttled_task_holds_no_agent_slot(engine: Engine) -> None:
-    wf = limited(limit=1, per="1h")
+    wf = limited(limit=1, per="1h", routed=True)
     plain = Workflow("plain")
     plain.task("call", type="api")
     ran: list[str] = []
@@ -247,7 +252,7 @@ def test_the_agent_sleeps_until_the_next_token_the_claim_names(engine: Engine) -
 @pytest.mark.slow
 def test_agents_racing_one_key_never_beat_its_rate(engine: Engine, capsys: Any) -> None:
     limit, burst, n = 20, 3, 50
-    wf = limited(limit=limit, per="1s", burst=burst)
+    wf = limited(limit=limit, per="1s", burst=burst, routed=True)
     other = [engine.push(wf, {"cust": f"other{k}"}) for k in range(10)]
     wids = [engine.push(wf, {"cust": "hot"}) for _ in range(n)]
     lock = threading.Lock()
@@ -315,10 +320,9 @@ def test_buckets_are_per_shard_unless_runs_are_routed_by_the_key(engine: Engine)
     hand = Hand(engine)
     got = claim(engine, hand)
     assert len(got) == 2 * shards  # each shard's bucket gives its burst: limit × shards
-    routed = limited(limit=1, per="1h", burst=2, key="input.tenant")
-    routed.concurrency = {"key": "tenant", "limit": 1_000_000}  # runs go to hash(tenant)
+    routed = limited(limit=1, per="1h", burst=2, routed=True)  # runs go to hash(key)
     for _ in range(4 * shards):
-        engine.push(routed, {"tenant": "t"})
+        engine.push(routed, {"cust": "t"})
     assert len(claim(engine, hand)) == 2  # one shard, one bucket: exact
 
 
