@@ -41,6 +41,7 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
+from .ratelimit import RateLimit
 
 __all__ = [
     "Agent",
@@ -58,6 +59,7 @@ __all__ = [
     "StateError",
     "Stats",
     "Task",
+    "RateLimit",
     "TaskDef",
     "TaskFailed",
     "TaskState",

@@ -47,6 +47,9 @@
 --   <i>J                                     a map with seed 002's gather: its list key
 --                                            (seed002_gather); its workflow field <i>j:
 --                                            what its items are given (seed002_given)
+--   <i>L                                     its rate limit: "<interval us>|<burst>|<key>",
+--                                            key "=<constant>" or "@" (the run's field
+--                                            rk: JSON {i: key}); lib/ratelimit.lua
 --   <i>K                                     parents whose errors come with its claim
 --                                            (csv): a gather's maps that tolerate failed
 --                                            items ("<p>m"), a failure branch's parents
