@@ -237,6 +237,23 @@ def test_a_throttled_task_holds_no_agent_slot(engine: Engine) -> None:
         assert t.state == "ready" and t.agent is None and t.throttled_until is not None
 
 
+@pytest.mark.same_on_cluster
+def test_status_says_a_throttled_task_waits_and_until_when(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    wf = limited(limit=1, per="1h")
+    first, second = engine.push(wf, {"cust": "a"}), engine.push(wf, {"cust": "a"})
+    hand = Hand(engine)
+    assert [t.workflow_id for t in claim(engine, hand)] == [first]
+    waiting = second
+    out = cli("status", waiting, env=cli_env)
+    assert out.returncode == 0 and "throttled, next at" in out.stdout
+    assert (
+        json.loads(cli("status", waiting, "--json", env=cli_env).stdout)["tasks"][0]["rate_key"]
+        == "a"
+    )
+
+
 def test_the_agent_sleeps_until_the_next_token_the_claim_names(engine: Engine) -> None:
     agent = Agent(engine, "sleeper", {"api": lambda t: None}, idle_check_s=30)
     reply = Claimed()
