@@ -63,14 +63,17 @@ LAYOUT = ("HSETNX", "EXISTS")
 # operator, read at every push (HGETALL, in READS).
 RATE_LIMITS = ("HSET", "HDEL")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
-# too: Calls.time_out reports through complete), heartbeat, expand (a map's items), and
-# reap (housekeeping). Never push, pause, release, cancel, retry or cleanup.
-AGENT_SCRIPTS = ("register", "claim", "complete", "heartbeat", "reap", "stop", "expand")
+# too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
+# (housekeeping) and waits (wait tasks' keeper, engine/wait_keeper.py). Never push, pause,
+# release, cancel, retry or cleanup.
+AGENT_SCRIPTS = (
+    "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits",
+)  # fmt: skip
 # (a retry expands a map it reset again; a scheduler pushes runs with tick: an agent with
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
-    "schedule", "tick", "heads",
+    "schedule", "tick", "heads", "signal",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,

@@ -41,6 +41,7 @@ from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
+from .wait_keeper import WaitKeeper
 
 log = logging.getLogger("redisflow.agent")
 
@@ -241,6 +242,8 @@ class Agent:
             self._event_loop = EventLoop(f"rf-{self.id}-loop")
         self._lease_lost.set()  # not registered yet: the loop's first step registers
         self._beat = threading.Thread(target=self._heartbeat_loop, name="rf-heartbeat", daemon=True)
+        keeper = WaitKeeper(self.engine, self.maintain_s)
+        keeper.start()
         ticking = None
         if self.scheduler:
             from .scheduler import start_thread
@@ -249,6 +252,7 @@ class Agent:
         try:
             self._loop(until_idle)
         finally:
+            keeper.stop()
             if ticking is not None:
                 ticking[0].stop()
                 ticking[1].join(timeout=5)

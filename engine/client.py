@@ -55,6 +55,7 @@ from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
 from .timing import start_delay_ms
 from .urls import close_client
+from .waits import SignalResult
 
 if TYPE_CHECKING:
     from .history import Timeline
@@ -610,6 +611,34 @@ class Engine:
         """Cancel a running or paused workflow; returns how many tasks were cancelled."""
         return self.store.cancel(self._wid(wid, key), self.actor)
 
+    def signal(
+        self,
+        wid: str | int | None,
+        name: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        signal_id: str | None = None,
+        reject: bool = False,
+        comment: str | None = None,
+        by: str | None = None,
+    ) -> SignalResult:
+        """Send signal ``name`` to a workflow (by id, or ``key=`` its idempotency key):
+        the wait task waiting for it ends, its ``payload`` (any JSON value) becoming the
+        task's output; with ``reject`` the task fails instead ("rejected by <by>:
+        <comment>"). A signal before its wait task is reached is kept for it. A
+        ``signal_id`` sent again is applied once (its first outcome is returned).
+
+        Raises :class:`NotFoundError` for an unknown workflow, :class:`StateError` for a
+        finished one, one with no task waiting for ``name`` or whose waits for it all
+        ended; :class:`DefinitionError` for a bad name or payload (nothing written)."""
+        from .signals import send
+
+        return send(
+            self, self._wid(wid, key), name, payload,
+            signal_id=signal_id, reject=reject, comment=comment, by=by,
+        )  # fmt: skip
+
     def retry(
         self,
         wid: str | int | None = None,
@@ -709,7 +738,8 @@ class Engine:
         hold_s: float = 0.0,
         lease_s: float = 0.0,
     ) -> builtins.list[int]:
-        """One round of housekeeping on every shard (see ``reap.lua``); agents call this
+        """One round of housekeeping on every shard (see ``reap.lua``, and ``waits.lua``:
+        wait tasks reached, timers due); agents call this
         as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
         round) is left to it. ``lease_s``: the keeper's lease, which says how long a gap
         between calls shows a stalled Redis (its leases are then moved on)."""
@@ -725,6 +755,10 @@ class Engine:
                 )
             except NotReplicatedError as e:
                 reaped, short = e.results[0], short or e  # type: ignore[assignment]
+            try:  # wait tasks reached and timers due (the keeper's backstop)
+                self.store.waits(shard)
+            except NotReplicatedError as e:
+                short = short or e
             if reaped is None:
                 continue
             out, late = reaped

@@ -14,6 +14,7 @@ from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
 from .ratelimit import RateLimit, rate_limit_from, rate_limits_from
 from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
+from .waits import WAIT_TYPE, WaitSpec, wait_of
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
@@ -87,6 +88,8 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
+        wait: a wait task (:mod:`engine.waits`): no handler; it waits for a signal, a
+            time, or (``run``) a child run.
         rate_limit: at most so many starts per period per key (:mod:`engine.ratelimit`;
             a mapping ``{key, limit, per, burst}`` is checked into a RateLimit).
     """
@@ -105,6 +108,7 @@ class TaskDef:
     timeout: float | None = None
     delay: float | None = None
     before: list[str] = field(default_factory=list)
+    wait: WaitSpec | None = None
     rate_limit: RateLimit | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
@@ -167,6 +171,7 @@ class Workflow:
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
+        wait: WaitSpec | dict[str, Any] | None = None,
         rate_limit: RateLimit | dict[str, Any] | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
@@ -187,8 +192,14 @@ class Workflow:
         branch of ``a`` and ``b``: it runs after them when one of them failed, and is
         skipped when none did. ``finally_=True`` runs it once its parents are done
         whatever happened (after every leaf task when it has no ``after``); it never
-        changes the workflow's result. ``rate_limit`` (``{key, limit, per, burst}``) caps
-        how fast its attempts start per key (:mod:`engine.ratelimit`).
+        changes the workflow's result.
+
+        ``wait`` makes it a wait task (:mod:`engine.waits`), run by the engine with no
+        handler: ``{"signal": "approve", "timeout": "2d"}``, ``{"sleep": "2h"}``,
+        ``{"until": "2026-12-01T06:00Z"}``.
+
+        ``rate_limit`` (``{key, limit, per, burst}``) caps how fast its attempts start
+        per key (:mod:`engine.ratelimit`).
         """
         parents = _task_names(after, "after", name, where)
         children = _task_names(before, "before", name, where)
@@ -214,6 +225,8 @@ class Workflow:
             name, payload, type, priority, parents, max_attempts, where, spec,
             trigger, handles, finally_, timeout, delay, children,
         )  # fmt: skip
+        if wait is not None:
+            t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
         if rate_limit is not None:
             t.rate_limit = rate_limit  # type: ignore[assignment]  # validate() checks it
         self.tasks.append(t)
@@ -420,10 +433,17 @@ def validate(
                     f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
                     f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
                 )
+        if t.wait is not None:
+            _check_wait(t, here)
+        elif type(t.type) is str and t.type.startswith("~"):
+            raise _fail(
+                here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
+            )
         if getattr(t, "rate_limit", None) is not None:
             t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
-            if t.map is not None:
-                raise _fail(here, f"task {t.name!r}: a map cannot have a rate limit (yet)")
+            if t.map is not None or t.wait is not None:
+                what = "a map" if t.map is not None else "a wait task (no agent starts it)"
+                raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
         if t.delay and t.map is not None:
             raise _fail(
                 here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
@@ -477,6 +497,21 @@ def validate(
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
     return payloads
+
+
+def _check_wait(t: TaskDef, here: str | None) -> None:
+    """A wait task (:mod:`engine.waits`) runs no handler: no type, map, timeout, delay or
+    retries of its own."""
+    t.wait = wait_of(t.wait, _at(here) + f"task {t.name!r}")
+    for what, bad in (
+        ("a type", t.type not in ("", WAIT_TYPE)),
+        ("a map", t.map is not None),
+        ("a timeout (give the wait one)", t.timeout is not None),
+        ("a delay (use wait: sleep)", bool(t.delay)),
+        ("max_attempts (retry it by hand)", t.max_attempts != 1),
+    ):
+        if bad:
+            raise _fail(here, f"task {t.name!r}: a wait task runs no handler: it takes no {what}")
 
 
 def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> None:
@@ -533,6 +568,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
             raise _fail(s.where or where, f"step {s.name!r}: a rate limit is not supported {at}")
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
+        if isinstance(s, TaskDef) and s.wait is not None:
+            raise _fail(s.where or where, f"step {s.name!r}: a wait is not supported {at}")
         if isinstance(s, TaskDef) and (
             s.trigger not in (None, "all_success") or s.on_failure or s.finally_
         ):

@@ -60,6 +60,7 @@ from .definition import (
 from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
+from .waits import wait_of
 
 
 class _Located(dict[str, Any]):
@@ -556,7 +557,7 @@ NATIVE_WORKFLOW = {
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay", "rate_limit",
-    "trigger", "on_failure", "finally",
+    "trigger", "on_failure", "finally", "wait",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -646,6 +647,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
         _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
         _names(get("before"), "before", here),
     )
+    wait = get("wait")
+    if wait is not None:
+        task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
     if "rate_limit" in t:
         task.rate_limit = get("rate_limit")  # validate() checks it
     return task

@@ -14,6 +14,8 @@ class TaskState(StrEnum):
     WAITING = "waiting"  # its trigger rule is not decided yet (some parent has not ended)
     READY = "ready"  # in its type's queue (or held while its workflow is paused)
     RUNNING = "running"  # claimed by an agent holding a lease
+    # a wait task waiting for its signal, time or child run: no agent, slot or lease
+    SUSPENDED = "suspended"
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # failed its last allowed attempt
     SKIPPED = "skipped"  # a branch not taken (its rule was not met): it will not run
@@ -105,6 +107,11 @@ class TaskStatus:
     trigger: str = "all_success"
     timeout: float | None = None  # seconds an attempt may run
     delay: float | None = None  # seconds it waits once it could run
+    # a wait task's (engine.waits): what it waits for, {"signal", "timeout", "on_timeout"}
+    # or {"sleep"} / {"until"} (seconds), with "due": when its timer ends (epoch seconds)
+    wait: dict[str, Any] | None = None
+    # ... and what ended it: {"name", "id", "by", "at", "comment", "rejected", "timed_out"}
+    signal: dict[str, Any] | None = None
     # its rate limit's bucket key (engine.ratelimit), and while it is ready and that bucket
     # has no token: when the next one comes (epoch seconds)
     rate_key: str | None = None

@@ -27,7 +27,7 @@ def unserved(status: WorkflowStatus, agents: Iterable[AgentInfo]) -> dict[str, l
     served = served_types(agents)
     found: dict[str, list[str]] = {}
     for t in status.tasks:
-        if t.state == TaskState.READY and t.type not in served:
+        if t.state == TaskState.READY and t.type not in served and t.wait is None:
             found.setdefault(t.type, []).append(t.name)
     return found
 

@@ -113,7 +113,7 @@ def test_each_role_against_every_script(admin: redis.Redis) -> None:
             assert client.evalsha(script_sha(CHECK_SOURCE), 0) == []
         client.close()
     assert set(AGENT_SCRIPTS) == {
-        "register", "claim", "complete", "heartbeat", "reap", "stop", "expand"
+        "register", "claim", "complete", "heartbeat", "reap", "stop", "expand", "waits"
     }  # fmt: skip
     assert "cancel" in OPERATOR_SCRIPTS and "claim" not in OPERATOR_SCRIPTS
 

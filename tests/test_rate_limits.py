@@ -124,12 +124,16 @@ tasks:
         compile_workflow(load_text(nofield, "sync.yaml")[0])
 
 
-def test_a_map_cannot_have_a_rate_limit() -> None:
+def test_a_map_or_a_wait_task_cannot_have_a_rate_limit() -> None:
     wf = Workflow("m")
     src = wf.task("src")
     wf.task("each", map=src, rate_limit={"key": "k", "limit": 1})
     with pytest.raises(DefinitionError, match="a map cannot have a rate limit"):
         compile_workflow(wf)
+    waits = Workflow("w")
+    waits.task("hold", wait={"sleep": "1h"}, rate_limit={"key": "k", "limit": 1})
+    with pytest.raises(DefinitionError, match="a wait task .* cannot have a rate limit"):
+        compile_workflow(waits)
 
 
 def test_an_input_without_the_key_field_pushes_nothing(engine: Engine) -> None:

@@ -23,6 +23,7 @@ from ..loader import load_file
 from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
+from ..waits import wait_line
 from . import cluster_cmds, rate_limit_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
@@ -297,14 +298,15 @@ def _styled(state: str) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
-def read_input(text: str | None, max_bytes: int) -> Any:
-    """``--input``: JSON text, or ``@path`` of a JSON file; None when not given.
+def read_input(text: str | None, max_bytes: int, what: str = "--input", noun: str = "input") -> Any:
+    """``--input`` (or ``what``): JSON text, or ``@path`` of a JSON file; None when not
+    given.
 
     Raises :class:`DefinitionError` naming what is wrong (nothing is pushed).
     """
     if text is None:
         return None
-    where = "--input"
+    where = what
     if text.startswith("@"):
         where = text[1:]
         try:
@@ -313,13 +315,13 @@ def read_input(text: str | None, max_bytes: int) -> Any:
         except (OSError, UnicodeDecodeError) as e:
             raise DefinitionError(f"{where}: cannot read the input file ({e})") from None
     if len(text.encode(errors="surrogatepass")) > max_bytes:
-        raise DefinitionError(f"{where}: the input is over the {max_bytes}-byte limit")
+        raise DefinitionError(f"{where}: the {noun} is over the {max_bytes}-byte limit")
     try:
         value = json.loads(text)
     except RecursionError:
-        raise DefinitionError(f"{where}: the input is nested too deeply") from None
+        raise DefinitionError(f"{where}: the {noun} is nested too deeply") from None
     except ValueError as e:
-        raise DefinitionError(f"{where}: the input is not JSON ({e})") from None
+        raise DefinitionError(f"{where}: the {noun} is not JSON ({e})") from None
     encode_input(value, max_bytes)  # every other check a stored input passes
     return value
 
@@ -572,6 +574,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         detail = _detail(t.output, t.error)
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
+        elif t.wait is not None and (line := wait_line(t.wait, t.signal, t.state, t.started_at)):
+            detail = esc(line) if not t.error else f"{detail}  [dim]{esc(line)}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
         elif t.throttled_until is not None:
@@ -865,6 +869,25 @@ def cmd_expire(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_signal(engine: Engine, args: argparse.Namespace) -> int:
+    payload = read_input(args.data, engine.max_payload, "--data", "payload")
+    done = engine.signal(
+        args.wid, args.name, payload,
+        signal_id=args.id, reject=args.reject, comment=args.comment, by=args.by,
+    )  # fmt: skip
+    if args.json:
+        print_json(done.to_dict())
+    elif done.outcome == "delivered":
+        how = "failed it (rejected)" if args.reject else "ended it"
+        print(f"workflow {args.wid}: signal {args.name} reached task {done.task} and {how}")
+    elif done.outcome == "kept":
+        print(f"workflow {args.wid}: signal {args.name} kept for a wait not reached yet")
+    else:
+        first = done.outcome.split(":", 1)[1]
+        print(f"workflow {args.wid}: signal id {args.id} was applied before ({first}): no change")
+    return EXIT_OK
+
+
 def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
     from ..embedded import EmbeddedRedis
     from ..local_cluster import LocalCluster
@@ -1029,6 +1052,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
     p.add_argument("ttl", type=_retention, metavar="DURATION|never")
     p.set_defaults(run=cmd_expire)
+
+    p = sub.add_parser(
+        "signal",
+        parents=both,
+        help="send a signal to a workflow: ends the wait task waiting for it",
+        description="Send signal NAME to a workflow. The first wait task waiting for it "
+        "(wait: {signal: NAME}) ends, with --data as its output (--reject fails it "
+        "instead). A signal sent before its wait task is reached is kept for it. The same "
+        "--id twice is applied once.",
+    )
+    p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
+    p.add_argument("name", help="the signal's name (the wait's signal:)")
+    p.add_argument("--data", metavar="JSON|@FILE", help="its payload: the wait task's output")
+    p.add_argument("--id", metavar="ID", help="a signal id: sent again, it is applied once")
+    p.add_argument("--reject", action="store_true", help="fail the wait task (a rejection)")
+    p.add_argument("--comment", help="recorded with the signal (who, when, this)")
+    p.add_argument("--by", help="who sends it (default: user@host)")
+    p.set_defaults(run=cmd_signal, writes=True)
 
     sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
         run=cmd_agents

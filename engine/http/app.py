@@ -39,7 +39,7 @@ from ..errors import (
     UnreachableError,
 )
 from ..model import WorkflowState, WorkflowStatus
-from . import resources
+from . import resources, signals
 from .auth import Tokens, require
 from .batcher import RunBatcher
 from .bodies import (
@@ -149,6 +149,10 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
         Route("/v1/workflows/{id}/events", api.workflow_events, methods=["GET"]),
+        Route(
+            "/v1/workflows/{id}/signals/{name}", api.on(signals.signal_workflow), methods=["POST"]
+        ),
+        Route("/v1/signals/{name}", api.on(signals.signal_by_key), methods=["POST"]),
         Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),

@@ -8,7 +8,7 @@ import html
 from typing import Any
 
 from ..model import WorkflowState
-from . import openapi_resources
+from . import openapi_resources, signals
 from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -341,6 +341,7 @@ SCHEMA: dict[str, Any] = {
 
 _PATHS = SCHEMA["paths"]
 _PATHS.update(openapi_resources.paths(_COMMON, _WRITE))
+_PATHS.update(signals.paths(_COMMON, _WRITE, _json, _error))
 _PATHS["/v1/workflows"]["post"] = openapi_resources.push_operation(
     _COMMON, _WRITE, _WAIT, _KEY_HEADER, {"202": _ACCEPTED, "200": _DONE, "422": _FAILED}
 )

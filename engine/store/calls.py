@@ -115,6 +115,26 @@ def _encode_item(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _pair(reply: Any) -> tuple[str, str]:
+    return str(reply[0]), str(reply[1])
+
+
+@dataclass
+class WaitsPass:
+    """waits.lua's reply: wait tasks activated, timers fired, ms until the next timer
+    (None for none), and whether a limit was reached (call again at once)."""
+
+    activated: int
+    fired: int
+    next_in_ms: int | None
+    more: bool
+
+
+def _waits_pass(reply: Any) -> WaitsPass:
+    a, f, due, more = (int(x) for x in reply)
+    return WaitsPass(a, f, None if due < 0 else due, bool(more))
+
+
 def _ids(reply: Any) -> list[str]:
     return [str(i) for i in reply]
 
@@ -223,6 +243,30 @@ class Calls:
         """expire.lua: set a workflow's own retention (``-1``: until cleaned up by hand);
         returns when a finished one goes (ms), -1 never, 0 counted from its end."""
         return self._control("expire", wid, who, ttl_ms)
+
+    # -- waits ----------------------------------------------------------------------------
+
+    def signal(
+        self,
+        wid: str | int,
+        name: str,
+        payload: str,
+        signal_id: str = "",
+        who: str = "",
+        reject: bool = False,
+        comment: str = "",
+    ) -> tuple[str, str]:
+        """signal.lua: (outcome, task name): ``delivered``, ``kept`` or
+        ``duplicate:<first outcome>``."""
+        shard = self.keys.shard_of(wid)
+        args = [*self._common(shard), str(wid), name, payload, signal_id, who]
+        args += ["reject" if reject else "ok", comment]
+        return self.scripts.run(Call("signal", [shard.workflow(wid)], args, _pair))
+
+    def waits(self, shard: ShardKeys, limit: int = 500) -> WaitsPass:
+        """waits.lua: wait tasks just reached are suspended, due timers end theirs."""
+        args = [*self._common(shard), limit]
+        return self.scripts.run(Call("waits", [shard.timers], args, _waits_pass))
 
     # -- agents ---------------------------------------------------------------------------
 

@@ -92,6 +92,12 @@ key                           type    holds
                                       they leave moves every lease on (lease_clock)
 ``P:sweep``                   hash    finished state -> the finish time up to which the
                                       deployment's retention has looked
+``P:timers``                  zset    ``<wid>:<idx>`` of suspended wait tasks with a
+                                      timer (a signal's timeout, a sleep), scored by when
+                                      it ends (ms; engine/waits.py)
+``P:w:<wid>:sig``             hash    a workflow's signals: ``q:<name>`` the JSON list of
+                                      those kept for a wait not reached yet (oldest
+                                      first), ``id:<signal id>`` each id's first outcome
 ============================  ======  =====================================================
 
 Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
@@ -228,6 +234,15 @@ class ShardKeys:
     @property
     def expire(self) -> str:
         return f"{self.prefix}:expire"
+
+    @property
+    def timers(self) -> str:
+        """Suspended wait tasks' timers (engine/waits.py)."""
+        return f"{self.prefix}:timers"
+
+    def signals(self, wid: int | str) -> str:
+        """A workflow's signals kept for waits not reached yet, and signal ids seen."""
+        return f"{self.prefix}:w:{wid}:sig"
 
     def template(self, name: str) -> str:
         """A template's hash (shard 0 holds them)."""

@@ -52,6 +52,8 @@ SCRIPT_NAMES = (
     "tick",
     "heads",
     "template",
+    "signal",
+    "waits",
 )
 
 T = TypeVar("T")
@@ -88,6 +90,7 @@ LIB = (
     "ends",
     "children",
     "maps",
+    "waits",
     "claim_row",
     "housekeeping",
     "operator",

@@ -58,6 +58,15 @@ def release(engine: Engine, wid: str) -> str:
     return f"Released workflow {wid}: {_plural(back, 'task')} back in the queues"
 
 
+def signal(engine: Engine, wid: str, name: str, reject: bool, comment: str) -> str:
+    """Approve (signal ``name``) or reject a wait task, with the operator's comment."""
+    done = engine.signal(wid, name, None, reject=reject, comment=comment or None)
+    if done.outcome == "kept":
+        return f"Signal {name} kept for workflow {wid}: its wait is not reached yet"
+    verb = "Rejected" if reject else "Approved"
+    return f"{verb} task {done.task} of workflow {wid}"
+
+
 def retry_task(engine: Engine, wid: str, task: str) -> str:
     n = engine.retry(wid, tasks=[task])
     extra = n - 1

@@ -41,6 +41,7 @@ GLYPH = {
     "ready": "◌",
     "retrying": "↻",
     "running": "▶",
+    "suspended": "◷",
     "succeeded": "✔",
     "failed": "✖",
     "upstream_failed": "⇣",
@@ -54,6 +55,7 @@ GLYPH = {
 PRECEDENCE = (
     "failed",
     "running",
+    "suspended",
     "retrying",
     "ready",
     "waiting",

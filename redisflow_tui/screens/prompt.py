@@ -18,9 +18,16 @@ class PromptScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(
-        self, title: str, placeholder: str, *, numeric: bool = False, paths: bool = False
+        self,
+        title: str,
+        placeholder: str,
+        *,
+        numeric: bool = False,
+        paths: bool = False,
+        optional: bool = False,
     ) -> None:
         super().__init__()
+        self.optional = optional  # Enter on nothing answers "" (Esc still None)
         self.title_ = title
         self.placeholder = placeholder
         self.numeric = numeric
@@ -43,7 +50,8 @@ class PromptScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        value = event.value.strip()
+        self.dismiss(value if value or self.optional else None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

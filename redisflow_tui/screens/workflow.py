@@ -30,6 +30,7 @@ from ..widgets.task_detail import TaskDetail
 from ..widgets.task_table import TaskTable
 from ..widgets.text_line import TextLine
 from .base import LiveScreen, PlanAction, RunAction
+from .prompt import PromptScreen
 
 MODE_NAMES = {
     "tasks": "every task",
@@ -64,6 +65,8 @@ class WorkflowScreen(LiveScreen):
             "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
         ),
         Binding("l", "timeline", "Timeline", tooltip="Every attempt on a time axis (Gantt)"),
+        Binding("a", "signal('approve')", "Approve", tooltip="Approve the selected wait task"),
+        Binding("j", "signal('reject')", "Reject", tooltip="Reject the selected wait task"),
         Binding(
             "d",
             "next_view",
@@ -275,8 +278,8 @@ class WorkflowScreen(LiveScreen):
                 "n": f"{st.total:,}",
             }
             for look in (
-                "running", "retrying", "ready", "failed", "upstream_failed", "skipped",
-                "cancelled",
+                "running", "suspended", "retrying", "ready", "failed", "upstream_failed",
+                "skipped", "cancelled",
             ):  # fmt: skip
                 if counts.get(look):
                     parts.append(f"· [{markup_var(look)}]{GLYPH[look]} ${look}[/]")
@@ -458,6 +461,36 @@ class WorkflowScreen(LiveScreen):
 
     def action_cleanup(self) -> None:
         self.post_message(PlanAction(actions.plan_cleanup, self.wid))
+
+    def action_signal(self, how: str) -> None:
+        """Approve or reject the selected wait task (one waiting for a signal), asking for
+        a comment first; the signal records who did it (the console's user)."""
+        tasks = self.view.tasks
+        task = (
+            tasks[self.sel_task]
+            if self.sel_task is not None and self.sel_task < len(tasks)
+            else None
+        )
+        if task is None or task.wait is None or "signal" not in task.wait or task.state.terminal:
+            self.notify("Select a task waiting for a signal first", severity="warning")
+            return
+        name = task.wait["signal"]
+
+        def answered(comment: str | None) -> None:
+            if comment is not None:
+                self.post_message(
+                    RunAction(actions.signal, self.wid, name, how == "reject", comment)
+                )
+
+        verb = "Approve" if how == "approve" else "Reject"
+        self.app.push_screen(
+            PromptScreen(
+                f"{verb} {task.name} (signal {name})",
+                "a comment, recorded with your name (optional)",
+                optional=True,
+            ),
+            answered,
+        )
 
     def action_retry_task(self) -> None:
         tasks = self.view.tasks

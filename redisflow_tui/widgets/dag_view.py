@@ -200,8 +200,8 @@ class DagView(LineView, can_focus=True):
             Segment(f" {lv.done:>6,}/{lv.total:<6,} ", base),
         ]
         for look in (
-            "running", "retrying", "ready", "waiting", "failed", "upstream_failed", "skipped",
-            "cancelled",
+            "running", "suspended", "retrying", "ready", "waiting", "failed",
+            "upstream_failed", "skipped", "cancelled",
         ):  # fmt: skip
             n = lv.counts.get(look, 0)
             if n:

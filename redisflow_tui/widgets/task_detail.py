@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from engine import TaskStatus
 from engine.model import ITEM_STATES, ItemStatus
+from engine.waits import wait_line
 
 from ..data.clock import Clock, format_duration
 from ..data.dag import is_branch, task_look
@@ -69,6 +70,12 @@ def _limits(task: TaskStatus, clock: Clock) -> list[tuple[str, str]]:
         if task.state == "ready" and task.ready_at is not None and task.ready_at > now:
             text += f" (ready in {format_duration(task.ready_at - now)})"
         rows.append(("delay", text))
+    if task.wait is not None:
+        line = wait_line(task.wait, task.signal, task.state, task.started_at)
+        if line:
+            rows.append(("wait", line))
+        if task.state in ("ready", "suspended") and "signal" in task.wait:
+            rows.append(("", "a: approve · j: reject (with a comment)"))
     return rows
 
 

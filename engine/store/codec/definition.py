@@ -25,6 +25,7 @@ from ...flow import Concurrency
 from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
 from ...ratelimit import RateLimit, constant_key, encode_spec
 from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
+from ...waits import WAIT_TYPE
 from .fields import (
     D_ATTEMPTS,
     D_BACKOFF,
@@ -47,10 +48,13 @@ from .fields import (
     D_PRIORITY,
     D_RATE,
     D_RULE,
+    D_SIGNAL_WAITERS,
+    D_SIGNALS,
     D_STEPS,
     D_TIMEOUT,
     D_TOLERATE,
     D_TYPE,
+    D_WAIT,
     D_WAIT_FOR,
     D_WINDOW,
     F_DEADLINE,
@@ -128,9 +132,14 @@ def compile_workflow(
     roots: list[Any] = []
     types: list[str] = []
     ready = pack_record("ready", 0, 0)
+    waiters: dict[str, list[str]] = {}
     rate_keys: list[tuple[int, str, str]] = []
     for i, t in enumerate(wf.tasks):
         static += _task_fields(str(i), t, payloads[i], children[i])
+        if t.wait is not None:
+            static += [f"{i}{D_WAIT}", t.wait.encoded()]
+            if t.wait.signal is not None:
+                waiters.setdefault(t.wait.signal, []).append(str(i))
         limit = _rate_limit_of(wf, t, type_limits)
         if limit is not None:
             key = constant_key(limit, t.payload, t.name, t.where or wf.where or "")
@@ -178,9 +187,13 @@ def compile_workflow(
             roots += [f"{i}@{delay}", t.type, t.priority]
         else:
             init += [str(i), ready]
-            roots += [i, t.type, t.priority]
-        if t.type not in types:
+            roots += [i, t.type if t.wait is None else WAIT_TYPE, t.priority]
+        if t.type not in types and t.wait is None:
             types.append(t.type)
+    if waiters:  # which wait tasks a signal of each name reaches (signal.lua)
+        static += [D_SIGNALS, _encode(list(waiters))]
+        for name, at in waiters.items():
+            static += [f"{D_SIGNAL_WAITERS}{name}", ",".join(at)]
     if wf.deadline is not None:  # ms after its start; push.lua arms it
         init += [F_DEADLINE, round(wf.deadline * 1000)]
     if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
@@ -196,10 +209,11 @@ def _rate_limit_of(
     wf: Workflow, t: Any, type_limits: Mapping[str, RateLimit] | None
 ) -> RateLimit | None:
     """A task's rate limit: its own, else its workflow's for its type, else the
-    deployment's for its type (not for a map: validate refuses one of its own)."""
+    deployment's for its type (not for a map or a wait task: validate refuses one of its
+    own)."""
     if t.rate_limit is not None:
         return cast(RateLimit, t.rate_limit)
-    if t.map is not None:
+    if t.map is not None or t.wait is not None:
         return None
     r = cast("Mapping[str, RateLimit]", wf.rate_limits or {}).get(t.type)
     if r is None and type_limits:
@@ -237,7 +251,9 @@ def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     """The definition fields every task (and every step of a map) has, named with
     ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
     out: list[Any] = [f"{pre}{D_NAME}", t.name]
-    if t.type:
+    if getattr(t, "wait", None) is not None:
+        out += [f"{pre}{D_TYPE}", WAIT_TYPE]
+    elif t.type:
         out += [f"{pre}{D_TYPE}", t.type]
     if payload:
         out += [f"{pre}{D_PAYLOAD}", payload]

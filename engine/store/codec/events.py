@@ -17,7 +17,7 @@ from ...model import Event
 TASK_KINDS = frozenset(
     {
         "claimed", "succeeded", "failed", "retrying", "rejected", "requeued",
-        "upstream_failed", "skipped",
+        "upstream_failed", "skipped", "suspended",
     }
 )  # fmt: skip
 BATCH_FIELD = "e"

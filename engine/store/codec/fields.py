@@ -101,10 +101,18 @@ def step_field(k: int | str, s: int | str) -> str:
     return f"{k}.{s}"
 
 
+# A wait task's (engine/waits.py): what it waits for, JSON (WaitSpec.encoded); and the
+# whole definition's signal names: field "A" a JSON list, "A:<name>" the csv of the wait
+# tasks waiting for that signal. In the workflow hash, the signal or timer that ended a
+# wait task (JSON: name, id, by, at, comment, rejected, timed_out).
+D_WAIT, D_SIGNALS, D_SIGNAL_WAITERS = "A", "A", "A:"
+T_SIGNAL = "a"
+
+
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS, D_RULE,
-    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR,
+    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR, D_WAIT, T_SIGNAL,
 )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from ...rules import DEFAULT_RULE
 from .fields import D_NAME, F_CREATED, F_DUE, F_REASON, F_START_AT, SUMMARY_FIELDS, TASK_FIELDS
 from .input import stored_input
 from .record import parse_record
+from .waits import signal_status, wait_status
 
 
 def _ms(value: Any) -> float | None:
@@ -72,9 +73,8 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
     counts = {s.value: 0 for s in TaskState}
     states = {s.value: s for s in TaskState}
     rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
-    for i, (rec, _, typ, payload, pri, most, kids, ups, rule, limit, delay, f, o, e) in enumerate(
-        rows
-    ):
+    for i, row in enumerate(rows):
+        rec, _, typ, payload, pri, most, kids, ups, rule, limit, delay, f, o, e, w, sg = row
         st, a, q, b, d, g = parse_record(rec)
         state = states[st]
         counts[state.value] += 1
@@ -100,6 +100,8 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
                 trigger=rule or DEFAULT_RULE,
                 timeout=int(limit) / 1000 if limit else None,
                 delay=int(delay) / 1000 if delay else None,
+                wait=wait_status(w, ct, q, st) if w else None,
+                signal=signal_status(sg) if sg else None,
             )
         )
     start = raw.get(F_START_AT)

@@ -1,0 +1,90 @@
+"""The wait tasks' keeper: activates wait tasks as they are reached and ends them when
+their timers are due (``waits.lua``), woken by ``P:wake:~wait`` and by its own timer.
+
+Every agent runs one in a thread (:class:`engine.agent.Agent`); the script is
+idempotent, so any number may. No polling: between wake-ups it sleeps until the next
+timer, or ``backstop_s`` at most (a lost wake-up, a timer armed on another shard's
+clock).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from .waits import WAIT_TYPE
+
+if TYPE_CHECKING:
+    from .client import Engine
+
+log = logging.getLogger("redisflow.waits")
+
+
+class WaitKeeper:
+    """Run :meth:`step` on every wake-up and when the next timer is due."""
+
+    def __init__(self, engine: Engine, backstop_s: float = 2.0) -> None:
+        self.engine = engine
+        self.backstop_s = backstop_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> float | None:
+        """One pass over every shard; seconds until the next timer (None for none)."""
+        nearest: float | None = None
+        for shard in self.engine.keys.all_shards():
+            for _ in range(100):  # at most 50,000 of each per shard per pass
+                done = self.engine.store.waits(shard)
+                if not done.more:
+                    break
+            if done.next_in_ms is not None:
+                s = done.next_in_ms / 1000
+                nearest = s if nearest is None else min(nearest, s)
+        return nearest
+
+    def run(self) -> None:
+        """Until :meth:`stop`: a pass, then sleep until a wake-up or the next timer."""
+        store = self.engine.store
+        pubsub: Any = None
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if pubsub is None:
+                    pubsub = store.pubsub(s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards())
+                nearest = self.step()
+                failures = 0
+                wait = self.backstop_s if nearest is None else min(nearest, self.backstop_s)
+                deadline = time.monotonic() + wait
+                while not self._stop.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    if pubsub.get_message(timeout=min(left, 0.5)) is not None:
+                        while pubsub.get_message(timeout=0) is not None:
+                            pass
+                        break
+            except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
+                failures += 1
+                log.warning("wait keeper: %s", e)
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:  # noqa: BLE001, S110 - closing a broken connection
+                        pass
+                    pubsub = None
+                self._stop.wait(min(0.1 * 2**failures, self.backstop_s))
+        if pubsub is not None:
+            pubsub.close()
+
+    def start(self) -> threading.Thread:
+        """Run in a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="rf-waits", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
