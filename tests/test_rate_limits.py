@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from engine_helpers import Hand, agent_thread, cli, one_line_error, scan_keys, snapshot, wait_for
+from own_server import redis62  # noqa: F401 - the fixture
 from test_http_server import client  # noqa: F401 - the fixture
 
-from engine import Agent, DefinitionError, Engine, Task, Workflow
+from engine import Agent, DefinitionError, EmbeddedRedis, Engine, Task, Workflow
 from engine.loader import load_text
 from engine.ratelimit import RateLimit
 from engine.store.calls import Claimed
@@ -345,6 +346,21 @@ def test_buckets_are_per_shard_unless_runs_are_routed_by_the_key(engine: Engine)
     for _ in range(4 * shards):
         engine.push(routed, {"cust": "t"})
     assert len(claim(engine, hand)) == 2  # one shard, one bucket: exact
+
+
+def test_rate_limits_on_redis_6_2(redis62: EmbeddedRedis) -> None:  # noqa: F811
+    with Engine.connect(redis62.url) as engine:
+        engine.redis.flushall()
+        wf = limited(limit=2, per="1s", burst=2)
+        wids = [engine.push(wf, {"cust": "a"}) for _ in range(3)]  # ZADD XX LT: 6.2's
+        hand = Hand(engine)
+        reply = claim_reply(engine, hand, wids[0])
+        assert [t.workflow_id for t in reply] == wids[:2]
+        assert reply.next_at_ms is not None and reply.now_ms is not None
+        assert 499 <= reply.next_at_ms - reply.now_ms <= 501
+        assert engine.pause(wids[2]) == 1 and engine.release(wids[2]) == 1
+        assert engine.cancel(wids[2]) == 1
+        assert all(":rb:" in k for k in rate_keys(engine))
 
 
 # -- the command line and HTTP ------------------------------------------------------------------
