@@ -246,8 +246,22 @@ class Engine:
         several places, validating it once. The deployment's rate limits by task type
         (:meth:`put_rate_limit`) apply to its tasks that have none of their own.
         """
-        limits = self.store.rate_limits.of_types(task_types(wf))
+        limits = self._type_limits(task_types(wf))
         return compile_workflow(wf, self.max_payload, type_limits=limits)
+
+    def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
+        """The deployment's rate limits of ``types``, read again while Redis is unreachable
+        (up to ``push_retry_s``, as a push's calls are sent)."""
+        deadline = time.monotonic() + self.push_retry_s
+        pause = 0.1
+        while True:
+            try:
+                return self.store.rate_limits.of_types(types)
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     def push(
         self,
@@ -511,7 +525,7 @@ class Engine:
         v = self.store.templates.latest(name) if version is None else version
         cached = self._templates.get(name)
         if cached is not None and cached[1] == v:
-            if self.store.rate_limits.of_types(cached[2]) == cached[3]:
+            if self._type_limits(cached[2]) == cached[3]:
                 return cached[0], v
         text = self.store.templates.text(name, v)
         if text is None:
@@ -520,7 +534,7 @@ class Engine:
         if not wf.name:
             wf.name = name
         types = task_types(wf)
-        limits = self.store.rate_limits.of_types(types)
+        limits = self._type_limits(types)
         compiled = compile_workflow(wf, self.max_payload, type_limits=limits)
         self._templates[name] = (compiled, v, types, limits)
         return compiled, v
