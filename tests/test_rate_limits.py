@@ -268,6 +268,31 @@ def test_the_agent_sleeps_until_the_next_token_the_claim_names(engine: Engine) -
     assert agent._next_due() == pytest.approx(30, abs=1)  # used once: the next wait is its own
 
 
+def test_retries_later_starts_and_template_runs_go_through_their_bucket(engine: Engine) -> None:
+    tries: Counter[str] = Counter()
+
+    def flaky(task: Task) -> None:
+        tries[task.workflow_id] += 1
+        if tries[task.workflow_id] == 1:
+            raise RuntimeError("once")
+
+    wf = Workflow("flaky", retry_backoff=0.0)
+    fast = {"key": "input.cust", "limit": 1000, "per": "1s", "burst": 1000}
+    wf.task("call", type="api", max_attempts=2, rate_limit=fast)
+    now = engine.push(wf, {"cust": "a"})
+    later = engine.push(wf, {"cust": "a"}, start_in=0.2)
+    engine.put_template(
+        "name: tpl\ntasks:\n  - {name: call, type: api, max_attempts: 2, "
+        "rate_limit: {key: input.cust, limit: 1000, per: 1s, burst: 1000}}\n"
+    )
+    run = engine.run("tpl", {"cust": "b"}).id
+    with agent_thread(engine, {"api": flaky}):
+        wait_for(lambda: all(engine.state(w) == "succeeded" for w in (now, later, run)), 30, "all")
+    assert tries == {now: 2, later: 2, run: 2}
+    assert engine.status(run).tasks[0].rate_key == "b"
+    assert all(":rb:" in k for k in rate_keys(engine))
+
+
 # -- agents racing one key ---------------------------------------------------------------------
 
 
