@@ -293,6 +293,24 @@ def test_retries_later_starts_and_template_runs_go_through_their_bucket(engine: 
     assert all(":rb:" in k for k in rate_keys(engine))
 
 
+def test_a_schedules_runs_take_their_key_from_their_input(engine: Engine) -> None:
+    from engine.scheduler import Scheduler
+    from engine.schedules import parse_schedule
+
+    engine.put_template(
+        "name: job\ntasks:\n  - {name: work, type: api, "
+        "rate_limit: {key: input.schedule, limit: 1, per: 1h}}\n"
+    )
+    engine.put_schedule(parse_schedule({"name": "nightly", "template": "job", "every": "1h"}))
+    shard = engine.keys.shard_of_schedule("nightly")
+    now = int(engine.server_time() * 1000) - 1000  # due a second ago
+    engine.redis.hset(shard.schedule("nightly"), mapping={"nt": now, "nx": now})
+    engine.redis.zadd(shard.schedules_due, {"nightly": now})
+    assert Scheduler(engine).run_due() == 1
+    [wid] = engine.list_ids()
+    assert engine.status(wid).tasks[0].rate_key == "nightly"
+
+
 # -- agents racing one key ---------------------------------------------------------------------
 
 
