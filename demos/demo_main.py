@@ -54,9 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workflows", "-w", type=int, default=1000, metavar="W")
     p.add_argument(
         "--shape",
-        choices=(*SHAPE_NAMES, "map"),
+        choices=(*SHAPE_NAMES, "map", "waits"),
         default="fan10",
-        help="map: one workflow, split -> --items items (a map) -> gather",
+        help="map: one workflow, split -> --items items (a map) -> gather; waits: W runs "
+        "gated by a signal another process sends, each calling 4 child runs",
     )
     p.add_argument("--items", type=int, default=100_000, help="items of --shape map")
     p.add_argument("--window", type=int, default=1000, help="items in flight, --shape map")
@@ -235,6 +236,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
         if args.shape == "map":
             return _run_map(engine, args)
+        if args.shape == "waits":
+            return _run_waits(engine, args)
         cfg = BenchConfig(
             url=engine.url,
             namespace=args.namespace,
@@ -295,6 +298,24 @@ def _run_map(engine: Any, args: argparse.Namespace) -> int:
             table.add_row(name, f"{value:,}" if isinstance(value, int | float) else str(value))
         Console().print(table)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _run_waits(engine: Any, args: argparse.Namespace) -> int:
+    from engine.urls import url_of
+
+    from .waits_bench import run_waits_bench
+
+    res = run_waits_bench(engine, args.workflows, args.agents, url=url_of(engine.redis))
+    if args.json:
+        print_json(res.to_dict())
+    else:
+        table = Table(title=f"waits: {res.workflows:,} gated runs, {res.children} children each")
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for name, value in res.to_dict().items():
+            table.add_row(name, f"{value:,}" if isinstance(value, int | float) else str(value))
+        Console().print(table)
+    return EXIT_OK if res.succeeded == res.workflows else EXIT_FAILED
 
 
 def _shard_stats(engine: Any) -> list[str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from .child_runs import cascade_to, check_templates
 from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
 from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
@@ -346,6 +347,7 @@ class Engine:
         seen: dict[int, CompiledWorkflow] = {}
         rows: builtins.list[tuple[CompiledWorkflow, str, str]] = []
         routes: builtins.list[str | None] = []
+        checked: set[str] = set()  # definitions whose child templates exist
         for run in runs:
             text = "" if run.input is None else encode_input(run.input, self.max_payload)
             wf = run.workflow
@@ -355,6 +357,9 @@ class Engine:
                 c = seen[id(wf)]
             else:
                 c = seen[id(wf)] = self.compile(wf)
+            if c.runs and c.digest not in checked:
+                check_templates(self, c)
+                checked.add(c.digest)
             gates: builtins.list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
@@ -362,12 +367,10 @@ class Engine:
             if run.key is not None:
                 check_key(run.key)
             options = run_options(
-                template=run.template,
-                version=run.version,
-                key=run.key,
-                gates=gates,
+                template=run.template, version=run.version, key=run.key, gates=gates,
+                parent=run.parent, depth=run.depth,
                 rate_keys=rate_keys(c.name, c.rate_keys, run.input) if c.rate_keys else None,
-            )
+            )  # fmt: skip
             rows.append((c, text, options))
             routes.append(gates[0][0] if gates else run.key)
         out: builtins.list[Pushed | None] = [None] * len(rows)
@@ -548,14 +551,21 @@ class Engine:
         version: int | None = None,
         start_in: float | None = None,
         start_at: datetime | None = None,
+        parent: str | None = None,
+        depth: int = 0,
     ) -> RunResult:
         """Push a run of template ``name`` (its latest version, or ``version``) with
         ``input``. With ``key`` it is idempotent (:meth:`push`): a live run pushed with
         the same key is returned (``existing``) and nothing is written. The run records
-        its template and version (``list(template=name)``)."""
+        its template and version (``list(template=name)``). ``parent`` and ``depth``:
+        a child run's parent task and nesting (:mod:`engine.child_runs` sets them)."""
         compiled, v = self.compile_template(name, version)
         pushed = self.push_runs(
-            [RunRequest(compiled, input, key=key, template=name, version=v)],
+            [
+                RunRequest(
+                    compiled, input, key=key, template=name, version=v, parent=parent, depth=depth
+                )
+            ],
             start_in=start_in,
             start_at=start_at,
         )[0]
@@ -614,16 +624,36 @@ class Engine:
     # -- steering -----------------------------------------------------------------------
 
     def pause(self, wid: str | int | None = None, *, key: str | None = None) -> int:
-        """Hold a running workflow; returns how many ready tasks were held back."""
-        return self.store.pause(self._wid(wid, key), self.actor)
+        """Hold a running workflow (and its running child runs); returns how many ready
+        tasks were held back."""
+        return self._steer("pause", self._wid(wid, key))
 
     def release(self, wid: str | int | None = None, *, key: str | None = None) -> int:
-        """Resume a paused workflow; returns how many held tasks went back to the queues."""
-        return self.store.release(self._wid(wid, key), self.actor)
+        """Resume a paused workflow (and its paused child runs); returns how many held
+        tasks went back to the queues."""
+        return self._steer("release", self._wid(wid, key))
 
     def cancel(self, wid: str | int | None = None, *, key: str | None = None) -> int:
-        """Cancel a running or paused workflow; returns how many tasks were cancelled."""
-        return self.store.cancel(self._wid(wid, key), self.actor)
+        """Cancel a running or paused workflow and its child runs; returns how many tasks
+        were cancelled."""
+        return self._steer("cancel", self._wid(wid, key))
+
+    def _steer(self, op: str, wid: str | int) -> int:
+        """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.child_runs`),
+        whose links a cleanup reads first (it deletes them)."""
+        kids = self._children_before_cleanup(wid) if op == "cleanup" else None
+        count = getattr(self.store, op)(wid, self.actor)
+        kids = self.store.children_of(wid) if kids is None else kids
+        if kids:
+            cascade_to(self, kids, op)
+        return int(count or 0)
+
+    def _children_before_cleanup(self, wid: str | int) -> builtins.list[str]:
+        # a user who may not read them may not clean up either: the script says so
+        try:
+            return self.store.children_of(wid)
+        except redis.exceptions.NoPermissionError:
+            return []
 
     def signal(
         self,
@@ -685,8 +715,9 @@ class Engine:
         return reset
 
     def cleanup(self, wid: str | int | None = None, *, key: str | None = None) -> None:
-        """Delete a finished workflow and everything kept of it."""
-        self.store.cleanup(self._wid(wid, key), self.actor)
+        """Delete a finished workflow and everything kept of it (its finished child runs
+        too)."""
+        self._steer("cleanup", self._wid(wid, key))
 
     def expire(
         self, wid: str | int | None, ttl: float | None, *, key: str | None = None
@@ -769,10 +800,7 @@ class Engine:
                 )
             except NotReplicatedError as e:
                 reaped, short = e.results[0], short or e  # type: ignore[assignment]
-            try:  # wait tasks reached and timers due (the keeper's backstop)
-                self.store.waits(shard)
-            except NotReplicatedError as e:
-                short = short or e
+
             if reaped is None:
                 continue
             out, late = reaped
@@ -790,6 +818,13 @@ class Engine:
                     step()
                 except NotReplicatedError as e:
                     short = short or e
+        # wait tasks reached, timers due, child runs (the wait keeper's backstop)
+        from .wait_keeper import WaitKeeper
+
+        try:
+            WaitKeeper(self).step()
+        except NotReplicatedError as e:
+            short = short or e
         if short is not None:
             raise short
         return totals

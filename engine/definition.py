@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .child_runs import ChildSpec, check_references, run_of
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
@@ -88,8 +89,10 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
-        wait: a wait task (:mod:`engine.waits`): no handler; it waits for a signal, a
-            time, or (``run``) a child run.
+        wait: a wait task (:mod:`engine.waits`): no handler; it waits for a signal or a
+            time.
+        run: a child run (:mod:`engine.child_runs`): no handler; it starts a run of a
+            template and ends with its result.
         rate_limit: at most so many starts per period per key (:mod:`engine.ratelimit`;
             a mapping ``{key, limit, per, burst}`` is checked into a RateLimit).
     """
@@ -109,6 +112,7 @@ class TaskDef:
     delay: float | None = None
     before: list[str] = field(default_factory=list)
     wait: WaitSpec | None = None
+    run: ChildSpec | None = None
     rate_limit: RateLimit | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
@@ -172,6 +176,7 @@ class Workflow:
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
         wait: WaitSpec | dict[str, Any] | None = None,
+        run: ChildSpec | dict[str, Any] | str | None = None,
         rate_limit: RateLimit | dict[str, Any] | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
@@ -196,7 +201,9 @@ class Workflow:
 
         ``wait`` makes it a wait task (:mod:`engine.waits`), run by the engine with no
         handler: ``{"signal": "approve", "timeout": "2d"}``, ``{"sleep": "2h"}``,
-        ``{"until": "2026-12-01T06:00Z"}``.
+        ``{"until": "2026-12-01T06:00Z"}``. ``run`` makes it start a child run of a
+        template (:mod:`engine.child_runs`): ``"enrich"`` or ``{"template": "enrich",
+        "input": {"id": "$input.id", "rows": "$fetch.rows"}}``.
 
         ``rate_limit`` (``{key, limit, per, burst}``) caps how fast its attempts start
         per key (:mod:`engine.ratelimit`).
@@ -227,6 +234,8 @@ class Workflow:
         )  # fmt: skip
         if wait is not None:
             t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
+        if run is not None:
+            t.run = run_of(run, _at(where) + f"task {show_value(name)}")
         if rate_limit is not None:
             t.rate_limit = rate_limit  # type: ignore[assignment]  # validate() checks it
         self.tasks.append(t)
@@ -433,7 +442,7 @@ def validate(
                     f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
                     f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
                 )
-        if t.wait is not None:
+        if t.wait is not None or t.run is not None:
             _check_wait(t, here)
         elif type(t.type) is str and t.type.startswith("~"):
             raise _fail(
@@ -441,7 +450,7 @@ def validate(
             )
         if getattr(t, "rate_limit", None) is not None:
             t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
-            if t.map is not None or t.wait is not None:
+            if t.map is not None or t.wait is not None or t.run is not None:
                 what = "a map" if t.map is not None else "a wait task (no agent starts it)"
                 raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
         if t.delay and t.map is not None:
@@ -496,19 +505,37 @@ def validate(
             cycle if len(cycle) <= 12 else [*cycle[:6], f"... {len(cycle) - 11} more", *cycle[-5:]]
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
+    if any(t.run is not None for t in wf.tasks):
+        ups_of = {t.name: ups for t, ups in zip(wf.tasks, parents, strict=True)}
+        for t in wf.tasks:
+            if t.run is not None:
+                seen_up: set[str] = set()
+                stack = list(ups_of[t.name])
+                while stack:
+                    p = stack.pop()
+                    if p not in seen_up:
+                        seen_up.add(p)
+                        stack.extend(ups_of.get(p, []))
+                here = t.where if isinstance(t.where, str) else where
+                check_references(t.run, t.name, seen_up, here or "")
     return payloads
 
 
 def _check_wait(t: TaskDef, here: str | None) -> None:
-    """A wait task (:mod:`engine.waits`) runs no handler: no type, map, timeout, delay or
-    retries of its own."""
-    t.wait = wait_of(t.wait, _at(here) + f"task {t.name!r}")
+    """A wait task (:mod:`engine.waits`) or a child run (:mod:`engine.child_runs`) runs
+    no handler: no type, map, timeout or delay; a wait no retries of its own."""
+    if t.wait is not None and t.run is not None:
+        raise _fail(here, f"task {t.name!r}: wait and run are two kinds of task: give one")
+    if t.run is not None:
+        t.run = run_of(t.run, _at(here) + f"task {t.name!r}")
+    else:
+        t.wait = wait_of(t.wait, _at(here) + f"task {t.name!r}")
     for what, bad in (
         ("a type", t.type not in ("", WAIT_TYPE)),
         ("a map", t.map is not None),
         ("a timeout (give the wait one)", t.timeout is not None),
         ("a delay (use wait: sleep)", bool(t.delay)),
-        ("max_attempts (retry it by hand)", t.max_attempts != 1),
+        ("max_attempts (retry it by hand)", t.max_attempts != 1 and t.run is None),
     ):
         if bad:
             raise _fail(here, f"task {t.name!r}: a wait task runs no handler: it takes no {what}")
@@ -568,7 +595,7 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
             raise _fail(s.where or where, f"step {s.name!r}: a rate limit is not supported {at}")
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
-        if isinstance(s, TaskDef) and s.wait is not None:
+        if isinstance(s, TaskDef) and (s.wait is not None or s.run is not None):
             raise _fail(s.where or where, f"step {s.name!r}: a wait is not supported {at}")
         if isinstance(s, TaskDef) and (
             s.trigger not in (None, "all_success") or s.on_failure or s.finally_

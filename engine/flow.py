@@ -111,6 +111,8 @@ class RunRequest:
     template: str | None = None  # the template and version it runs, if any
     version: int | None = None
     gates: list[tuple[str, int]] = field(default_factory=list)  # extra gates
+    parent: str | None = None  # a child run's parent task (engine.child_runs)
+    depth: int = 0  # ... and how deep it nests
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from .child_runs import run_of
 from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
@@ -60,7 +61,7 @@ from .definition import (
 from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
-from .waits import wait_of
+from .waits import WaitSpec, wait_of
 
 
 class _Located(dict[str, Any]):
@@ -557,7 +558,7 @@ NATIVE_WORKFLOW = {
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay", "rate_limit",
-    "trigger", "on_failure", "finally", "wait",
+    "trigger", "on_failure", "finally", "wait", "run",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -650,6 +651,9 @@ def _native_task(node: Any, source: str) -> TaskDef:
     wait = get("wait")
     if wait is not None:
         task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
+    child = get("run")
+    if child is not None:
+        task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
     if "rate_limit" in t:
         task.rate_limit = get("rate_limit")  # validate() checks it
     return task
@@ -682,6 +686,12 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
             payload = s.get("payload")
             after = [d for d in _names(s.get("depends"), "depends", here) if d != SEED002_START]
             used = _text(s.get("task"), f"step {name!r}: task", here)
+            if used is not None and not after:
+                # the manager's task over the job's own JSON: a first task outputs it
+                after = [SEED002_START]
+                if not any(t.name == SEED002_START for t in wf.tasks):
+                    start = TaskDef(SEED002_START, where=here, wait=WaitSpec(input=True))
+                    wf.tasks.insert(0, start)
             step_type = s.get("queue") or name or ""
             spec = None
             if used is not None:
@@ -713,12 +723,6 @@ def _seed002_map(
     key = _text(found.get("itemListKey"), f"task {used!r}: itemListKey", here)
     if not key:
         raise DefinitionError(f"{here}: task {used!r} needs an itemListKey to run over")
-    if not after:
-        raise DefinitionError(
-            f"{here}: step {name!r} runs task {used!r} over the job's own {key!r}: "
-            "redisflow maps over a step's output; add a step that outputs the list "
-            "and depend on it"
-        )
     if len(after) != 1:
         raise DefinitionError(
             f"{here}: step {name!r} runs task {used!r} once per item of its parent's "

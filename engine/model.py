@@ -112,6 +112,7 @@ class TaskStatus:
     wait: dict[str, Any] | None = None
     # ... and what ended it: {"name", "id", "by", "at", "comment", "rejected", "timed_out"}
     signal: dict[str, Any] | None = None
+    child: str | None = None  # a run: task's child run, once started (engine.child_runs)
     # its rate limit's bucket key (engine.ratelimit), and while it is ready and that bucket
     # has no token: when the next one comes (epoch seconds)
     rate_key: str | None = None
@@ -187,6 +188,10 @@ class WorkflowStatus(WorkflowSummary):
     start_at: float | None = None  # a scheduled workflow's start time (epoch seconds)
     reason: str | None = None  # why it ended so, beyond its state: "deadline"
     deadline: float | None = None  # when its deadline falls, epoch seconds
+    # a child run's parent task, "<wid>:<task index>:<attempt>" (engine.child_runs), and
+    # how deep it nests (0: no one's child)
+    parent: str | None = None
+    depth: int = 0
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""

@@ -14,6 +14,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import redis
+
+from . import child_runs
+from .store.calls import WaitsPass
 from .waits import WAIT_TYPE
 
 if TYPE_CHECKING:
@@ -32,17 +36,46 @@ class WaitKeeper:
         self._thread: threading.Thread | None = None
 
     def step(self) -> float | None:
-        """One pass over every shard; seconds until the next timer (None for none)."""
+        """One pass over every shard: wait tasks reached, timers due, child runs to
+        start, to report and to cancel; seconds until the next timer (None for none)."""
         nearest: float | None = None
         for shard in self.engine.keys.all_shards():
+            acks: list[str] = []
             for _ in range(100):  # at most 50,000 of each per shard per pass
-                done = self.engine.store.waits(shard)
-                if not done.more:
+                done = self.engine.store.waits(shard, acks=acks)
+                acks = self._children(done)
+                if not done.more and not acks:
                     break
             if done.next_in_ms is not None:
                 s = done.next_in_ms / 1000
                 nearest = s if nearest is None else min(nearest, s)
         return nearest
+
+    def _children(self, done: WaitsPass) -> list[str]:
+        """Start, report and cancel the child runs handed out; the acks to send. One that
+        fails is logged and left leased: a keeper takes it again in 30 s."""
+        acks: list[str] = []
+        engine = self.engine
+        for member in done.spawns:
+            self._guard(child_runs.spawn, member)
+        for wid in done.ends:
+            if self._guard(child_runs.report_end, wid):
+                acks.append(f"e:{wid}")
+        for wid in done.orphans:
+            if self._guard(lambda w: child_runs.cancel_orphan(engine, w), wid):
+                acks.append(f"o:{wid}")
+        return acks
+
+    def _guard(self, fn: Any, arg: str) -> Any:
+        try:
+            if fn in (child_runs.spawn, child_runs.report_end):
+                return fn(self.engine, arg)
+            return fn(arg)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # Redis away: the pass ends, the run loop backs off
+        except Exception as e:  # noqa: BLE001 - one child's trouble must not stop the rest
+            log.warning("wait keeper: %s %s: %s", getattr(fn, "__name__", "step"), arg, e)
+            return False
 
     def run(self) -> None:
         """Until :meth:`stop`: a pass, then sleep until a wake-up or the next timer."""

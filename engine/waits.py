@@ -44,6 +44,9 @@ class WaitSpec:
     sleep: float | None = None
     until: float | None = None
     prompt: str | None = None
+    # the engine's own: it ends at once with the run's input as its output (seed 002's
+    # job, which a task: step with no depends maps over); not a field of wait:
+    input: bool = False
 
     @property
     def kind(self) -> str:
@@ -55,7 +58,9 @@ class WaitSpec:
         ``{"s": signal, "t": timeout ms, "o": on_timeout}`` or ``{"p": sleep ms}`` or
         ``{"u": until epoch ms}``; ``"m"`` the prompt."""
         out: dict[str, Any] = {}
-        if self.signal is not None:
+        if self.input:
+            out["n"] = 1
+        elif self.signal is not None:
             out["s"] = self.signal
             if self.timeout is not None:
                 out["t"] = max(1, round(self.timeout * 1000))
@@ -145,6 +150,8 @@ def wait_of(value: Any, where: str = "") -> WaitSpec:
             "wait must be a mapping like {signal: approve, timeout: 2d} or {sleep: 2h}, "
             f"not {value!r}",
         )
+    if spec.input and isinstance(value, WaitSpec):
+        return spec
     kinds = [k for k in ("signal", "sleep", "until") if getattr(spec, k) is not None]
     if len(kinds) != 1:
         raise _bad(where, "wait needs exactly one of signal, sleep or until")
@@ -215,6 +222,8 @@ def wait_line(
     if wait is None:
         return ""
     if signal is not None and state not in ("ready", "suspended", "waiting"):
+        if "child" in signal:
+            return f"child run {signal['child']} ended at {_clock(signal['at'])}"
         if signal.get("timed_out"):
             return f"timed out at {_clock(signal['at'])}" if "at" in signal else "timed out"
         if "name" not in signal:
@@ -229,7 +238,7 @@ def wait_line(
     if "signal" in wait:
         text = f"waits for signal {wait['signal']}"
     elif "child" in wait:
-        text = f"waits for its child run of {wait['child']}"
+        text = f"waits for its child run of template {wait['child']}"
     elif "until" in wait:
         text = f"sleeps until {_clock(wait['until'])}"
     else:

@@ -135,6 +135,10 @@ def test_a_map_or_a_wait_task_cannot_have_a_rate_limit() -> None:
     waits.task("hold", wait={"sleep": "1h"}, rate_limit={"key": "k", "limit": 1})
     with pytest.raises(DefinitionError, match="a wait task .* cannot have a rate limit"):
         compile_workflow(waits)
+    child = Workflow("c")
+    child.task("sub", run="enrich", rate_limit={"key": "k", "limit": 1})
+    with pytest.raises(DefinitionError, match="a wait task .* cannot have a rate limit"):
+        compile_workflow(child)
 
 
 def test_an_input_without_the_key_field_pushes_nothing(engine: Engine) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from engine_helpers import run_agent
 
-from engine import DefinitionError, Engine, Task, seed002_handler, seed002_message
+from engine import Engine, Task, seed002_handler, seed002_message
 from engine.loader import load_file, load_text
 from engine.mapping import element_key, gather_of
 
@@ -303,10 +303,48 @@ def test_seed002_handler_names_jobs_as_the_manager() -> None:
     assert calls == [("7.4:segment-word-counts", {"f": "x", "section": {"start": 0}})]
 
 
-def test_a_task_step_without_depends_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    """The manager maps a first ``task:`` step over the job's JSON; redisflow maps over a
-    step's output, and says so."""
-    root = MPATH.replace("        depends: [s0]\n", "", 1)
-    with pytest.raises(DefinitionError, match=r"^w.yaml:\d+: step 's1' runs task 'task1' over "
-                       r"the job's own 'k1': redisflow maps over a step's output"):  # fmt: skip
-        load_text(root, "w.yaml")
+# The manager's engine test data as written (pkg/engine/testdata/mpath.yaml): s1 and s2 run
+# their task over the job's own k1; s3 over s2's gather.
+MPATH_AS_WRITTEN = """\
+workflows:
+  - name: example
+    steps:
+      - name: s1
+        task: task1
+      - name: s2
+        task: task2
+      - name: s3
+        task: task1
+        depends: [s2]
+    tasks:
+      - name: task1
+        itemListKey: k1
+        steps:
+          - name: s1
+      - name: task2
+        itemListKey: k1
+        steps:
+          - name: s1
+"""
+
+
+def test_a_task_step_without_depends_maps_over_the_jobs_json(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The manager's TestSubtaskStateMachine: a job {"k1": [1, 2]}, an echo worker; every
+    item of s1, s2 and s3 runs once (6 messages), and the job ends."""
+    wf = _seed(MPATH_AS_WRITTEN, tmp_path)
+    assert wf.tasks[0].name == "__start__"  # the job's own JSON, as a first task's output
+    wid = engine.push(wf, input={"k1": [1, 2]})
+    seen: list[Any] = []
+
+    def work(task: Task) -> Any:
+        seen.append((task.name, task.item))
+        return echo(task)
+
+    run_agent(engine, {"s1": work})
+    st = engine.status(wid)
+    assert st.state == "succeeded", st
+    assert st.task("__start__").output == {"k1": [1, 2]}
+    assert sorted(seen) == [("s1", 1), ("s1", 2), ("s2", 1), ("s2", 2), ("s3", 1), ("s3", 2)]
+    assert st.task("s3").output == {"k1": [1, 2]}

@@ -222,16 +222,16 @@ def test_pause_holds_a_wait_and_cancel_cleanup_leave_nothing(engine: Engine) -> 
     assert engine.state(wid) == "succeeded"
     wid2 = engine.push(gate(timeout="1h"))
     engine.signal(wid2, "approve", "early")  # kept
-    assert engine.redis.exists(shard.signals(wid2))
+    assert engine.redis.exists(engine.keys.shard_of(wid2).signals(wid2))
     engine.pause(wid2)
     engine.cancel(wid2)
     assert engine.status(wid2).task("approve").state == "cancelled"
     engine.cleanup(wid2)
     engine.cleanup(wid)
-    left = scan_keys(engine.redis, f"{shard.prefix}:w:*")
-    assert left == set()
-    assert engine.redis.zcard(shard.timers) == 0
-    assert engine.redis.zcard(shard.queue("~wait")) == 0
+    for s in engine.keys.all_shards():
+        assert scan_keys(engine.redis, f"{s.prefix}:w:*") == set()
+        assert engine.redis.zcard(s.timers) == 0
+        assert engine.redis.zcard(s.queue("~wait")) == 0
     assert_stats_agree(engine)
 
 

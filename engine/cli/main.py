@@ -545,6 +545,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         + (f", finished {_ago(st.finished_at, now)}" if st.finished_at else "")
     )
     out.print("  ".join(f"{k} {v}" for k, v in st.counts.items() if v))
+    if st.parent is not None:
+        pwid, pidx, _ = st.parent.rsplit(":", 2)
+        out.print(f"child run of workflow {pwid} (its task #{pidx}), depth {st.depth}")
     if found:
         from ..unserved import unserved_line
 
@@ -575,6 +578,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
         elif t.wait is not None and (line := wait_line(t.wait, t.signal, t.state, t.started_at)):
+            if t.child and t.state in ("ready", "suspended"):
+                line += f" (run {t.child})"
             detail = esc(line) if not t.error else f"{detail}  [dim]{esc(line)}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"

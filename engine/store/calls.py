@@ -128,11 +128,15 @@ class WaitsPass:
     fired: int
     next_in_ms: int | None
     more: bool
+    spawns: list[str]  # "wid:i:attempt" of run: tasks whose child is to start
+    ends: list[str]  # child runs that ended, to report to their parent task
+    orphans: list[str]  # child runs whose parent ended first, to cancel
 
 
 def _waits_pass(reply: Any) -> WaitsPass:
-    a, f, due, more = (int(x) for x in reply)
-    return WaitsPass(a, f, None if due < 0 else due, bool(more))
+    a, f, due, more = (int(x) for x in reply[:4])
+    spawns, ends, orphans = ([str(x) for x in part] for part in reply[4:7])
+    return WaitsPass(a, f, None if due < 0 else due, bool(more), spawns, ends, orphans)
 
 
 def _ids(reply: Any) -> list[str]:
@@ -263,10 +267,35 @@ class Calls:
         args += ["reject" if reject else "ok", comment]
         return self.scripts.run(Call("signal", [shard.workflow(wid)], args, _pair))
 
-    def waits(self, shard: ShardKeys, limit: int = 500) -> WaitsPass:
-        """waits.lua: wait tasks just reached are suspended, due timers end theirs."""
-        args = [*self._common(shard), limit]
+    def waits(self, shard: ShardKeys, limit: int = 500, acks: Sequence[str] = ()) -> WaitsPass:
+        """waits.lua: wait tasks just reached are suspended, due timers end theirs; the
+        child runs to start, to report and to cancel are handed out (``acks``: those
+        done since, ``e:<wid>`` reported, ``o:<wid>`` cancelled)."""
+        args = [*self._common(shard), limit, *acks]
         return self.scripts.run(Call("waits", [shard.timers], args, _waits_pass))
+
+    def child_link(self, wid: str | int, idx: str, attempt: int, child: str) -> str:
+        """child.lua: task ``idx``'s child run started ("ok", or "stale": the task moved
+        on, cancel the child)."""
+        return self._child(wid, idx, attempt, "link", child, child)
+
+    def child_end(
+        self, wid: str | int, idx: str, attempt: int, how: str, value: str, child: str = ""
+    ) -> str:
+        """child.lua: the child of task ``idx`` ended ``how`` (succeeded: ``value`` its
+        result JSON; failed, fatal: why)."""
+        return self._child(wid, idx, attempt, how, value, child)
+
+    def _child(self, wid: str | int, idx: str, attempt: int, *rest: str) -> str:
+        shard = self.keys.shard_of(wid)
+        args = [*self._common(shard), str(wid), idx, attempt, *rest]
+        return self.scripts.run(Call("child", [shard.workflow(wid)], args, str))
+
+    def children_of(self, wid: str | int) -> list[str]:
+        """The child runs of run ``wid``, by task order."""
+        shard = self.keys.shard_of(wid)
+        links: dict[str, str] = self.redis.hgetall(shard.children(wid))  # type: ignore[assignment]
+        return [v for _, v in sorted(links.items(), key=lambda kv: int(kv[0]))]
 
     # -- agents ---------------------------------------------------------------------------
 

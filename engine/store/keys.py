@@ -95,6 +95,14 @@ key                           type    holds
 ``P:timers``                  zset    ``<wid>:<idx>`` of suspended wait tasks with a
                                       timer (a signal's timeout, a sleep), scored by when
                                       it ends (ms; engine/waits.py)
+``P:spawn``                   zset    ``<wid>:<idx>`` of ``run:`` tasks whose child run is
+                                      to start, scored by when a keeper may take it (a
+                                      keeper that takes one leases it 30 s)
+``P:cends``                   zset    child runs (of this shard) that ended, to report to
+                                      their parent task; scored likewise
+``P:orphans``                 zset    child runs whose parent ended first (cancelled, past
+                                      its deadline): the keeper cancels them
+``P:w:<wid>:ch``              hash    a run's child runs: task index -> child run id
 ``P:w:<wid>:sig``             hash    a workflow's signals: ``q:<name>`` the JSON list of
                                       those kept for a wait not reached yet (oldest
                                       first), ``id:<signal id>`` each id's first outcome
@@ -239,6 +247,25 @@ class ShardKeys:
     def timers(self) -> str:
         """Suspended wait tasks' timers (engine/waits.py)."""
         return f"{self.prefix}:timers"
+
+    @property
+    def spawn(self) -> str:
+        """``run:`` tasks whose child run is to start (engine/child_runs.py)."""
+        return f"{self.prefix}:spawn"
+
+    @property
+    def child_ends(self) -> str:
+        """Child runs that ended, to report to their parent task."""
+        return f"{self.prefix}:cends"
+
+    @property
+    def orphans(self) -> str:
+        """Child runs whose parent ended first: to cancel."""
+        return f"{self.prefix}:orphans"
+
+    def children(self, wid: int | str) -> str:
+        """A run's child runs, by task index."""
+        return f"{self.prefix}:w:{wid}:ch"
 
     def signals(self, wid: int | str) -> str:
         """A workflow's signals kept for waits not reached yet, and signal ids seen."""

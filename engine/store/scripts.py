@@ -54,6 +54,7 @@ SCRIPT_NAMES = (
     "template",
     "signal",
     "waits",
+    "child",
 )
 
 T = TypeVar("T")

@@ -286,6 +286,9 @@ class WorkflowScreen(LiveScreen):
                     values[look] = f"{counts[look]:,} {look}"
                     if look == "failed" and state == "succeeded":
                         values[look] += " (handled)"  # by failure branches, or in finally
+            if st.parent is not None:  # a child run: the run whose task started it
+                parts.append("· child of [b]$parent[/b]")
+                values["parent"] = st.parent.split(":", 1)[0]
             parts.append("· created $age ago")
             values["age"] = self.console.clock.age(st.created_at)
             if st.deadline is not None and not st.finished_at:
@@ -323,6 +326,8 @@ class WorkflowScreen(LiveScreen):
         if event.chosen and self._map(event.task) is not None:
             self._open_items(event.task)
             return
+        if event.chosen and self._open_child(event.task):
+            return
         self.sel_task = event.task
         self.query_one(TaskTable).select_task(event.task)
         self._detail()
@@ -350,8 +355,19 @@ class WorkflowScreen(LiveScreen):
         if self.items_query is None and at is not None and self._map(at) is not None:
             self._open_items(at)
             return
+        if self.items_query is None and at is not None and self._open_child(at):
+            return
         if self.view_mode == "focus" and at is not None and at != self.focus_center:
             self._change_view("focus", at)
+
+    def _open_child(self, task: int) -> bool:
+        """Open task ``task``'s child run (a run: task's), if it has one."""
+        tasks = self.view.tasks
+        child = tasks[task].child if 0 <= task < len(tasks) else None
+        if child is None:
+            return False
+        self.app.goto(child)  # type: ignore[attr-defined]
+        return True
 
     # -- a map's items ----------------------------------------------------------------
 

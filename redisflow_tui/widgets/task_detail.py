@@ -76,6 +76,8 @@ def _limits(task: TaskStatus, clock: Clock) -> list[tuple[str, str]]:
             rows.append(("wait", line))
         if task.state in ("ready", "suspended") and "signal" in task.wait:
             rows.append(("", "a: approve · j: reject (with a comment)"))
+    if task.child is not None:
+        rows.append(("child", f"run {task.child} · enter: open it"))
     return rows
 
 

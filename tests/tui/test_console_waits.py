@@ -99,3 +99,33 @@ async def test_a_rejection_fails_the_task_and_a_finished_task_is_refused(
         await pilot.press("enter")
         await wait_for(pilot, lambda: engine.status(wid).task("approve").state == "failed")
         assert engine.status(wid).task("approve").error == f"rejected by {engine.actor}: not today"
+
+
+async def test_a_child_run_opens_from_its_parents_task(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    engine.put_template("name: enrich\ntasks:\n  - name: look\n")
+    wf = Workflow("order")
+    wf.task("enrich", run="enrich")
+    wid = str(engine.push(wf))
+    WaitKeeper(engine).step()
+    WaitKeeper(engine).step()
+    child = engine.status(wid).task("enrich").child
+    assert child is not None
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(app, pilot, wid)
+        table = screen.query_one(TaskTable)
+        table.focus()
+        table.select_task(0)
+        await wait_for(pilot, lambda: f"run {child} · enter: open it" in _detail(screen))
+        await pilot.press("enter")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, WorkflowScreen) and app.screen.wid == child
+        )
+        child_screen = app.screen
+        assert isinstance(child_screen, WorkflowScreen)
+        await wait_for(pilot, lambda: child_screen.view.status is not None)
+        await wait_for(
+            pilot, lambda: f"child of {wid}" in str(child_screen.query_one("#wf-header").content)
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ...definition import (
@@ -83,6 +83,8 @@ class CompiledWorkflow:
     definition: list[Any]
     # at most `limit` runs at once per value of an input field (engine/flow.py)
     concurrency: Concurrency | None = None
+    # the templates (and versions) its run: tasks start: checked to exist at push
+    runs: list[tuple[str, int | None]] = field(default_factory=list)
     # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
     # computed per run at push (engine.ratelimit.rate_keys)
     rate_keys: list[tuple[int, str, str]] | None = None
@@ -133,10 +135,14 @@ def compile_workflow(
     types: list[str] = []
     ready = pack_record("ready", 0, 0)
     waiters: dict[str, list[str]] = {}
+    runs: list[tuple[str, int | None]] = []  # the templates its run: tasks start
     rate_keys: list[tuple[int, str, str]] = []
     for i, t in enumerate(wf.tasks):
         static += _task_fields(str(i), t, payloads[i], children[i])
-        if t.wait is not None:
+        if t.run is not None:
+            static += [f"{i}{D_WAIT}", _encode(t.run.encoded())]
+            runs.append((t.run.template, t.run.version))
+        elif t.wait is not None:
             static += [f"{i}{D_WAIT}", t.wait.encoded()]
             if t.wait.signal is not None:
                 waiters.setdefault(t.wait.signal, []).append(str(i))
@@ -187,8 +193,8 @@ def compile_workflow(
             roots += [f"{i}@{delay}", t.type, t.priority]
         else:
             init += [str(i), ready]
-            roots += [i, t.type if t.wait is None else WAIT_TYPE, t.priority]
-        if t.type not in types and t.wait is None:
+            roots += [i, t.type if t.wait is None and t.run is None else WAIT_TYPE, t.priority]
+        if t.type not in types and t.wait is None and t.run is None:
             types.append(t.type)
     if waiters:  # which wait tasks a signal of each name reaches (signal.lua)
         static += [D_SIGNALS, _encode(list(waiters))]
@@ -202,18 +208,18 @@ def compile_workflow(
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
-    return CompiledWorkflow(wf.name, digest, definition, gate, rate_keys or None)
+    return CompiledWorkflow(wf.name, digest, definition, gate, runs, rate_keys or None)
 
 
 def _rate_limit_of(
     wf: Workflow, t: Any, type_limits: Mapping[str, RateLimit] | None
 ) -> RateLimit | None:
     """A task's rate limit: its own, else its workflow's for its type, else the
-    deployment's for its type (not for a map or a wait task: validate refuses one of its
-    own)."""
+    deployment's for its type (not for a map, a wait task or a child run: validate
+    refuses one of their own)."""
     if t.rate_limit is not None:
         return cast(RateLimit, t.rate_limit)
-    if t.map is not None or t.wait is not None:
+    if t.map is not None or t.wait is not None or t.run is not None:
         return None
     r = cast("Mapping[str, RateLimit]", wf.rate_limits or {}).get(t.type)
     if r is None and type_limits:
@@ -229,6 +235,8 @@ def run_options(
     gates: Sequence[tuple[str, int]] = (),
     schedule: str | None = None,
     tick_ms: int | None = None,
+    parent: str | None = None,
+    depth: int = 0,
     rate_keys: dict[str, str] | None = None,
 ) -> str:
     """A pushed workflow's options as push.lua takes them (JSON; "" for none).
@@ -242,6 +250,8 @@ def run_options(
         o[F_GATES] = [[g, limit] for g, limit in gates]
     if schedule is not None:
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
+    if parent is not None:
+        o["pa"], o["dp"] = parent, depth
     if rate_keys:
         o["rk"] = rate_keys
     return json.dumps(o, separators=(",", ":")) if o else ""
@@ -251,7 +261,7 @@ def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     """The definition fields every task (and every step of a map) has, named with
     ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
     out: list[Any] = [f"{pre}{D_NAME}", t.name]
-    if getattr(t, "wait", None) is not None:
+    if getattr(t, "wait", None) is not None or getattr(t, "run", None) is not None:
         out += [f"{pre}{D_TYPE}", WAIT_TYPE]
     elif t.type:
         out += [f"{pre}{D_TYPE}", t.type]

@@ -36,6 +36,9 @@ F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it run
 F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
 F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
+# A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
+# child of a run that is no one's child; engine/child_runs.py)
+F_PARENT, F_DEPTH = "pa", "dp"
 F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
@@ -107,12 +110,13 @@ def step_field(k: int | str, s: int | str) -> str:
 # wait task (JSON: name, id, by, at, comment, rejected, timed_out).
 D_WAIT, D_SIGNALS, D_SIGNAL_WAITERS = "A", "A", "A:"
 T_SIGNAL = "a"
+T_CHILD = "u"  # a run: task's child run (its id), once started
 
 
 # Per-task fields status() reads, definition's first.
 TASK_FIELDS = (
     D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS, D_CHILDREN, D_PARENTS, D_RULE,
-    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR, D_WAIT, T_SIGNAL,
+    D_TIMEOUT, D_DELAY, T_FAILURES, T_OUTPUT, T_ERROR, D_WAIT, T_SIGNAL, T_CHILD,
 )  # fmt: skip
 
 

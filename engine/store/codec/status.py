@@ -17,7 +17,17 @@ from ...model import (
     decode_json,
 )
 from ...rules import DEFAULT_RULE
-from .fields import D_NAME, F_CREATED, F_DUE, F_REASON, F_START_AT, SUMMARY_FIELDS, TASK_FIELDS
+from .fields import (
+    D_NAME,
+    F_CREATED,
+    F_DEPTH,
+    F_DUE,
+    F_PARENT,
+    F_REASON,
+    F_START_AT,
+    SUMMARY_FIELDS,
+    TASK_FIELDS,
+)
 from .input import stored_input
 from .record import parse_record
 from .waits import signal_status, wait_status
@@ -74,7 +84,7 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
     states = {s.value: s for s in TaskState}
     rows = zip(records, *(columns[f] for f in TASK_FIELDS), strict=True)
     for i, row in enumerate(rows):
-        rec, _, typ, payload, pri, most, kids, ups, rule, limit, delay, f, o, e, w, sg = row
+        rec, _, typ, payload, pri, most, kids, ups, rule, limit, delay, f, o, e, w, sg, u = row
         st, a, q, b, d, g = parse_record(rec)
         state = states[st]
         counts[state.value] += 1
@@ -102,6 +112,7 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
                 delay=int(delay) / 1000 if delay else None,
                 wait=wait_status(w, ct, q, st) if w else None,
                 signal=signal_status(sg) if sg else None,
+                child=u,
             )
         )
     start = raw.get(F_START_AT)
@@ -113,4 +124,6 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
         start_at=int(start) / 1000.0 if start else None,
         reason=raw.get(F_REASON),
         deadline=int(due) / 1000.0 if (due := raw.get(F_DUE)) else None,
+        parent=raw.get(F_PARENT),
+        depth=int(raw.get(F_DEPTH) or 0),
     )

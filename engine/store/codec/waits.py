@@ -38,6 +38,10 @@ def wait_status(raw: str, ct_ms: int, ready: str, state: str) -> dict[str, Any]:
         out["until"] = spec["u"] / 1000
     if "c" in spec:
         out["child"] = spec["c"]
+        if "v" in spec:
+            out["version"] = spec["v"]
+        if "i" in spec:
+            out["input"] = spec["i"]
     if "m" in spec:
         out["prompt"] = spec["m"]
     if state == "suspended" and ready:

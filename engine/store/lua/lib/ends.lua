@@ -58,7 +58,7 @@ end
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
 local function workflow_ended(wid, wk, prev, final)
-  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl')
+  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl', F_PARENT)
   if m[1] then
     local gates = cjson.decode(m[1])
     if prev == 'queued' then
@@ -72,6 +72,10 @@ local function workflow_ended(wid, wk, prev, final)
   end
   if m[2] then schedule_run_ended(m[2], wid, final) end
   if m[3] then arm_retention(wid, tonumber(m[3])) end
+  if m[4] then  -- a child run: its parent task hears of it (engine/child_runs.py)
+    redis.call('ZADD', K_CHILD_ENDS, NOW, wid)
+    wake['~wait'] = true
+  end
 end
 
 -- Close a workflow whose last unfinished task just ended.

@@ -83,6 +83,9 @@ local K_SNAMES = P .. ':snames'
 local K_CC = P .. ':cc'
 local K_EXPIRE = P .. ':expire'
 local K_TIMERS = P .. ':timers'
+local K_SPAWN = P .. ':spawn'
+local K_CHILD_ENDS = P .. ':cends'
+local K_ORPHANS = P .. ':orphans'
 local K_SWEEP = P .. ':sweep'
 local K_HK = P .. ':hk'
 local K_LCLK = P .. ':lclk'
@@ -106,6 +109,7 @@ local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
 local function k_signals(wk) return wk .. ':sig' end
+local function k_children(wk) return wk .. ':ch' end
 -- A schedule's fired ticks (a zset, the dedup of one run per tick; its hash is
 -- k_schedule: spec v nt nx lt cur paused pof ls le runs skipped missed buffered).
 local function k_sticks(name) return P .. ':stk:' .. name end

@@ -17,6 +17,7 @@ local function remove_workflow(wid, wk, st, who)
       dequeue(wid, wk, i)
     elseif s == 'suspended' then
       redis.call('ZREM', K_TIMERS, wid .. ':' .. i)
+      redis.call('ZREM', K_SPAWN, wid .. ':' .. i)
     end
     if redis.call('HEXISTS', wk, i .. 'h') == 1 then forget_items(wid, wk, i) end
   end
@@ -24,7 +25,7 @@ local function remove_workflow(wid, wk, st, who)
   if o[1] and redis.call('GET', k_idem(o[1])) == wid then redis.call('DEL', k_idem(o[1])) end
   if o[2] then redis.call('ZREM', k_by_template(o[2]), wid) end
   redis.call('ZREM', K_EXPIRE, wid)
-  redis.call('DEL', wk, k_input(wk), k_signals(wk))
+  redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk))
   if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
   redis.call('ZREM', k_state(st), wid)
@@ -65,7 +66,15 @@ local function end_workflow(wid, wk, st, n, final, who, why)
     local s = t.s
     if s == 'waiting' or s == 'ready' or s == 'suspended' then
       if s == 'ready' then dequeue(wid, wk, i) end
-      if s == 'suspended' then redis.call('ZREM', K_TIMERS, wid .. ':' .. i) end
+      if s == 'suspended' then
+        redis.call('ZREM', K_TIMERS, wid .. ':' .. i)
+        redis.call('ZREM', K_SPAWN, wid .. ':' .. i)
+        local child = redis.call('HGET', k_children(wk), i)
+        if child then  -- its child run goes with it (the keeper cancels it)
+          redis.call('ZADD', K_ORPHANS, NOW, child)
+          wake['~wait'] = true
+        end
+      end
       t.s = 'cancelled'
       redis.call('HSET', wk, i, tpack(t))
       redis.call('HDEL', wk, i .. 'w')

@@ -118,6 +118,10 @@ local function push_workflows(a, token)
           extra[#extra + 1] = 'sn'; extra[#extra + 1] = o.sn
           extra[#extra + 1] = 'tk'; extra[#extra + 1] = o.tk
         end
+        if o.pa then  -- a child run: its parent task and how deep it nests
+          extra[#extra + 1] = F_PARENT; extra[#extra + 1] = o.pa
+          extra[#extra + 1] = F_DEPTH; extra[#extra + 1] = o.dp
+        end
         if o.rk then
           extra[#extra + 1] = F_RATE_KEYS; extra[#extra + 1] = cjson.encode(o.rk)
           rate_keys_of[wk] = o.rk

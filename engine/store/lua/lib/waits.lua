@@ -117,7 +117,11 @@ local function activate_waits(limit)
       emit('suspended', wid, i)
       local sig = nil
       if spec.s then sig = take_signal(wk, spec.s) end
-      if sig then
+      if spec.c then  -- a child run: the keeper starts it (engine/child_runs.py)
+        redis.call('ZADD', K_SPAWN, NOW, member)
+      elseif spec.n then  -- the run's input, as an output (seed 002's job)
+        end_wait(wid, wk, i, 'suspended', 'succeeded', read_input(wk, redis.call('HGET', wk, F_INPUT)), nil)
+      elseif sig then
         apply_signal(wid, wk, i, 'suspended', spec.s, sig)
       else
         local due = nil
@@ -165,4 +169,31 @@ local function next_timer()
   local head = redis.call('ZRANGE', K_TIMERS, 0, 0, 'WITHSCORES')
   if #head == 0 then return -1 end
   return math.max(0, tonumber(head[2]) - NOW)
+end
+
+-- Entries of zset `key` that are due (at most `limit`), leased to the caller for 30 s
+-- (re-scored): a keeper that dies before its ack leaves them to the next one.
+local KEEPER_LEASE_MS = 30000
+local function lease_due(key, limit)
+  local due = redis.call('ZRANGEBYSCORE', key, '-inf', NOW, 'LIMIT', 0, limit)
+  for _, member in ipairs(due) do
+    redis.call('ZADD', key, NOW + KEEPER_LEASE_MS, member)
+  end
+  return due
+end
+
+-- The due child runs to start, as "wid:i:attempt" (the attempt names the child's key);
+-- entries of tasks no longer suspended leave the set.
+local function due_spawns(limit)
+  local out = {}
+  for _, member in ipairs(lease_due(K_SPAWN, limit)) do
+    local wid, i = split_member(member)
+    local s, a = tparts(redis.call('HGET', wkey(wid), i))
+    if s == 'suspended' then
+      out[#out + 1] = member .. ':' .. a
+    else
+      redis.call('ZREM', K_SPAWN, member)
+    end
+  end
+  return out
 end

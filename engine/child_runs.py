@@ -1,0 +1,288 @@
+"""Child workflows: a task with ``run: TEMPLATE`` starts a run of that template as its
+child and ends with the child's result.
+
+The task is a wait task (:mod:`engine.waits`) of kind "child": once reached it is
+``suspended`` and listed for the wait keeper (``P:spawn``), which builds the child's input
+(:func:`build_input`), pushes the child (idempotency key ``child:<wid>/<task>/<attempt>``:
+a keeper that dies half-way and another that tries again find the same child) and links
+parent and child (``child.lua``). The child's end is listed on its own shard
+(``P:cends``); the keeper reads its result and ends the parent's task (``child.lua``),
+on whichever shard each lives. A failed child fails the task, whose retries
+(``max_attempts``) start a new child; a cancelled child fails it for good. Cancelling the
+parent (or its deadline) cancels its running children; pausing, releasing and cleaning it
+up do the same to them (:func:`cascade`). Runs nest at most :data:`MAX_DEPTH` deep.
+
+The input is JSON in which a string ``"$<reference>"`` stands for a value of the run:
+``$input`` (the parent run's input), ``$input.customer.id``, ``$payload...`` (the task's
+own payload), ``$<parent task>`` or ``$<parent task>.key.key`` (a parent's output). A
+reference to what does not exist is ``null``; ``"$$..."`` is the text ``"$..."``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import DefinitionError, NotFoundError, StateError
+
+if TYPE_CHECKING:
+    from .client import Engine
+    from .model import WorkflowStatus
+    from .store.codec import CompiledWorkflow
+
+log = logging.getLogger("redisflow.children")
+
+MAX_DEPTH = 16  # a run's children nest at most this deep
+RUN_FIELDS = {"template", "version", "input"}
+CHILD_KEY = "child:{wid}/{task}/{attempt}"
+
+
+@dataclass
+class ChildSpec:
+    """What a ``run:`` task starts: a template (its latest version, or ``version``) with
+    an ``input`` built from references (see the module's doc)."""
+
+    template: str
+    version: int | None = None
+    input: Any = None
+
+    def encoded(self) -> dict[str, Any]:
+        """Its part of the task's wait spec (``D_WAIT``): ``c`` template, ``v`` version,
+        ``i`` input."""
+        out: dict[str, Any] = {"c": self.template}
+        if self.version is not None:
+            out["v"] = self.version
+        if self.input is not None:
+            out["i"] = self.input
+        return out
+
+
+def _bad(where: str, message: str) -> DefinitionError:
+    return DefinitionError(f"{where}: {message}" if where else message)
+
+
+def run_of(value: Any, where: str = "") -> ChildSpec:
+    """A task's ``run:`` as written: a template name, ``{template, version, input}``,
+    or a :class:`ChildSpec`; checked (the template's existence is checked at push)."""
+    from .flow import check_template_name
+
+    if isinstance(value, ChildSpec):
+        spec = value
+    elif isinstance(value, str):
+        spec = ChildSpec(value)
+    elif isinstance(value, dict):
+        extra = sorted(set(value) - RUN_FIELDS, key=str)
+        if extra:
+            raise _bad(
+                where,
+                f"run has unknown field {extra[0]!r} (known: {', '.join(sorted(RUN_FIELDS))})",
+            )
+        spec = ChildSpec(value.get("template"), value.get("version"), value.get("input"))  # type: ignore[arg-type]
+    else:
+        raise _bad(
+            where, f"run must be a template name or {{template, version, input}}, not {value!r}"
+        )
+    if not isinstance(spec.template, str):
+        raise _bad(where, f"run: template must be a template's name, not {spec.template!r}")
+    check_template_name(spec.template, f"{where}: run" if where else "run")
+    if spec.version is not None and (
+        isinstance(spec.version, bool) or not isinstance(spec.version, int) or spec.version < 1
+    ):
+        raise _bad(where, f"run: version must be a whole number from 1, not {spec.version!r}")
+    try:
+        json.dumps(spec.input, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise _bad(where, f"run: input must be JSON ({e})") from None
+    for ref in references(spec.input):
+        if not ref or ref.split(".")[0] == "":
+            raise _bad(where, f"run: input reference {'$' + ref!r} names nothing")
+    return spec
+
+
+def references(value: Any) -> list[str]:
+    """The references (without their ``$``) in an input template."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str) and v.startswith("$") and not v.startswith("$$"):
+            out.append(v[1:])
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def check_references(spec: ChildSpec, task: str, upstream: set[str], where: str = "") -> None:
+    """Refuse a reference to a task that is not a parent (or further up) of ``task``."""
+    for ref in references(spec.input):
+        head = ref.split(".")[0]
+        if head not in ("input", "payload") and head not in upstream:
+            raise _bad(
+                where,
+                f"task {task!r}: run: input reference ${ref} names {head!r}, which is not "
+                "input, payload or a task upstream of it",
+            )
+
+
+def check_templates(engine: Engine, compiled: CompiledWorkflow) -> None:
+    """Refuse (:class:`DefinitionError`, nothing written) a workflow whose ``run:`` tasks
+    name a template, or a version, that does not exist."""
+    for name, version in compiled.runs:
+        try:
+            latest = engine.store.templates.latest(name)
+        except NotFoundError:
+            raise DefinitionError(
+                f"workflow {compiled.name!r}: run: no template named {name!r} "
+                "(put it first: redisflow template put FILE)"
+            ) from None
+        if version is not None and version > latest:
+            raise DefinitionError(
+                f"workflow {compiled.name!r}: run: template {name!r} has no version {version} "
+                f"(its latest is {latest})"
+            )
+
+
+def _lookup(root: Any, path: list[str]) -> Any:
+    for part in path:
+        if isinstance(root, dict):
+            root = root.get(part)
+        elif isinstance(root, list) and part.isdigit() and int(part) < len(root):
+            root = root[int(part)]
+        else:
+            return None
+    return root
+
+
+def build_input(template: Any, run_input: Any, payload: Any, outputs: dict[str, Any]) -> Any:
+    """The child's input: ``template`` with its references replaced (see the module)."""
+    if isinstance(template, str):
+        if template.startswith("$$"):
+            return template[1:]
+        if template.startswith("$"):
+            head, *path = template[1:].split(".")
+            if head == "input":
+                return _lookup(run_input, path)
+            if head == "payload":
+                return _lookup(payload, path)
+            return _lookup(outputs.get(head), path)
+        return template
+    if isinstance(template, dict):
+        return {k: build_input(v, run_input, payload, outputs) for k, v in template.items()}
+    if isinstance(template, list):
+        return [build_input(v, run_input, payload, outputs) for v in template]
+    return template
+
+
+def child_result(st: WorkflowStatus) -> Any:
+    """A finished child's result: the output of its one final task, or its final tasks'
+    outputs by name (final: no task runs after it)."""
+    sinks = [t for t in st.tasks if not t.children]
+    if len(sinks) == 1:
+        return sinks[0].output
+    return {t.name: t.output for t in sinks}
+
+
+def child_error(st: WorkflowStatus) -> str:
+    """Why a child ended without succeeding, in one line."""
+    if st.state == "cancelled":
+        return f"child run {st.id} was cancelled"
+    failed = next((t for t in st.tasks if t.state == "failed"), None)
+    why = f": task {failed.name}: {failed.error}" if failed is not None and failed.error else ""
+    if st.reason:
+        why = f" ({st.reason}){why}"
+    return f"child run {st.id} failed{why}"
+
+
+# -- the keeper's side ---------------------------------------------------------------------
+
+
+def spawn(engine: Engine, member: str) -> None:
+    """Start the child of parent task ``member`` (``wid:task index:attempt``) and link
+    them; a task that cannot start its child (unknown template, an input its schema
+    refuses, too deep) fails with the reason."""
+    wid, idx, attempt = member.rsplit(":", 2)
+    try:
+        st = engine.status(wid)
+    except NotFoundError:
+        engine.store.child_link(wid, idx, int(attempt), "")  # drops the entry
+        return
+    task = st.tasks[int(idx)]
+    spec = task.wait or {}
+    depth = (st.depth or 0) + 1
+    if depth > MAX_DEPTH:
+        engine.store.child_end(
+            wid, idx, int(attempt), "fatal",
+            f"child runs nest at most {MAX_DEPTH} deep: run {wid} is at depth {depth - 1} "
+            f"(a template that runs itself?)",
+        )  # fmt: skip
+        return
+    outputs = {t.name: t.output for t in st.tasks if t.state == "succeeded"}
+    child_input = build_input(spec.get("input"), st.input, task.payload, outputs)
+    key = CHILD_KEY.format(wid=wid, task=idx, attempt=attempt)
+    try:
+        started = engine.run(
+            spec["child"], child_input, key=key, version=spec.get("version"),
+            parent=f"{wid}:{idx}:{attempt}", depth=depth,
+        )  # fmt: skip
+    except (DefinitionError, NotFoundError, StateError) as e:
+        engine.store.child_end(wid, idx, int(attempt), "fatal", f"child run not started: {e}")
+        return
+    if engine.store.child_link(wid, idx, int(attempt), started.id) == "stale":
+        # the parent's task moved on (cancelled, cleaned up) while the child started
+        try:
+            engine.cancel(started.id)
+        except (StateError, NotFoundError):
+            pass
+
+
+def report_end(engine: Engine, child: str) -> bool:
+    """Tell child run ``child``'s parent task how it ended; True once told (or when
+    there is nothing to tell: the child or its parent is gone)."""
+    try:
+        st = engine.status(child)
+    except NotFoundError:
+        return True
+    if st.parent is None or not st.state.finished:
+        return True
+    wid, idx, attempt = st.parent.rsplit(":", 2)
+    if st.state == "succeeded":
+        value = json.dumps(child_result(st), separators=(",", ":"), ensure_ascii=False)
+        how = "succeeded"
+    else:
+        value, how = child_error(st), ("failed" if st.state == "failed" else "fatal")
+    try:
+        engine.store.child_end(wid, idx, int(attempt), how, value, child)
+    except NotFoundError:
+        pass
+    return True
+
+
+def cancel_orphan(engine: Engine, child: str) -> bool:
+    """Cancel child run ``child``, whose parent ended first; True once done (or nothing
+    to do: it ended or is gone)."""
+    kids = engine.store.children_of(child)
+    try:
+        engine.store.cancel(child, engine.actor)
+    except (StateError, NotFoundError):
+        return True
+    cascade_to(engine, kids, "cancel")
+    return True
+
+
+def cascade_to(engine: Engine, kids: list[str], op: str) -> int:
+    """Do ``op`` (pause, release, cancel, cleanup) to child runs ``kids`` (read before
+    their parent changed: a cleanup deletes the links) and to theirs; how many it was
+    done to. A child in a state where ``op`` does not apply is left as it is."""
+    done = 0
+    for child in kids:
+        grandkids = engine.store.children_of(child)
+        try:
+            getattr(engine.store, op)(child, engine.actor)
+        except (StateError, NotFoundError):
+            continue
+        done += 1 + cascade_to(engine, grandkids, op)
+    return done
