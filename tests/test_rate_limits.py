@@ -475,6 +475,27 @@ def test_http_refuses_a_bad_rate_limit_and_writes_nothing(
     assert before != after_put
 
 
+def test_rate_limits_over_http(engine: Engine, client: Any) -> None:  # noqa: F811
+    http = client()
+    body = {"key": "input.cust", "limit": 5, "per": "1m", "burst": 2}
+    r = http.put("/v1/rate-limits/api", json=body)
+    assert (r.status_code, r.json()) == (200, {"type": "api", **body})
+    assert http.get("/v1/rate-limits").json() == {"rate_limits": {"api": body}}
+    assert engine.rate_limits() == {"api": RateLimit("input.cust", 5, "1m", 2)}
+    for bad, says in (
+        ({"key": "k", "limit": 0}, "limit must be a whole number from 1"),
+        ({"key": "k", "limit": 1, "per": "1y"}, "per must be a period like 1s"),
+        ({"limit": 1}, "rate_limit needs a key"),
+        ({"key": "k", "limit": 1, "speed": 2}, "unknown option(s) speed"),
+    ):
+        r = http.put("/v1/rate-limits/db", json=bad)
+        assert r.status_code == 400 and says in r.json()["error"], r.json()
+    assert list(engine.rate_limits()) == ["api"]
+    assert http.delete("/v1/rate-limits/api").json() == {"removed": "api"}
+    assert http.delete("/v1/rate-limits/api").status_code == 404
+    assert engine.rate_limits() == {}
+
+
 def test_no_rate_limit_no_cost() -> None:
     """The plain path: a definition without a rate limit has no "L" feature (so no step
     reads its fields), and claim.lua's only extra is a byte test per member."""

@@ -96,6 +96,24 @@ SCHEDULE_SETTINGS = {
         "paused": {"type": "boolean"},
     },
 }
+# a rate limit (engine/ratelimit.py): the server checks the ranges and the period's unit
+RATE_LIMIT = {
+    "type": "object",
+    "required": ["key", "limit"],
+    "properties": {
+        "key": {"type": "string", "description": "input.<field>, payload.<field> or a constant"},
+        "limit": {"type": "integer", "description": "starts per period, per key"},
+        "per": {"type": "string", "description": "the period: 1s, 1m, 1h..."},
+        "burst": {"type": "integer", "description": "starts at once after a quiet spell"},
+    },
+}
+_TYPE = {
+    "name": "type",
+    "in": "path",
+    "required": True,
+    "description": "the task type",
+    "schema": {"type": "string", "minLength": 1},
+}
 TRIGGER = {
     "type": "object",
     "description": "a webhook trigger; its secret is never answered (has_secret says "
@@ -241,6 +259,44 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 {"200": _REMOVED},
                 parameters=[_name("template")],
                 responses={"404": error("no such template")},
+            ),
+        },
+        "/v1/rate-limits": {
+            "get": read(
+                "The deployment's rate limits, by task type",
+                "listRateLimits",
+                "rate limits",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "rate_limits": {
+                                "type": "object",
+                                "additionalProperties": RATE_LIMIT,
+                            }
+                        },
+                    },
+                    "type -> its rate limit",
+                ),
+            )
+        },
+        "/v1/rate-limits/{type}": {
+            "put": change(
+                "Set a task type's rate limit (for runs pushed from now on)",
+                "putRateLimit",
+                "rate limits",
+                {"200": json_body(RATE_LIMIT, "stored")},
+                parameters=[_TYPE],
+                requestBody=json_body(RATE_LIMIT, "the rate limit"),
+                responses={"400": error("a bad rate limit (what and why)"), **too_large},
+            ),
+            "delete": change(
+                "Remove a task type's rate limit (runs pushed before keep theirs)",
+                "deleteRateLimit",
+                "rate limits",
+                {"200": _REMOVED},
+                parameters=[_TYPE],
+                responses={"404": error("no rate limit for that type")},
             ),
         },
         "/v1/schedules": {
