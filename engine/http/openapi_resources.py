@@ -96,16 +96,38 @@ SCHEDULE_SETTINGS = {
         "paused": {"type": "boolean"},
     },
 }
-# a rate limit (engine/ratelimit.py): the server checks the ranges and the period's unit
+# a rate limit (engine/ratelimit.py); the server checks the rest: the period's unit and
+# range, a key naming a field after input. or payload., at most 512 bytes
+_RATE_PROPERTIES: dict[str, Any] = {
+    "key": {
+        "type": "string",
+        "minLength": 1,
+        "description": "input.<field>, payload.<field> or a constant",
+    },
+    "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "starts per period, per key",
+    },
+    "per": {"type": "string", "description": "the period: 1s, 30s, 1m, 1h (ms s m h d)"},
+    "burst": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "starts at once after a quiet spell (default 1)",
+    },
+}
 RATE_LIMIT = {
     "type": "object",
     "required": ["key", "limit"],
-    "properties": {
-        "key": {"type": "string", "description": "input.<field>, payload.<field> or a constant"},
-        "limit": {"type": "integer", "description": "starts per period, per key"},
-        "per": {"type": "string", "description": "the period: 1s, 1m, 1h..."},
-        "burst": {"type": "integer", "description": "starts at once after a quiet spell"},
-    },
+    "additionalProperties": False,
+    "properties": _RATE_PROPERTIES,
+}
+RATE_LIMIT_OF_TYPE = {
+    **RATE_LIMIT,
+    "required": ["type", "key", "limit", "per", "burst"],
+    "properties": {"type": {"type": "string"}, **_RATE_PROPERTIES},
 }
 _TYPE = {
     "name": "type",
@@ -285,7 +307,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 "Set a task type's rate limit (for runs pushed from now on)",
                 "putRateLimit",
                 "rate limits",
-                {"200": json_body(RATE_LIMIT, "stored")},
+                {"200": json_body(RATE_LIMIT_OF_TYPE, "stored: the type and its rate limit")},
                 parameters=[_TYPE],
                 requestBody=json_body(RATE_LIMIT, "the rate limit"),
                 responses={"400": error("a bad rate limit (what and why)"), **too_large},
