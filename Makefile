@@ -46,6 +46,7 @@ bench: $(BIN)/redisflow
 screenshots: $(BIN)/redisflow
 	$(BIN)/python scripts/screenshots.py
 	$(BIN)/python scripts/screenshot_timeline.py
+	$(BIN)/python scripts/screenshot_bulk.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

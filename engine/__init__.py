@@ -41,9 +41,11 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
+from .outcomes import Abort, NonRetryable, Skip
 from .ratelimit import RateLimit
 
 __all__ = [
+    "Abort",
     "Agent",
     "AgentInfo",
     "AgentState",
@@ -52,10 +54,12 @@ __all__ = [
     "Engine",
     "Event",
     "LeaseLostError",
+    "NonRetryable",
     "NotFoundError",
     "NotReplicatedError",
     "PartialWriteError",
     "RedisflowError",
+    "Skip",
     "StateError",
     "Stats",
     "Task",

@@ -73,7 +73,7 @@ AGENT_SCRIPTS = (
 # --scheduler needs the operator's scripts too)
 OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
-    "schedule", "tick", "heads", "signal", "child",
+    "schedule", "tick", "heads", "signal", "child", "drain",
 )  # fmt: skip
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,

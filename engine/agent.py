@@ -37,8 +37,10 @@ import redis
 from redis.backoff import EqualJitterBackoff
 
 from .client import Engine
+from .conditions import gate
 from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
+from .outcomes import FATAL, SKIP, outcome_of
 from .store import Outcome, ShardKeys
 from .store.scripts import ScriptBatch
 from .wait_keeper import WaitKeeper
@@ -67,6 +69,9 @@ TRANSIENT_REPLIES = (
 )
 TRANSIENT_CODES = ("MISCONF", "BUSY ")
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
+
+
+DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
 
 
 def transient(error: BaseException) -> bool:
@@ -439,6 +444,10 @@ class Agent:
         return handler
 
     def _execute(self, task: Task) -> Outcome:
+        if task._when is not None:  # a condition: decided before the handler runs
+            decided = gate(task)
+            if decided is not None:
+                return (task.workflow_id, task.key, task.attempt, *decided)
         if task.timeout is not None:
             return self._execute_watched(task)
         try:
@@ -463,6 +472,11 @@ class Agent:
             self._unwatch(task)
 
     async def _execute_async(self, task: Task) -> None:
+        if task._when is not None:  # a condition: decided before the handler runs
+            decided = gate(task)
+            if decided is not None:
+                self._results.put((task.workflow_id, task.key, task.attempt, *decided))
+                return
         self._watch(task)
         self._running[id(task)] = task
         try:
@@ -533,6 +547,12 @@ class Agent:
         return (task.workflow_id, task.key, task.attempt, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
+        kind = outcome_of(e)
+        if kind is not None:  # NonRetryable, Abort, Skip (engine.outcomes)
+            how, msg = kind
+            if how == SKIP and task.item_index is not None:
+                how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
+            return (task.workflow_id, task.key, task.attempt, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:
@@ -717,7 +737,10 @@ class Agent:
                         try:
                             alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
                         except NotReplicatedError as e:
-                            alive = bool(self._short(e)[0])
+                            alive = int(self._short(e)[0] or 0)
+                        if alive == DRAIN_ASKED and not self._stopping.is_set():
+                            log.info("agent %s: asked to drain: finishing, then stopping", self.id)
+                            self.stop()
                         if not alive:
                             self._lose_lease(shard)
                 if now >= next_maintain:

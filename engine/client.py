@@ -48,6 +48,7 @@ from .model import (
 )
 from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
 from .rules import Plan
+from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
 from .store.layout import resolve as resolve_layout
@@ -357,6 +358,8 @@ class Engine:
                 c = seen[id(wf)]
             else:
                 c = seen[id(wf)] = self.compile(wf)
+            if c.input_schema is not None:
+                check_input(c.input_schema, run.input, c.name)
             if c.runs and c.digest not in checked:
                 check_templates(self, c)
                 checked.add(c.digest)
@@ -948,6 +951,15 @@ class Engine:
     def agents(self) -> builtins.list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
         return self.store.agents()
+
+    def drain_agent(self, agent_id: str) -> None:
+        """Ask agent ``agent_id`` to drain: at its next heartbeat it stops claiming,
+        finishes and reports what it runs, and leaves (its process exits). Raises
+        :class:`NotFoundError` for an agent no shard knows, :class:`StateError` for one
+        not live (stopped, or dead: its lease expired)."""
+        from .agent_ops import drain
+
+        drain(self, agent_id)
 
     def events(self, count: int = 200) -> builtins.list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with

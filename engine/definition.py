@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .child_runs import ChildSpec, check_references, run_of
+from .conditions import NOT_GIVEN
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
@@ -89,6 +90,9 @@ class TaskDef:
             (gush's ``wait``); a root waits that long after the workflow starts.
         before: names of tasks that run after this one (gush's ``before:``): ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
+        when: a condition (CEL over ``input``, ``parents.<name>.output`` / ``.state``,
+            ``run.id``): once its rule lets it run, it runs only if this is true, else it
+            is ``skipped`` (:mod:`engine.conditions`).
         wait: a wait task (:mod:`engine.waits`): no handler; it waits for a signal or a
             time.
         run: a child run (:mod:`engine.child_runs`): no handler; it starts a run of a
@@ -111,6 +115,7 @@ class TaskDef:
     timeout: float | None = None
     delay: float | None = None
     before: list[str] = field(default_factory=list)
+    when: str | None = None
     wait: WaitSpec | None = None
     run: ChildSpec | None = None
     rate_limit: RateLimit | None = None
@@ -139,9 +144,12 @@ class Workflow:
         deadline: float | None = None,
         ttl: float | None = None,
         concurrency: Concurrency | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | bool | None = None,
         rate_limits: Mapping[str, RateLimit | dict[str, Any]] | None = None,
     ):
         self.name = name
+        # a JSON Schema the run's input must fit (engine/schemas.py)
+        self.input_schema = input_schema
         self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
         # at most `limit` runs at once per value of an input field (engine/flow.py)
         self.concurrency = concurrency
@@ -175,6 +183,7 @@ class Workflow:
         trigger: str | None = None,
         on_failure: Iterable[TaskDef | str] | None = None,
         finally_: bool = False,
+        when: str | None = None,
         wait: WaitSpec | dict[str, Any] | None = None,
         run: ChildSpec | dict[str, Any] | str | None = None,
         rate_limit: RateLimit | dict[str, Any] | None = None,
@@ -197,7 +206,8 @@ class Workflow:
         branch of ``a`` and ``b``: it runs after them when one of them failed, and is
         skipped when none did. ``finally_=True`` runs it once its parents are done
         whatever happened (after every leaf task when it has no ``after``); it never
-        changes the workflow's result.
+        changes the workflow's result. ``when`` (a CEL expression) is the condition it
+        runs on once its rule lets it: false skips it (see :mod:`engine.conditions`).
 
         ``wait`` makes it a wait task (:mod:`engine.waits`), run by the engine with no
         handler: ``{"signal": "approve", "timeout": "2d"}``, ``{"sleep": "2h"}``,
@@ -230,7 +240,7 @@ class Workflow:
         handles = None if on_failure is None else _task_names(on_failure, "on_failure", name, where)
         t = TaskDef(
             name, payload, type, priority, parents, max_attempts, where, spec,
-            trigger, handles, finally_, timeout, delay, children,
+            trigger, handles, finally_, timeout, delay, children, when,
         )  # fmt: skip
         if wait is not None:
             t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
@@ -468,6 +478,10 @@ def validate(
         if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
             _check_rule(t, here)
     parents, rules = resolve(wf)
+    if any(getattr(t, "when", None) is not None for t in wf.tasks):
+        from .conditions import check_conditions
+
+        check_conditions(wf.tasks, parents, where)
     last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
     children: dict[str, list[str]] = {n: [] for n in seen}
     # When every parent is defined before its child (the usual way to write a DAG) the
@@ -595,6 +609,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
             raise _fail(s.where or where, f"step {s.name!r}: a rate limit is not supported {at}")
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
+        if isinstance(s, TaskDef) and getattr(s, "when", None) is not None:
+            raise _fail(s.where or where, f"step {s.name!r}: when is not supported {at}")
         if isinstance(s, TaskDef) and (s.wait is not None or s.run is not None):
             raise _fail(s.where or where, f"step {s.name!r}: a wait is not supported {at}")
         if isinstance(s, TaskDef) and (
@@ -705,10 +721,17 @@ def resolve(wf: Workflow) -> tuple[list[list[str]], list[str]]:
     return parents, rules
 
 
-def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
+def plan(
+    wf: Workflow,
+    assume: Mapping[str, str] | None = None,
+    outputs: Mapping[str, Any] | None = None,
+    input: Any = NOT_GIVEN,
+) -> Plan:
     """What would happen if the tasks named in ``assume`` ended as it says
     (``succeeded``, ``failed`` or ``skipped``) and every other task that runs succeeded:
     which tasks run, which are skipped or upstream_failed, and the workflow's result.
+    Conditions (``when``) are decided from the assumed ``outputs`` (by task name) and
+    ``input`` where they can (:func:`engine.conditions.plan_gate`).
     Nothing runs and nothing is written. Raises :class:`DefinitionError` for an invalid
     workflow, or an ``assume`` naming an unknown task or outcome."""
     validate(wf)
@@ -727,7 +750,15 @@ def plan(wf: Workflow, assume: Mapping[str, str] | None = None) -> Plan:
                 )
             )
     ups = [[index[p] for p in ps] for ps in parents]
-    return plan_graph(wf.name, names, ups, rules, given)
+    if not any(getattr(t, "when", None) is not None for t in wf.tasks):
+        return plan_graph(wf.name, names, ups, rules, given)
+    from .conditions import plan_gate
+
+    for name in outputs or {}:
+        if name not in index:
+            raise DefinitionError(one_line(f"output: workflow {wf.name!r} has no task {name!r}"))
+    gate, whys = plan_gate(wf.tasks, ups, rules, dict(outputs or {}), input)
+    return plan_graph(wf.name, names, ups, rules, given, gate, whys)
 
 
 def find_cycle(children: dict[str, list[str]]) -> list[str] | None:

@@ -60,6 +60,9 @@ class Task:
     step: int | None = None
     timeout: float | None = None
     _errors: dict[str, Any] | None = field(default=None, repr=False)
+    # a task with a condition (engine.conditions): its `when` and its parents' states
+    _when: str | None = field(default=None, repr=False)
+    _states: dict[str, str] | None = field(default=None, repr=False)
     _cancelled: threading.Event | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -272,7 +275,10 @@ def exec_environment(
 
 
 def exec_handler(
-    command: str, timeout: float | None = None, env: Mapping[str, str] | None = None
+    command: str,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    exit_codes: Mapping[int, str] | None = None,
 ) -> Handler:
     """A handler that runs ``command`` (no shell) once per task.
 
@@ -285,7 +291,14 @@ def exec_handler(
 
     The command's environment is ``env``; by default :func:`exec_environment`'s, which
     leaves out the agent's credentials (``REDISFLOW_URL`` and the like).
+
+    Error kinds (:mod:`engine.outcomes`): an exit code of ``exit_codes`` (default
+    :data:`engine.outcomes.EXIT_CODES`: 100 non-retryable, 101 abort, 102 skip), or a
+    last stdout line ``{"error": {"kind": ..., "message": ...}}`` on a non-zero exit.
     """
+    from .outcomes import EXIT_CODES, exec_error
+
+    codes = dict(EXIT_CODES if exit_codes is None else exit_codes)
     argv = shlex.split(command)
     if not argv:
         raise DefinitionError("--exec: empty command")
@@ -308,7 +321,12 @@ def exec_handler(
         )
         if code != 0:
             err = stderr.decode(errors="replace").strip()
-            raise TaskFailed(err or f"{argv[0]} exited with code {code}")
+            raise exec_error(
+                code,
+                stdout.decode(errors="replace"),
+                err or f"{argv[0]} exited with code {code}",
+                codes,
+            )
         text = stdout.decode(errors="replace").strip()
         if not text:
             return None

@@ -18,6 +18,12 @@ Native (YAML or JSON)::
         on_failure: [fetch, build]  # optional: runs when one of them failed
       - name: tidy
         finally: true             # optional: runs once the rest has ended, whatever happened
+      - name: publish
+        after: [build]
+        when: 'parents.build.output.size > 0'  # optional: a CEL condition (engine.conditions)
+
+``input_schema:`` (a JSON Schema) at the top makes every run's input fit it
+(engine.schemas).
 
 Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task whose type
 is its ``queue`` (default: the step name). A step with ``task:`` is a map over the list
@@ -553,12 +559,14 @@ NATIVE_WORKFLOW = {
     "deadline",
     "ttl",
     "concurrency",
+    "input_schema",
     "rate_limits",
 }
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
     "timeout", "delay", "rate_limit",
     "trigger", "on_failure", "finally", "wait", "run",
+    "when",
 }  # fmt: skip
 MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -603,6 +611,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         deadline=_seconds(doc.get("deadline"), f"{where}: deadline"),
         ttl=_seconds(doc.get("ttl"), f"{where}: ttl"),
         concurrency=doc.get("concurrency"),
+        input_schema=doc.get("input_schema"),
         rate_limits=doc.get("rate_limits"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
@@ -647,6 +656,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         timeout,
         _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
         _names(get("before"), "before", here),
+        get("when"),
     )
     wait = get("wait")
     if wait is not None:

@@ -66,6 +66,7 @@ class AgentState(StrEnum):
     STALE = "stale"  # heartbeat late, lease not yet expired
     DEAD = "dead"  # lease expired (its tasks were or will be handed on)
     STOPPED = "stopped"  # left cleanly
+    DRAINING = "draining"  # asked to drain: claims nothing, finishes its tasks, then stops
 
 
 def decode_json(text: str | None) -> Any:
@@ -107,6 +108,10 @@ class TaskStatus:
     trigger: str = "all_success"
     timeout: float | None = None  # seconds an attempt may run
     delay: float | None = None  # seconds it waits once it could run
+    when: str | None = None  # its condition (engine.conditions)
+    # why it was skipped by its condition (the expression and the values it read) or by
+    # its handler (Skip's reason)
+    skip_reason: str | None = None
     # a wait task's (engine.waits): what it waits for, {"signal", "timeout", "on_timeout"}
     # or {"sleep"} / {"until"} (seconds), with "due": when its timer ends (epoch seconds)
     wait: dict[str, Any] | None = None
@@ -202,8 +207,12 @@ class WorkflowStatus(WorkflowSummary):
 
     def why(self, task: TaskStatus) -> str:
         """Why ``task`` is in its state, by its rule and its parents' states, e.g.
-        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``."""
+        ``all_success: 3/5 succeeded, 1 failed, 1 pending → upstream_failed``; for a
+        task skipped by its condition or its handler, the reason it keeps."""
         from .rules import explain
+
+        if task.skip_reason and task.state == "skipped":
+            return task.skip_reason
 
         by_name = {t.name: t for t in self.tasks}
         ups = [str(by_name[p].state) for p in task.parents if p in by_name]

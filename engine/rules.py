@@ -163,9 +163,13 @@ def simulate(
     parents: Sequence[Sequence[int]],
     rules: Sequence[str],
     outcome: Callable[[int], str],
+    gate: Callable[[int, Sequence[str]], str | None] | None = None,
 ) -> list[str]:
     """Every task's final state when each task that runs ends as ``outcome(i)`` says
-    (``succeeded``, ``failed`` or ``skipped``). ``parents[i]`` are task indexes."""
+    (``succeeded``, ``failed`` or ``skipped``). ``parents[i]`` are task indexes.
+    ``gate(i, states so far)``, when given, may decide a task its rule lets run before it
+    runs (a condition: ``"skipped"``, or ``"failed"`` for one that cannot be evaluated;
+    ``None``: it runs)."""
     n = len(parents)
     children: list[list[int]] = [[] for _ in range(n)]
     pending = [len(ps) for ps in parents]
@@ -184,6 +188,9 @@ def simulate(
             states[i] = outcome(i) if verdict == RUN else str(verdict)
         else:
             states[i] = outcome(i)
+            verdict = RUN
+        if gate is not None and verdict == RUN:
+            states[i] = gate(i, states) or states[i]
         for c in children[i]:
             pending[c] -= 1
             if pending[c] == 0:
@@ -262,18 +269,27 @@ def plan_graph(
     parents: Sequence[Sequence[int]],
     rules: Sequence[str],
     assume: Mapping[str, str],
+    gate: Callable[[int, Sequence[str]], str | None] | None = None,
+    whys: Mapping[int, tuple[str | None, str]] | None = None,
 ) -> Plan:
     """:func:`engine.definition.plan` on a resolved graph: task names, parent indexes,
-    stored rules, and the assumed outcome of some tasks (the others succeed)."""
+    stored rules, and the assumed outcome of some tasks (the others succeed); ``gate``
+    and ``whys``: conditions (:func:`engine.conditions.plan_gate`)."""
     index = {t: i for i, t in enumerate(names)}
     forced = {index[t]: o for t, o in assume.items()}
-    states = simulate(parents, rules, lambda i: forced.get(i, "succeeded"))
+    states = simulate(parents, rules, lambda i: forced.get(i, "succeeded"), gate)
+    whys = whys or {}
     result, unhandled = workflow_result(states, parents, rules)
     tasks = []
     ignored = []
     for i, t in enumerate(names):
         ups = [states[p] for p in parents[i]]
         runs = not parents[i] or decide(rules[i], len(ups), *counts(ups)) == RUN
+        why = explain(rules[i], ups, None if runs else states[i])
+        if i in whys:  # its condition, decided when its rule let it run
+            gated, text = whys[i]
+            why = f"{why}; {text}"
+            runs = runs and gated is None
         if i in forced and not runs:
             ignored.append(t)
         tasks.append(
@@ -284,7 +300,7 @@ def plan_graph(
                 state=states[i],
                 runs=runs,
                 assumed=i in forced and runs,
-                why=explain(rules[i], ups, None if runs else states[i]),
+                why=why,
             )
         )
     return Plan(name, tasks, result, [names[i] for i in unhandled], ignored)

@@ -35,6 +35,7 @@ from .errors import (
 from .ratelimit import rate_keys
 from .schedules.clock import Cadence, Plan, plan, run_input
 from .schedules.spec import ScheduleSpec
+from .schemas import check_input
 from .store.codec import CompiledWorkflow, encode_input, run_options
 from .store.keys import ShardKeys
 from .store.schedules import DueSchedule, Run, ScheduleTick, TickOutcome, TickResult
@@ -112,6 +113,8 @@ class Ticker:
         rows = []
         for ticks in part.groups:
             value = run_input(part.known.cadence, ticks, first=first, count=count)
+            if compiled.input_schema is not None:
+                check_input(compiled.input_schema, value, compiled.name)
             gates: list[tuple[str, int]] = []
             if compiled.concurrency is not None:
                 gate = compiled.concurrency.gate(compiled.name, value)

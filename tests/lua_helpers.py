@@ -10,8 +10,7 @@ from engine.store.scripts import lib_for, with_fields
 
 def run_lua(engine: Engine, body: str, *args: Any) -> Any:
     """Run ``body`` after the shared helpers it uses (as a script carries them: the whole
-    library is more locals than Lua allows in a chunk), on shard 0 (ARGV[3...] are
-    ``args``)."""
+    library passes Lua's 200 locals), on shard 0 (ARGV[3...] are ``args``)."""
     lib = lib_for(body)
     shard = engine.keys.shard(0)
     source = with_fields(f"{lib}\n{body}")

@@ -55,9 +55,10 @@ def test_script_commands_are_read_from_every_call() -> None:
         for m in re.finditer(r"redis\.p?call\(([^,)]*)", path.read_text()):
             assert m.group(1).startswith("'") or (path.name, m.group(1)) == ("queues.lua", "cmd")
     # heartbeat: its lease, and the lease clock (lease_clock: leases moved on after a
-    # stalled Redis, with an event)
+    # stalled Redis, with an event), and whether an operator asked it to drain (HEXISTS)
     assert script_commands("heartbeat") == {
-        "TIME", "ZSCORE", "ZADD", "HMGET", "HSET", "ZRANGE", "HINCRBY", "XADD", "PUBLISH"
+        "TIME", "ZSCORE", "ZADD", "HMGET", "HSET", "ZRANGE", "HINCRBY", "XADD", "PUBLISH",
+        "HEXISTS",
     }  # fmt: skip
     assert {"XADD", "PUBLISH", "HINCRBY", "INCRBY", "SADD"} <= script_commands("push")
     assert "ZPOPMIN" in script_commands("claim")

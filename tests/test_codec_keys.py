@@ -20,7 +20,7 @@ def test_key_names_agree(engine: Engine) -> None:
           k_queue('io'), k_wake('io'), k_state('failed'), k_name('nightly'), k_running('a1'),
           k_items(wkey('7'), '2'), k_pending(wkey('7'), '2'), k_flying(wkey('7'), '2'),
           k_failed(wkey('7'), '2'), K_SCHEDULED, K_TIMEOUTS,
-          K_DEADLINES, k_input(wkey('7'))}
+          K_DEADLINES, k_input(wkey('7')), K_AGENTS_DRAIN}
         """,
     )
     assert got == [
@@ -30,5 +30,5 @@ def test_key_names_agree(engine: Engine) -> None:
         shard.wake("io"), shard.by_state("failed"), shard.by_name("nightly"),
         shard.running_of("a1"), shard.map_items(7, 2), shard.map_pending(7, 2),
         shard.map_flying(7, 2), shard.map_failed(7, 2), shard.scheduled, shard.timeouts,
-        shard.deadlines, shard.workflow_input(7),
+        shard.deadlines, shard.workflow_input(7), shard.agents_drain,
     ]  # fmt: skip

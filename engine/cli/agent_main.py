@@ -25,6 +25,7 @@ from ..handlers import (
     import_handler,
 )
 from ..health import server_warnings
+from ..outcomes import exit_codes
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -106,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(the URL, tokens) pass only when named in full",
     )
     p.add_argument(
+        "--exit-code",
+        action="append",
+        default=[],
+        metavar="CODE=KIND",
+        help="with --exec: an exit code that means KIND: non_retryable (no further "
+        "attempt), abort (the run fails now), skip, or retry (a plain failure); "
+        "defaults 100=non_retryable 101=abort 102=skip",
+    )
+    p.add_argument(
         "--scheduler",
         action="store_true",
         help="also fire schedules' ticks (any number of agents may; each tick runs once)",
@@ -150,11 +160,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.handler:
         if args.exec_env:
             return fail("--exec-env goes with --exec", EXIT_BAD_INPUT)
+        if args.exit_code:
+            return fail("--exit-code goes with --exec", EXIT_BAD_INPUT)
         handler = import_handler(args.handler)
     else:
         listed = [os.environ.get(EXEC_ENV_VAR, ""), *args.exec_env]
         env = exec_environment(exec_env_names(" ".join(listed)))
-        handler = exec_handler(args.command, timeout=args.exec_timeout, env=env)
+        codes = exit_codes(args.exit_code)
+        handler = exec_handler(args.command, timeout=args.exec_timeout, env=env, exit_codes=codes)
     types = args.types or [""]
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)

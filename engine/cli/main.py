@@ -13,9 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import timing, viz
+from .. import agent_ops, timing, viz
 from ..client import Engine
-from ..definition import DEFAULT_MAX_TASKS, check_name, resolve, validate
+from ..conditions import NOT_GIVEN
+from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name, resolve, validate
 from ..definition import plan as plan_workflow
 from ..errors import DefinitionError, PartialWriteError
 from ..flow import check_key
@@ -24,7 +25,7 @@ from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from ..waits import wait_line
-from . import cluster_cmds, rate_limit_cmds, schedule_cmds, template_cmds
+from . import bulk_cmds, cluster_cmds, rate_limit_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -577,6 +578,8 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         detail = _detail(t.output, t.error)
         if t.items is not None:  # a map: its items' counts, then its error (if any)
             detail = map_counts(t.items) + (f"  {detail}" if t.error else "")
+        elif t.skip_reason and t.state == "skipped":  # its condition, or its handler
+            detail = f"[dim]{esc(t.skip_reason[:300])}[/]"
         elif t.wait is not None and (line := wait_line(t.wait, t.signal, t.state, t.started_at)):
             if t.child and t.state in ("ready", "suspended"):
                 line += f" (run {t.child})"
@@ -617,6 +620,21 @@ def parse_assume(values: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def parse_outputs(values: Sequence[str] | None) -> dict[str, Any]:
+    """``--output check='{"status":"ok"}'`` (repeatable) as ``{task: output}``: the
+    outputs ``redisflow plan`` decides conditions (``when``) with."""
+    out: dict[str, Any] = {}
+    for value in values or ():
+        name, eq, text = value.partition("=")
+        if not eq or not name.strip():
+            raise DefinitionError(f"--output {_arg(value)}: give TASK=JSON")
+        try:
+            out[name.strip()] = json.loads(text)
+        except ValueError as e:
+            raise DefinitionError(f"--output {_arg(value)}: not JSON ({e})") from None
+    return out
+
+
 def _plans(args: argparse.Namespace) -> list[Plan]:
     """A plan of every workflow in ``args.file``, each with the assumptions naming its
     tasks; an assumption that names no task of any of them is bad input."""
@@ -626,10 +644,22 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
     for name in assume:
         if name not in known:
             raise DefinitionError(f"--assume: {args.file} has no task {name!r}")
+    outputs = parse_outputs(args.output)
+    for name in outputs:
+        if name not in known:
+            raise DefinitionError(f"--output: {args.file} has no task {name!r}")
+    given = NOT_GIVEN if args.input is None else read_input(args.input, DEFAULT_MAX_PAYLOAD)
     plans = []
     for wf in workflows:
         own = {t.name for t in wf.tasks}
-        plans.append(plan_workflow(wf, {n: o for n, o in assume.items() if n in own}))
+        plans.append(
+            plan_workflow(
+                wf,
+                {n: o for n, o in assume.items() if n in own},
+                {n: o for n, o in outputs.items() if n in own},
+                given,
+            )
+        )
     return plans
 
 
@@ -673,7 +703,22 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
         out.print(line)
         if p.ignored:
             out.print(f"[dim]not run, so not assumed: {esc(', '.join(p.ignored))}[/]")
+    for note in _join_traps(args):
+        out.print(f"[yellow]note: {esc(note)}[/]")
     return EXIT_OK
+
+
+def _join_traps(args: argparse.Namespace) -> list[str]:
+    """Joins after a conditional branch that keep all_success (see engine.conditions)."""
+    from ..conditions import join_traps
+
+    notes = []
+    for wf in load_file(args.file, args.max_tasks):
+        if any(t.when is not None for t in wf.tasks):
+            validate(wf)  # adds the edges `before` stands for
+            parents, rules = resolve(wf)
+            notes += join_traps(wf.tasks, parents, rules)
+    return notes
 
 
 def _viz_graph(
@@ -763,13 +808,26 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
-    agents = engine.agents()
+    if args.action == "drain":
+        if not args.agent:
+            raise DefinitionError("agents drain needs the agent's id (redisflow agents lists them)")
+        engine.drain_agent(args.agent)
+        if args.json:
+            print_json({"agent": args.agent, "draining": True})
+        else:
+            print(f"agent {args.agent}: asked to drain (at its next heartbeat it stops claiming, "
+                  "finishes what it runs and exits)")  # fmt: skip
+        return EXIT_OK
+    every = engine.agents()
+    agents = every if args.all else agent_ops.current(every)
     if args.json:
         print_json([a.to_dict() for a in agents])
         return EXIT_OK
     table = _table("agent", "types", "state", "heartbeat", "running", "concurrency", "host/pid")
     for a in agents:
-        style = {"online": "green", "stale": "yellow", "dead": "red"}.get(a.state.value, "dim")
+        style = {"online": "green", "stale": "yellow", "dead": "red", "draining": "cyan"}.get(
+            a.state.value, "dim"
+        )
         table.add_row(
             esc(a.id),
             ",".join(_type_label(t) for t in a.types),
@@ -785,6 +843,12 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
         out.print(
             f"[dim]online: heartbeat within {2 * a.heartbeat_s:.0f}s; stale: later but within "
             f"the {a.lease_s:.0f}s lease; dead: lease expired (tasks handed on)[/]"
+        )
+    if len(every) > len(agents):
+        out.print(
+            f"[dim]{len(every) - len(agents)} agents stopped or dead over "
+            f"{_span(agent_ops.GONE_AFTER_S)} ago are hidden (--all shows them; Redis "
+            "forgets them a day after)[/]"
         )
     return EXIT_OK
 
@@ -817,6 +881,9 @@ def cmd_events(engine: Engine, args: argparse.Namespace) -> int:
 
 def _control(name: str) -> Any:
     def run(engine: Engine, args: argparse.Namespace) -> int:
+        if bulk_cmds.wants_bulk(args) or not args.ids:
+            return bulk_cmds.run_bulk(engine, args, name)
+        args.wid = resolve_key(engine, args.ids[0])
         method = getattr(engine, name)
         result = method(args.wid, args.task) if name == "retry" else method(args.wid)
         if args.json:
@@ -840,6 +907,11 @@ def confirm_cleanup(engine: Engine, args: argparse.Namespace) -> bool:
 
 
 def cmd_cleanup(engine: Engine, args: argparse.Namespace) -> int:
+    if args.finished and (args.ids or bulk_cmds.has_filter(args)):
+        raise DefinitionError("cleanup --finished takes no workflow ids and no filter")
+    if not args.finished and bulk_cmds.wants_bulk(args):
+        return bulk_cmds.run_bulk(engine, args, "cleanup")
+    args.wid = resolve_key(engine, args.ids[0]) if args.ids else None
     if args.finished:
         if not args.yes and sys.stdin.isatty() and not confirm_cleanup(engine, args):
             print("nothing deleted", file=sys.stderr)
@@ -1076,9 +1148,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="who sends it (default: user@host)")
     p.set_defaults(run=cmd_signal, writes=True)
 
-    sub.add_parser("agents", parents=both, help="agents and their liveness").set_defaults(
-        run=cmd_agents
+    p = sub.add_parser(
+        "agents",
+        parents=both,
+        help="agents and their liveness; agents drain AGENT: ask one to finish and stop",
     )
+    p.add_argument("action", nargs="?", choices=["drain"], help="drain: ask AGENT to drain")
+    p.add_argument("agent", nargs="?", metavar="AGENT")
+    p.add_argument("--all", action="store_true", help="agents gone a while too")
+    p.set_defaults(run=cmd_agents)
     sub.add_parser("stats", parents=both, help="totals by state").set_defaults(run=cmd_stats)
 
     p = sub.add_parser("events", parents=both, help="recent lifecycle events")
@@ -1092,7 +1170,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("retry", "run a failed workflow's failed tasks again"),
     ):
         p = sub.add_parser(name, parents=both, help=text)
-        p.add_argument("wid", type=workflow_id, metavar="WID|key:KEY")
+        p.add_argument(
+            "ids", nargs="*", type=workflow_id, metavar="WID|key:KEY", help="one or several"
+        )
+        bulk_cmds.add_filter_options(p, _ago_arg, name_arg)
         if name == "retry":
             p.add_argument(
                 "--task", action="append", type=name_arg, help="retry only this failed task"
@@ -1113,6 +1194,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="TASK=OUTCOME,...",
         help=f"how tasks end: {', '.join(OUTCOMES)} (repeatable; default: succeeded)",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        metavar="TASK=JSON",
+        help="a task's assumed output, for the conditions (when:) that read it (repeatable)",
+    )
+    p.add_argument(
+        "--input",
+        metavar="JSON|@FILE",
+        help="the run's assumed input, for the conditions (when:) that read it",
     )
     p.add_argument("--max-tasks", type=max_tasks, default=DEFAULT_MAX_TASKS, metavar="N")
     p.set_defaults(run=cmd_plan, no_engine=True)
@@ -1138,15 +1230,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_viz, no_engine=True)
 
     p = sub.add_parser("cleanup", parents=both, help="delete finished workflows")
-    p.add_argument("wid", nargs="?", type=workflow_id, metavar="WID|key:KEY")
+    p.add_argument("ids", nargs="*", type=workflow_id, metavar="WID|key:KEY", help="one or several")
     p.add_argument("--finished", action="store_true", help="every finished workflow")
     p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
-    p.add_argument(
-        "--yes",
-        action="store_true",
-        help="with --finished: do not ask (on a terminal it asks first, saying how many; "
-        "a no deletes nothing, exit 1)",
-    )
+    bulk_cmds.add_filter_options(p, _ago_arg, name_arg)
     p.set_defaults(run=cmd_cleanup)
 
     p = sub.add_parser(

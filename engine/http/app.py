@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..model import WorkflowState, WorkflowStatus
 from . import resources, signals
+from .agents import drain_agent
 from .auth import Tokens, require
 from .batcher import RunBatcher
 from .bodies import (
@@ -53,6 +54,7 @@ from .bodies import (
     parse_wait,
     read_limited,
 )
+from .bulk import bulk_action
 from .errors import HttpError
 from .finished import FinishWaiter
 from .guard import LOOPBACK_NAMES, Guard, GuardConfig
@@ -146,6 +148,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
             methods=["GET", "PUT", "DELETE", "POST"],
         ),
         Route("/v1/agents", api.on(r.list_agents), methods=["GET"]),
+        Route("/v1/agents/{id}/drain", api.on(drain_agent), methods=["POST"]),
         Route("/v1/events", api.events, methods=["GET"]),
         Route(
             "/v1/workflows",
@@ -160,6 +163,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
         ),
         Route("/v1/signals/{name}", api.on(signals.signal_by_key), methods=["POST"]),
         Route("/v1/workflows/{id}/{op}", api.control, methods=["POST"]),
+        Route("/v1/bulk", api.on(bulk_action), methods=["POST"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/healthz", api.health, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),

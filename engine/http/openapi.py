@@ -8,7 +8,7 @@ import html
 from typing import Any
 
 from ..model import WorkflowState
-from . import openapi_resources, signals
+from . import agents, bulk, openapi_resources, signals
 from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -346,6 +346,8 @@ _PATHS["/v1/workflows"]["post"] = openapi_resources.push_operation(
     _COMMON, _WRITE, _WAIT, _KEY_HEADER, {"202": _ACCEPTED, "200": _DONE, "422": _FAILED}
 )
 _PATHS["/v1/triggers/{name}"].update(openapi_resources.trigger_operations(_COMMON, _WRITE))
+_PATHS.update(bulk.openapi_paths(_COMMON, _WRITE))
+_PATHS.update(agents.openapi_paths(_COMMON, _WRITE))
 _OPEN = {("/healthz", "get"), ("/v1/triggers/{name}", "post")}  # no server token needed
 
 

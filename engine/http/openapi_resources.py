@@ -55,9 +55,11 @@ WORKFLOW = {
                     "after": {"type": ["array", "null"], "items": _TASK_NAME},
                     "priority": {"type": "integer"},
                     "max_attempts": {"type": "integer", "minimum": 1},
+                    "when": {"type": ["string", "null"], "description": "a CEL condition"},
                 },
             },
         },
+        "input_schema": {"description": "a JSON Schema every run's input must fit"},
     },
 }
 # a template's workflow may leave out its name (the template's is used)

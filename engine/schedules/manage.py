@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import DefinitionError, NotFoundError
+from ..schemas import check_input
 from ..store.schedules import (
     S_COUNTERS,
     S_CURRENT,
@@ -17,7 +18,7 @@ from ..store.schedules import (
     S_SPEC,
     TickOutcome,
 )
-from .clock import Cadence, PreviewTick, preview
+from .clock import Cadence, PreviewTick, preview, run_input
 from .info import ScheduleInfo
 from .spec import OVERLAP, ScheduleSpec
 
@@ -33,6 +34,10 @@ def put(engine: Engine, spec: ScheduleSpec) -> bool:
     engine.template(spec.template)  # NotFoundError for an unknown template: nothing written
     cadence = Cadence(spec)
     nt = cadence.next_after(engine.store.now_ms())
+    compiled, _ = engine.compile_template(spec.template)
+    if compiled.input_schema is not None:  # its runs' input must fit: refused now
+        sample = run_input(cadence, [nt if nt is not None else engine.store.now_ms()])
+        check_input(compiled.input_schema, sample, compiled.name)
     nx = None if nt is None else cadence.due(nt)
     return engine.store.schedule_put(
         spec.name, spec.to_json(), nt, nx, spec.paused, spec.pause_on_failure, engine.actor

@@ -322,10 +322,16 @@ class Calls:
             args += [wid, idx, attempt, how, value]
         return Call("complete", [shard.stats], args, _reported)
 
-    def heartbeat(self, shard: ShardKeys, agent: str, lease_ms: int) -> bool:
-        """heartbeat.lua: False when the lease had expired (the agent must register)."""
+    def heartbeat(self, shard: ShardKeys, agent: str, lease_ms: int) -> int:
+        """heartbeat.lua: 0 (false) when the lease had expired (the agent must register),
+        2 when an operator asked the agent to drain (:meth:`drain`), else 1."""
         args = [*self._common(shard), agent, lease_ms]
-        return bool(self.scripts.run(Call("heartbeat", [shard.agents_live], args, _int)))
+        return int(self.scripts.run(Call("heartbeat", [shard.agents_live], args, _int)))
+
+    def drain(self, shard: ShardKeys, agent: str) -> int:
+        """drain.lua: ask a live agent to drain (1); 0 known but not live, -1 unknown."""
+        args = [*self._common(shard), agent]
+        return int(self.scripts.run(Call("drain", [shard.agents_live], args, _int)))
 
     def stop(self, shard: ShardKeys, agent: str, unstarted: Sequence[Task] = ()) -> None:
         """stop.lua: the agent leaves; ``unstarted`` tasks go back without an attempt."""

@@ -48,6 +48,8 @@ key                           type    holds
 ``P:agents:seen``             zset    agent id -> last heartbeat ms (kept after death)
 ``P:agents:live``             zset    agent id -> lease deadline ms (removed when reaped)
 ``P:agents:state``            hash    agent id -> online | stopped | dead
+``P:agents:drain``            hash    agent id -> ms an operator asked it to drain (its
+                                      heartbeat reads it; cleared when it stops)
 ``P:run:<agent>``             set     ``<wid>:<idx>`` of the tasks the agent is running
 ``P:events``                  stream  capped lifecycle log, one entry per script call
 ``P:expand``                  zset    ``<wid>:<i>`` of maps whose items are being expanded,
@@ -387,6 +389,10 @@ class ShardKeys:
     @property
     def agents_state(self) -> str:
         return f"{self.prefix}:agents:state"
+
+    @property
+    def agents_drain(self) -> str:
+        return f"{self.prefix}:agents:drain"
 
     @property
     def events(self) -> str:

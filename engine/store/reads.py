@@ -645,6 +645,7 @@ class Reads:
         for shard in self.keys.all_shards():
             infos = cast("dict[str, str]", self.redis.hgetall(shard.agents))
             states = cast("dict[str, str]", self.redis.hgetall(shard.agents_state))
+            draining = cast("dict[str, str]", self.redis.hgetall(shard.agents_drain))
             seen = dict(cast(_Scored, self.redis.zrange(shard.agents_seen, 0, -1, withscores=True)))
             pipe = self.redis.pipeline(transaction=False)
             ids = sorted(infos)
@@ -663,6 +664,8 @@ class Reads:
                         state = AgentState.STALE
                     else:
                         state = AgentState.ONLINE
+                    if agent_id in draining and state != AgentState.DEAD:
+                        state = AgentState.DRAINING
                 else:
                     state = AgentState(stored)
                 out.append(

@@ -55,6 +55,7 @@ SCRIPT_NAMES = (
     "signal",
     "waits",
     "child",
+    "drain",
 )
 
 T = TypeVar("T")
@@ -91,10 +92,12 @@ LIB = (
     "ends",
     "children",
     "maps",
+    "conditions",
     "waits",
     "claim_row",
     "housekeeping",
     "operator",
+    "outcomes",
     "push",
     "calls",
 )

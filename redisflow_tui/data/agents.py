@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
-from engine import AgentInfo, AgentState
+from engine import AgentInfo, AgentState, Engine
+from engine.agent_ops import GONE_AFTER_S, current
 
-ORDER = {AgentState.ONLINE: 0, AgentState.STALE: 1, AgentState.DEAD: 2, AgentState.STOPPED: 3}
+from .actions import Action, _plural
+
+ORDER = {
+    AgentState.ONLINE: 0,
+    AgentState.DRAINING: 1,
+    AgentState.STALE: 2,
+    AgentState.DEAD: 3,
+    AgentState.STOPPED: 4,
+}
 
 
 def sort_agents(agents: list[AgentInfo]) -> list[AgentInfo]:
-    """Online first, then stale, dead and stopped; by id within each."""
+    """Online first, then draining, stale, dead and stopped; by id within each."""
     return sorted(agents, key=lambda a: (ORDER.get(a.state, 9), a.id))
+
+
+def read_agents(engine: Engine) -> tuple[list[AgentInfo], int]:
+    """The agents to show (those gone a while left out, sorted) and how many were left out."""
+    every = engine.agents()
+    shown = current(every)
+    return sort_agents(shown), len(every) - len(shown)
+
+
+def plan_drain(engine: Engine, agent: AgentInfo) -> Action:
+    """Ask ``agent`` to drain: it claims nothing more, finishes what it runs, and exits."""
+    body = (
+        f"Agent {agent.id} ({agent.host}:{agent.pid}) will claim nothing more, finish and "
+        f"report its {_plural(len(agent.running), 'running task')}, and exit, at its next "
+        f"heartbeat (every {agent.heartbeat_s:g}s). Its queued work waits for other agents."
+    )
+
+    def run(e: Engine) -> str:
+        e.drain_agent(agent.id)
+        return f"Agent {agent.id} asked to drain: it stops once its tasks are done"
+
+    return Action(f"Drain agent {agent.id}?", body, "Drain agent", run)
 
 
 def thresholds(agent: AgentInfo) -> str:
@@ -32,5 +63,6 @@ def counts(agents: list[AgentInfo]) -> dict[str, int]:
 
 LEGEND = (
     "online: beat within 2 intervals · stale: beat late, lease not expired · "
-    "dead: lease expired, its tasks handed on · stopped: left cleanly"
+    "dead: lease expired, its tasks handed on · stopped: left cleanly · draining: asked "
+    f"to stop (d), finishing its tasks · gone over {GONE_AFTER_S / 60:g} min ago: hidden"
 )

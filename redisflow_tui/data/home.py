@@ -22,6 +22,7 @@ class HomeQuery:
     name: str | None = None
     page: int = 0
     size: int = PAGE_SIZE
+    oldest: bool = False  # oldest first (the whole list; see data/sorting.py)
 
     def describe(self) -> str:
         """``failed workflows named "etl"``, in words."""
@@ -57,16 +58,21 @@ def read_page(engine: Engine, query: HomeQuery, with_stats: bool = True) -> Home
     A page past the end (workflows were cleaned up meanwhile) falls back to the last.
     """
     matching = engine.count(query.state, query.name) if not (query.state and query.name) else -1
-    rows = engine.list(query.state, query.name, query.page * query.size, query.size)
+    rows = _rows(engine, query)
     if matching < 0:
         # both filters: no O(1) count; say how many we can see so far
         matching = query.page * query.size + len(rows)
     last = max(0, -(-matching // query.size) - 1)
     if query.page > last:
         query = replace(query, page=last)
-        rows = engine.list(query.state, query.name, query.page * query.size, query.size)
+        rows = _rows(engine, query)
     stats = engine.stats() if with_stats else None
     return HomePage(query, rows, matching, stats)
+
+
+def _rows(engine: Engine, query: HomeQuery) -> list[WorkflowSummary]:
+    offset = query.page * query.size
+    return engine.list(query.state, query.name, offset, query.size, oldest_first=query.oldest)
 
 
 def progress_bar(done: int, failed: int, total: int, width: int = 10) -> tuple[str, str, str]:

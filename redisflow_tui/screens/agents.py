@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import Footer, Static
 
 from engine import AgentInfo, Engine
 
-from ..data.agents import LEGEND, counts, running_text, sort_agents, thresholds
+from ..data.agents import LEGEND, counts, plan_drain, read_agents, running_text, thresholds
 from ..data.feed import Changes
 from ..widgets.live_table import LiveTable, Row
 from ..widgets.looks import AGENT_GLYPH, markup_var
 from ..widgets.text_line import TextLine
-from .base import LiveScreen
+from .base import LiveScreen, PlanAction
 
 COLUMNS = (
     ("id", "Agent", 18),
@@ -34,10 +35,19 @@ class AgentsScreen(LiveScreen):
 
     MODE = "agents"
     PERIOD_S = 1.0  # heartbeat ages move every second
+    BINDINGS = [
+        Binding(
+            "d",
+            "drain",
+            "Drain",
+            tooltip="Ask the selected agent to finish its tasks, then stop",
+        ),
+    ]
 
     def __init__(self) -> None:
         super().__init__()
         self.agents: list[AgentInfo] = []
+        self.hidden = 0  # agents gone a while, not listed
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
@@ -57,8 +67,16 @@ class AgentsScreen(LiveScreen):
     def wants_read(self, changes: Changes) -> bool:
         return changes.resync or changes.agents
 
-    def read(self, engine: Engine, changes: Changes) -> list[AgentInfo]:
-        return sort_agents(engine.agents())
+    def read(self, engine: Engine, changes: Changes) -> tuple[list[AgentInfo], int]:
+        return read_agents(engine)
+
+    def action_drain(self) -> None:
+        key = self.query_one(LiveTable).cursor_key
+        agent = next((a for a in self.agents if a.id == key), None)
+        if agent is None:
+            self.notify("No agent selected", severity="warning")
+            return
+        self.post_message(PlanAction(plan_drain, agent))
 
     def _row(self, a: AgentInfo) -> Row:
         clock = self.console.clock
@@ -75,7 +93,7 @@ class AgentsScreen(LiveScreen):
         )
 
     def apply(self, result: Any, changes: Changes) -> None:
-        self.agents = result
+        self.agents, self.hidden = result
         self.query_one(LiveTable).set_rows([(a.id, self._row(a)) for a in self.agents])
         by = counts(self.agents)
         parts = ["[b]Agents[/b]"]
@@ -84,8 +102,9 @@ class AgentsScreen(LiveScreen):
             parts.append(f"[{markup_var(state)}]{AGENT_GLYPH[state]} ${state}[/]")
             values[state] = f"{n} {state}"
         running = sum(len(a.running) for a in self.agents if str(a.state) != "stopped")
-        parts.append("[dim]· $running tasks running[/]")
+        parts.append("[dim]· $running tasks running$hidden[/]")
         values["running"] = f"{running:,}"
+        values["hidden"] = f" · {self.hidden:,} gone a while, hidden" if self.hidden else ""
         self.query_one("#agents-counts", TextLine).set(
             Content.from_markup("  ".join(parts), **values)
         )

@@ -60,7 +60,12 @@ class TimelineScreen(LiveScreen):
             f" · {sum(len(a) for a in tl.attempts.values())} attempts of {st.total} tasks",
         )  # fmt: skip
         self.query_one("#timeline-title", Static).update(title)
-        width = self.query_one("#timeline-body").size.width or self.size.width
+        body = self.query_one("#timeline-body")
+        # the room left by a vertical scrollbar, shown or not yet: a line never wraps
+        room = body.scrollable_content_region.width or self.size.width
+        width = max(
+            1, room - (0 if body.show_vertical_scrollbar else body.styles.scrollbar_size_vertical)
+        )
         lines = render_timeline(tl, width, time.time(), lambda look: look_style(self.app, look))
         self.query_one("#timeline-chart", Static).update(Text("\n").join(lines))
 

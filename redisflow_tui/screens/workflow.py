@@ -212,7 +212,11 @@ class WorkflowScreen(LiveScreen):
             )
         )
         if self.sel_task is None and rows:
-            self.sel_task = rows[0].index
+            # opened: a failed workflow's first failed task, else the first task
+            failed = [t.index for t in rows if t.state == TaskState.FAILED]
+            self.sel_task = failed[0] if failed else rows[0].index
+            table.select_task(self.sel_task)
+            self.query_one(DagView).select_task(self.sel_task)
         self._detail()
 
     def _items(self) -> None:

@@ -13,18 +13,22 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input
 
-from engine import Engine
+from engine import Engine, bulk
 
 from ..data import actions
+from ..data import bulk as bulk_actions
 from ..data.feed import Changes
 from ..data.home import HomePage, HomeQuery, read_page
+from ..data.sorting import Sort
 from ..widgets.live_table import LiveTable
 from ..widgets.name_suggester import NameSuggester
 from ..widgets.rates import RatePanel
 from ..widgets.text_line import TextLine
 from ..widgets.totals import StateTotals
+from ..widgets.workflow_table import COLUMNS as WORKFLOW_COLUMNS
 from ..widgets.workflow_table import WorkflowTable
 from .base import LiveScreen, OpenWorkflow, PlanAction, RunAction
+from .bulk_choice import BulkChoiceScreen
 
 PAGES = Binding.Group("Page", compact=True)
 
@@ -55,12 +59,37 @@ class WorkflowsScreen(LiveScreen):
         Binding(
             "c", "cleanup", "Clean up", tooltip="Clean up (delete) the selected finished workflow"
         ),
+        Binding(
+            "space",
+            "mark",
+            "Mark",
+            tooltip="Mark the selected workflow: p r x t c then act on every marked one",
+        ),
+        Binding(
+            "A",
+            "bulk",
+            "All matching",
+            key_display="A",
+            tooltip="Act on every workflow the filter matches (the count is confirmed)",
+        ),
+        Binding("f", "freeze", "Freeze", tooltip="Freeze the list while browsing"),
+        Binding("f", "unfreeze", "Unfreeze", tooltip="Follow the list live again"),
+        Binding(
+            "S",
+            "sort_next",
+            "Sort",
+            key_display="S",
+            tooltip="Sort by the next column (or click a header; again: reverse)",
+        ),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.query_ = HomeQuery()
         self.page: HomePage | None = None
+        self.marked: set[str] = set()  # ids chosen for a bulk action (space)
+        self.frozen = False  # the list not re-read while the operator browses it
+        self.sort = Sort()
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
@@ -103,12 +132,21 @@ class WorkflowsScreen(LiveScreen):
         if page.query.page != self.query_.page and page.query.state == self.query_.state:
             self.query_ = page.query
         self.page = page
-        follow = self.query_.page == 0
-        self.query_one(WorkflowTable).show(page.rows, self.console.clock, follow_head=follow)
+        self._show()
         self._info()
 
+    def _show(self) -> None:
+        if self.page is None:
+            return
+        follow = self.query_.page == 0 and self.sort == Sort()
+        rows = self.sort.apply(self.page.rows)
+        table = self.query_one(WorkflowTable)
+        table.show(rows, self.console.clock, follow_head=follow, marked=self.marked)
+
     def tick(self) -> None:
-        super().tick()
+        # Frozen: only what the operator asks for (a page, a filter) is read.
+        if not self.frozen or self.pending.resync:
+            super().tick()
         try:
             self._summary()
         except NoMatches:
@@ -135,12 +173,16 @@ class WorkflowsScreen(LiveScreen):
         if page is None:
             text = Content.from_markup("[dim]reading…[/]")
         else:
+            label = dict((k, v) for k, v, _ in WORKFLOW_COLUMNS).get(self.sort.column, "")
             text = Content.from_markup(
-                "Showing [b]$what[/b] · page [b]$page[/b] of $pages · $n match · newest first",
+                "$frozen[b]$what[/b] · page [b]$page[/b] of $pages · $n match · $order$marked",
+                frozen="❄ FROZEN (f: live) · " if self.frozen else "Showing ",
                 what=q.describe(),
                 page=f"{q.page + 1:,}",
                 pages=f"{page.pages:,}",
                 n=f"{page.matching:,}",
+                order=self.sort.describe(label),
+                marked=f" · {len(self.marked):,} marked (esc clears)" if self.marked else "",
             )
         self.query_one("#listinfo", TextLine).set(text)
 
@@ -174,12 +216,17 @@ class WorkflowsScreen(LiveScreen):
         box.focus()
 
     def action_clear(self) -> None:
+        if self.marked:
+            self.marked.clear()
+            self._show()
+            self._info()
+            return
         box = self.query_one("#search", Input)
         box.value = ""
         box.remove_class("-open")
         self.query_one(WorkflowTable).focus()
         if self.query_.state or self.query_.name or self.query_.page:
-            self._requery(HomeQuery())
+            self._requery(HomeQuery(oldest=self.query_.oldest))
 
     @on(Input.Submitted, "#search")
     def _searched(self, event: Input.Submitted) -> None:
@@ -191,12 +238,15 @@ class WorkflowsScreen(LiveScreen):
         if not text:
             self.app.call_from_thread(self.action_clear)
             return
-        found: Any = self.console.engine.names(prefix=text)
+        engine = self.console.engine
+        found: Any = engine.names(prefix=text)
         names = [n for n, _ in found]
         chosen = text if text in names else (names[0] if len(names) == 1 else None)
-        self.app.call_from_thread(self._use_name, text, chosen, names)
+        newest = engine.list_ids(self.query_.state, chosen, 0, 1) if chosen else []
+        self.app.call_from_thread(self._use_name, text, chosen, names, newest)
 
-    def _use_name(self, text: str, chosen: str | None, names: list[str]) -> None:
+    def _use_name(self, text: str, chosen: str | None, names: list[str], newest: list[str]) -> None:
+        """The list filtered by the name found, and its newest workflow opened."""
         if chosen is None:
             hint = f": {', '.join(names[:6])}" if names else ""
             self.notify(f"No single workflow name matches “{text}”{hint}", severity="warning")
@@ -205,6 +255,8 @@ class WorkflowsScreen(LiveScreen):
         box.value = chosen
         self.query_one(WorkflowTable).focus()
         self._requery(replace(self.query_, name=chosen, page=0))
+        if newest:
+            self.post_message(OpenWorkflow(newest[0]))
 
     @on(LiveTable.Selected, "#workflows")
     def _row_selected(self, event: LiveTable.Selected) -> None:
@@ -223,22 +275,93 @@ class WorkflowsScreen(LiveScreen):
         if wid:
             self.post_message(OpenWorkflow(wid))
 
+    def _on_marked(self, action: str) -> bool:
+        """With rows marked, plan ``action`` over them (True); else False. The marks are
+        spent: the confirmation lists what they chose."""
+        if not self.marked:
+            return False
+        ids = sorted(self.marked, key=int)
+        self.marked.clear()
+        self._show()
+        self._info()
+        self.post_message(PlanAction(bulk_actions.plan_bulk, action, ids))
+        return True
+
     def action_pause(self) -> None:
-        if wid := self._selected():
+        if not self._on_marked("pause") and (wid := self._selected()):
             self.post_message(RunAction(actions.pause, wid))
 
     def action_release(self) -> None:
-        if wid := self._selected():
+        if not self._on_marked("release") and (wid := self._selected()):
             self.post_message(RunAction(actions.release, wid))
 
     def action_cancel(self) -> None:
-        if wid := self._selected():
+        if not self._on_marked("cancel") and (wid := self._selected()):
             self.post_message(PlanAction(actions.plan_cancel, wid))
 
     def action_retry(self) -> None:
-        if wid := self._selected():
+        if not self._on_marked("retry") and (wid := self._selected()):
             self.post_message(PlanAction(actions.plan_retry, wid))
 
     def action_cleanup(self) -> None:
-        if wid := self._selected():
+        if not self._on_marked("cleanup") and (wid := self._selected()):
             self.post_message(PlanAction(actions.plan_cleanup, wid))
+
+    def action_mark(self) -> None:
+        """Mark (or unmark) the selected workflow, then move to the next row."""
+        table = self.query_one(WorkflowTable)
+        wid = table.selected_wid
+        if wid is None:
+            return
+        self.marked.symmetric_difference_update({wid})
+        self._show()
+        table.action_move(1)
+        self._info()
+
+    def action_bulk(self) -> None:
+        """Choose an action for every workflow the filter matches; the count is confirmed."""
+        described = self.query_.describe()
+        flt = bulk.Filter(self.query_.state, self.query_.name)
+
+        def chosen(action: str | None) -> None:
+            if action:
+                self.post_message(PlanAction(bulk_actions.plan_bulk, action, None, flt, described))
+
+        self.app.push_screen(BulkChoiceScreen(described), chosen)
+
+    # -- freezing and sorting ---------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "freeze":
+            return not self.frozen
+        if action == "unfreeze":
+            return self.frozen
+        return super().check_action(action, parameters)
+
+    def action_freeze(self) -> None:
+        self.frozen = True
+        self.refresh_bindings()
+        self._info()
+
+    def action_unfreeze(self) -> None:
+        self.frozen = False
+        self.refresh_bindings()
+        self._info()
+        self.request()
+
+    def action_sort_next(self) -> None:
+        self.sort_by(self.sort.next())
+
+    @on(LiveTable.HeaderClicked, "#workflows")
+    def _header_clicked(self, event: LiveTable.HeaderClicked) -> None:
+        self.sort_by(self.sort.by(event.column))
+
+    def sort_by(self, sort: Sort) -> None:
+        """Sort the list: by id or age the whole list (read again), else the page."""
+        self.sort = sort
+        self.query_one(WorkflowTable).sorted_by(sort.column, sort.arrow())
+        if sort.oldest_first != self.query_.oldest:
+            self._requery(replace(self.query_, oldest=sort.oldest_first, page=0))
+        else:
+            self._show()
+            self._info()

@@ -38,6 +38,7 @@ KIND_LOOK = {
     "agent.online": "succeeded",
     "agent.dead": "failed",
     "agent.stopped": "skipped",
+    "agent.draining": "paused",
     "agent.leases_extended": "retrying",
 }
 

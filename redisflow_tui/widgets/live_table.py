@@ -39,6 +39,7 @@ LOOKS = (
     "stale",
     "dead",
     "stopped",
+    "draining",
     "dim",
     "bold",
 )
@@ -115,6 +116,18 @@ class LiveTable(LineView, can_focus=True):
         def control(self) -> LiveTable:
             return self.table
 
+    class HeaderClicked(Message):
+        """A click on the header of column ``column`` (its key)."""
+
+        def __init__(self, table: LiveTable, column: str) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
+        @property
+        def control(self) -> LiveTable:
+            return self.table
+
     def __init__(
         self,
         columns: Sequence[tuple[str, str, int]],
@@ -124,6 +137,7 @@ class LiveTable(LineView, can_focus=True):
     ) -> None:
         super().__init__(id=id, classes=classes)
         self.columns = list(columns)
+        self._declared = list(columns)  # the least widths: columns widen to fit their text
         self.keys: list[str] = []
         self.rows: list[Row] = []
         self._index: dict[str, int] = {}
@@ -167,6 +181,8 @@ class LiveTable(LineView, can_focus=True):
             if was == i and old.get(key) == cells and i in self._lines:
                 lines[i] = self._lines[i]
         self._lines = lines
+        if self._fit():
+            self._lines = {}
         self.virtual_size = Size(self._width, len(self.rows) + 1)
         target = self._index.get(keep, min(self.cursor, len(self.rows) - 1)) if keep else 0
         target = max(0, target)
@@ -174,6 +190,49 @@ class LiveTable(LineView, can_focus=True):
             self.cursor = target
         elif keep != self.cursor_key:
             self.post_message(self.Highlighted(self, self.cursor_key))
+        self.refresh()
+
+    def _fit(self) -> bool:
+        """Widen columns whose text is cut while the table has room to spare, left to
+        right (never narrower than declared); True when the widths changed."""
+        room = self.size.width - sum(w for _, _, w in self._declared) - len(self._declared)
+        widths = [w for _, _, w in self._declared]
+        if room > 0 and self.rows:
+            for c, (_, label, w) in enumerate(self._declared):
+                texts = [cell_text(r[c]) for r in self.rows if c < len(r)]
+                need = max([cell_len(label)] + [cell_len(t) for t in texts])
+                grow = min(room, need - w)
+                if grow > 0:
+                    widths[c] += grow
+                    room -= grow
+        columns = [(k, label, w) for (k, label, _), w in zip(self._declared, widths, strict=True)]
+        if columns == self.columns:
+            return False
+        self.columns = columns
+        self._width = sum(widths) + len(widths)
+        return True
+
+    def on_resize(self) -> None:
+        if self._fit():
+            self._lines = {}
+            self.virtual_size = Size(self._width, len(self.rows) + 1)
+            self.refresh()
+
+    def column_at(self, x: int) -> str | None:
+        """The key of the column at cell ``x`` of a row (``None`` past the last)."""
+        left = 0
+        for key, _, width in self.columns:
+            if left <= x < left + width + 1:
+                return key
+            left += width + 1
+        return None
+
+    def set_labels(self, labels: dict[str, str]) -> None:
+        """Change some columns' header labels (by key), e.g. to show a sort arrow."""
+        self._declared = [(k, labels.get(k, label), w) for k, label, w in self._declared]
+        self.columns = [(k, labels.get(k, label), w) for k, label, w in self.columns]
+        self._fit()
+        self._lines = {}
         self.refresh()
 
     def clear(self) -> None:
@@ -263,7 +322,12 @@ class LiveTable(LineView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:
+        if offset is None:
+            return
+        if offset.y == 0:
+            column = self.column_at(int(self.scroll_x) + offset.x)
+            if column is not None:
+                self.post_message(self.HeaderClicked(self, column))
             return
         row = int(self.scroll_y) + offset.y - 1
         if 0 <= row < len(self.rows):

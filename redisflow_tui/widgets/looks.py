@@ -30,6 +30,7 @@ LOOK_VARS = {
     "stale": "warning",
     "dead": "error",
     "stopped": "foreground-muted",
+    "draining": "text-warning",
 }
 BOLD = frozenset({"running", "failed", "dead"})
 WORKFLOW_GLYPH = {
@@ -41,7 +42,7 @@ WORKFLOW_GLYPH = {
     "failed": "✖",
     "cancelled": "⊘",
 }
-AGENT_GLYPH = {"online": "●", "stale": "◌", "dead": "✖", "stopped": "○"}
+AGENT_GLYPH = {"online": "●", "stale": "◌", "dead": "✖", "stopped": "○", "draining": "◐"}
 
 
 def theme_color(app: App[object], variable: str) -> str:

@@ -121,8 +121,14 @@ class TaskDetail(VerticalScroll):
         if task.trigger != "all_success" or undecided:
             branch = " (failure branch)" if is_branch(task) else ""
             rows.insert(2, ("trigger", task.trigger + branch))
-        if why and task.parents and (undecided or task.trigger != "all_success"):
+        if (
+            why
+            and (task.parents or task.skip_reason)
+            and (undecided or task.trigger != "all_success")
+        ):
             rows.insert(3, ("why", why))
+        if task.when:  # its condition (engine.conditions)
+            rows.append(("when", task.when))
         if task.items is not None:
             rows.append(("items", _items(task.items) + " · enter: list them"))
         rows += _limits(task, clock)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from engine import WorkflowSummary
 
 from ..data.clock import Clock
@@ -21,13 +23,16 @@ COLUMNS = (
 )
 
 
-def workflow_row(wf: WorkflowSummary, clock: Clock) -> Row:
-    """The cells of one workflow."""
+MARK = "●"  # before the id of a marked row (space marks it for a bulk action)
+
+
+def workflow_row(wf: WorkflowSummary, clock: Clock, marked: bool = False) -> Row:
+    """The cells of one workflow (``marked``: chosen for a bulk action)."""
     state = str(wf.state)
     ok, bad, rest = progress_bar(wf.succeeded, wf.failed, wf.total, 10)
     bar: Cell = [(ok, "succeeded"), (bad, "failed"), (rest, "dim")]
     return (
-        wf.id,
+        [(MARK, "bold"), (wf.id, "")] if marked else wf.id,
         wf.name,
         (f"{WORKFLOW_GLYPH.get(state, '')} {state}", state),
         bar,
@@ -55,9 +60,20 @@ class WorkflowTable(LiveTable):
         """The workflow under the cursor."""
         return self.cursor_key
 
-    def show(self, rows: list[WorkflowSummary], clock: Clock, follow_head: bool = False) -> None:
-        """Show a page of workflows."""
+    def show(
+        self,
+        rows: list[WorkflowSummary],
+        clock: Clock,
+        follow_head: bool = False,
+        marked: Set[str] = frozenset(),
+    ) -> None:
+        """Show a page of workflows (``marked``: ids chosen for a bulk action)."""
         keep = None
         if follow_head and self.cursor <= 0:
             keep = rows[0].id if rows else None
-        self.set_rows([(wf.id, workflow_row(wf, clock)) for wf in rows], keep=keep)
+        self.set_rows([(wf.id, workflow_row(wf, clock, wf.id in marked)) for wf in rows], keep=keep)
+
+    def sorted_by(self, column: str, arrow: str) -> None:
+        """Show ``arrow`` on the header of the column the list is sorted by."""
+        labels = {k: label + (f" {arrow}" if k == column else "") for k, label, _ in COLUMNS}
+        self.set_labels(labels)

@@ -82,7 +82,7 @@ async def test_state_filter_and_name_search(
     bad = engine.push(failing())
     good = engine.push(shapes.diamond4(name="etl"))
     drain(engine)
-    engine.push(shapes.chain9(name="etl"))
+    newest = engine.push(shapes.chain9(name="etl"))
     app = console()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: len(table(app).wids) == 3)
@@ -92,7 +92,14 @@ async def test_state_filter_and_name_search(
         await pilot.press("escape")
         await wait_for(pilot, lambda: len(table(app).wids) == 3)
         await pilot.press("slash")
-        await pilot.press(*"etl", "enter")
+        await pilot.press(*"etl", "enter")  # filters by the name and opens its newest run
+        await wait_for(
+            pilot,
+            lambda: workflow_open(app) and app.screen.wid == newest,
+            what="the newest match opened",
+        )
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
         await wait_for(pilot, lambda: len(table(app).wids) == 2, what="by name")
         assert good in table(app).wids and bad not in table(app).wids
 

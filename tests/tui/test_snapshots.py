@@ -81,7 +81,9 @@ def test_home_failed_filter(snap_compare: Any, seeded: dict[str, str], console: 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def _open(app: RedisflowApp, wid: str, *keys: str, task: int = 0) -> Callable[[Any], Any]:
+def _open(
+    app: RedisflowApp, wid: str, *keys: str, task: int = 0, first: int = 0
+) -> Callable[[Any], Any]:
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
         app.goto(wid)
@@ -90,7 +92,7 @@ def _open(app: RedisflowApp, wid: str, *keys: str, task: int = 0) -> Callable[[A
         assert isinstance(screen, WorkflowScreen)
         dag = screen.query_one(DagView)
         await wait_for(pilot, lambda: dag.layout_ is not None)
-        await wait_for(pilot, lambda: screen.sel_task == 0 and dag.selected_task() == 0)
+        await wait_for(pilot, lambda: screen.sel_task == first and dag.selected_task() == first)
         await pilot.pause(0.1)
         await pilot.press(*keys)
         await wait_for(pilot, lambda: screen.sel_task == task and dag.selected_task() == task)
@@ -101,8 +103,8 @@ def _open(app: RedisflowApp, wid: str, *keys: str, task: int = 0) -> Callable[[A
 
 def test_workflow_failed(snap_compare: Any, seeded: dict[str, str], console: Any) -> None:
     app = console()
-    # select the failed task: right from the first task
-    run_before = _open(app, seeded["bad"], "right", task=1)
+    # a failed workflow opens with its first failed task selected
+    run_before = _open(app, seeded["bad"], task=1, first=1)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 

@@ -19,8 +19,8 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
     payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
     then for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON
     ("" for a plain task), then, when there are any, extras as a JSON object: the
-    attempt's ``timeout`` ms, a gather's ``errors`` of tolerated items. (A hot path: one
-    per task.)"""
+    attempt's ``timeout`` ms, a gather's ``errors`` of tolerated items, a condition's
+    ``when`` and its parents' ``states`` (in their order). (A hot path: one per task.)"""
     wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *rest = row
     parents = (
         {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
@@ -46,6 +46,9 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
         extras = decode_json(rest[1])
         if "timeout" in extras:
             task.timeout = extras["timeout"] / 1000
+        if "when" in extras:  # a condition, and its parents' states (engine.conditions)
+            task._when = extras["when"]
+            task._states = dict(zip(parents, extras.get("states") or (), strict=False))
         if "errors" in extras:
             task._errors = {
                 p: {int(k): e for k, e in errs.items()} if isinstance(errs, dict) else errs

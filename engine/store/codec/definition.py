@@ -25,6 +25,7 @@ from ...flow import Concurrency
 from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
 from ...ratelimit import RateLimit, constant_key, encode_spec
 from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
+from ...schemas import compile_schema
 from ...waits import WAIT_TYPE
 from .fields import (
     D_ATTEMPTS,
@@ -56,6 +57,7 @@ from .fields import (
     D_TYPE,
     D_WAIT,
     D_WAIT_FOR,
+    D_WHEN,
     D_WINDOW,
     F_DEADLINE,
     F_GATES,
@@ -83,6 +85,8 @@ class CompiledWorkflow:
     definition: list[Any]
     # at most `limit` runs at once per value of an input field (engine/flow.py)
     concurrency: Concurrency | None = None
+    # the validator of its input_schema: every run's input must fit (engine/schemas.py)
+    input_schema: Any = None
     # the templates (and versions) its run: tasks start: checked to exist at push
     runs: list[tuple[str, int | None]] = field(default_factory=list)
     # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
@@ -208,7 +212,12 @@ def compile_workflow(
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
     definition += [len(static) // 2, *static, len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
-    return CompiledWorkflow(wf.name, digest, definition, gate, runs, rate_keys or None)
+    schema = getattr(wf, "input_schema", None)
+    validator = None
+    if schema is not None:
+        where = f"{wf.where}: " if wf.where else ""
+        validator = compile_schema(schema, f"{where}workflow {wf.name!r}")
+    return CompiledWorkflow(wf.name, digest, definition, gate, validator, runs, rate_keys or None)
 
 
 def _rate_limit_of(
@@ -278,6 +287,8 @@ def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     delay = round((t.delay or 0) * 1000)
     if delay:
         out += [f"{pre}{D_DELAY}", delay]
+    if getattr(t, "when", None) is not None:  # a condition (engine.conditions)
+        out += [f"{pre}{D_WHEN}", t.when]
     return out
 
 
@@ -310,11 +321,11 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
 
 # What a definition uses beyond the plain path, as letters after a "+" at the end of its
 # digest (so of its key's name, which every step has in hand): "K" a task whose claim
-# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather. A
-# "L" a rate limit. A
+# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather,
+# "F" a condition (its claim brings it and the parents' states), "L" a rate limit. A
 # step reads those fields only when its definition has them (a missing field is a scan of
 # the whole definition hash).
-FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_RATE)
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_WHEN, D_RATE)
 
 
 def _features(wf: Workflow, static: Sequence[Any]) -> str:

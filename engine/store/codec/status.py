@@ -19,6 +19,7 @@ from ...model import (
 from ...rules import DEFAULT_RULE
 from .fields import (
     D_NAME,
+    D_WHEN,
     F_CREATED,
     F_DEPTH,
     F_DUE,
@@ -26,6 +27,7 @@ from .fields import (
     F_REASON,
     F_START_AT,
     SUMMARY_FIELDS,
+    T_WHY,
     TASK_FIELDS,
 )
 from .input import stored_input
@@ -110,6 +112,8 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
                 trigger=rule or DEFAULT_RULE,
                 timeout=int(limit) / 1000 if limit else None,
                 delay=int(delay) / 1000 if delay else None,
+                when=raw.get(f"{i}{D_WHEN}"),
+                skip_reason=raw.get(f"{i}{T_WHY}"),
                 wait=wait_status(w, ct, q, st) if w else None,
                 signal=signal_status(sg) if sg else None,
                 child=u,

@@ -1,8 +1,10 @@
 -- complete.lua: an agent reports the outcome of tasks it ran.
 -- KEYS[1]  P:stats
 -- ARGV[3] agent id; ARGV[4] how many results follow; then per result:
---   wid, idx, attempt (the fencing token the claim returned), "ok" | "err", value
---   (output JSON for ok, "" for no output; error text for err).
+--   wid, idx, attempt (the fencing token the claim returned), "ok" | "err" | "fatal" |
+--   "abort" | "skip", value (output JSON for ok, "" for no output; error text for err,
+--   fatal and abort; why for skip). fatal fails with no retry; abort fails too and ends
+--   the run failed (end_aborted); skip ends a task (not an item) skipped.
 -- A result's idx is "c.k" for item k of map c.
 -- Returns {per result 1 (recorded) or 0 (rejected: the task was handed on or reset, so
 -- this attempt's outcome must not overwrite a newer one), {"wid:c" of maps to expand}}.
@@ -18,6 +20,7 @@ local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- Items that ended, per map, applied once per call: {wid, wk, c, ok ks, bad ks, live,
 -- queue}, in order of first end.
 local ends, end_order = {}, {}
+local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
   local e = ends[key]
@@ -102,10 +105,16 @@ for r = 0, nres - 1 do
         emit_item('succeeded', wid, c, k)
         item_end(wid, wk, c, k, true, live, wst == 'running')
       end
+    elseif how == 'skip' and c == nil then
+      task_skipped(wid, wk, i, a, q, b, done_at, g, value, live)
     else
       local failures = redis.call('HINCRBY', h, fld .. 'f', 1)
       local limits = redis.call('HMGET', dkey(wk, m[4]), di .. 'M', 'bk', 'bm')
-      if live and failures < tonumber(limits[1] or '1') then
+      if how == 'abort' then
+        aborted[#aborted + 1] = {wid, wk}
+        live = false  -- nothing is decided downstream: the run ends below
+      end
+      if live and how == 'err' and failures < tonumber(limits[1] or '1') then
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
         redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
@@ -140,6 +149,7 @@ write_all('SREM', k_running(agent), done)
 -- every reported attempt of a task with a timeout is over: its deadline with it
 write_all('ZREM', K_TIMEOUTS, over)
 for _, e in ipairs(end_order) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
+if #aborted > 0 then end_aborted(aborted) end
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do
   local wid, wk, live = w[1], w[2], w[3]

@@ -120,6 +120,7 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 
     redis.call('ZREM', K_AGENTS_SEEN, agent)
     redis.call('HDEL', K_AGENTS, agent)
     redis.call('HDEL', K_AGENTS_STATE, agent)
+    redis.call('HDEL', K_AGENTS_DRAIN, agent)
   end
 end
 local late = timed_out(limit)

@@ -7,6 +7,7 @@ local agent = ARGV[3]
 lease_clock(tonumber(ARGV[5]))
 redis.call('HSET', K_AGENTS, agent, ARGV[4])
 redis.call('HSET', K_AGENTS_STATE, agent, 'online')
+redis.call('HDEL', K_AGENTS_DRAIN, agent)
 redis.call('ZADD', K_AGENTS_LIVE, NOW + tonumber(ARGV[5]), agent)
 redis.call('ZADD', K_AGENTS_SEEN, NOW, agent)
 local rows = {}

@@ -22,6 +22,9 @@ if refused then return refused end
 if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'deadline' then
   return redis.error_reply('RFSTATE workflow ' .. wid .. ' failed past its deadline; push it again')
 end
+if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'abort' then
+  return redis.error_reply('RFSTATE workflow ' .. wid .. ' was aborted by a task; push it again')
+end
 local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
 -- A failed workflow runs again only in a slot of each of its gates (concurrency keys).
 local gates = nil
@@ -171,7 +174,7 @@ for _, i in ipairs(order) do
   else
     redis.call('HDEL', wk, i .. 'w')
   end
-  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o', i .. 'q')
+  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o', i .. 'q', i .. T_WHY)
   t.d = ''
   local is_map = redis.call('HEXISTS', dkey(wk), i .. 'm') == 1
   local failed_items = is_map and waiting == 0 and redis.call('HEXISTS', wk, i .. 'n') == 1

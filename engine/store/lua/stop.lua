@@ -24,6 +24,7 @@ redis.call('DEL', k_running(agent))
 redis.call('ZREM', KEYS[1], agent)
 redis.call('ZADD', K_AGENTS_SEEN, NOW, agent)
 redis.call('HSET', K_AGENTS_STATE, agent, 'stopped')
+redis.call('HDEL', K_AGENTS_DRAIN, agent)
 emit('agent.stopped', 0, -1, agent)
 flush()
 return 1

@@ -18,14 +18,14 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local d
   local plain = plain_defs[dk]
   if plain == nil then
-    plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y')
+    plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y') and not has_feature(dk, 'F')
     plain_defs[dk] = plain
   end
   if h == wk and plain then
     d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
   elseif h == wk then
     d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
-      di .. 'Y')
+      di .. 'Y', di .. D_WHEN)
   else
     d = item_defs[dk .. '|' .. di]
     if d == nil then
@@ -44,7 +44,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
-  if d[6] or d[7] then extras = {} end
+  if d[6] or d[7] or d[8] then extras = {} end
   if d[7] then
     redis.call('ZADD', K_TIMEOUTS, NOW + tonumber(d[7]), wid .. ':' .. i .. ':' .. a)
     extras[1] = '"timeout":' .. d[7]
@@ -99,6 +99,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     end
     extras[#extras + 1] = '"errors":{' .. table.concat(errs, ',') .. '}'
   end
+  if d[8] then when_extras(wk, d[8], d[4], extras) end
   if #extras > 0 then
     row[10] = ''
     row[11] = '{' .. table.concat(extras, ',') .. '}'
