@@ -215,6 +215,23 @@ def test_a_claim_takes_the_tokens_there_are_and_says_when_the_next_comes(engine:
 
 
 @pytest.mark.single_redis
+def test_a_bucket_is_one_member_whatever_its_backlog(engine: Engine) -> None:
+    wf = limited(limit=1, per="1h")
+    engine.push_many([wf] * 300, [{"cust": "a"}] * 300)
+    shard = engine.keys.shard(0)
+    member = "~" + bucket_id("api", "a")
+    assert engine.redis.zrange(shard.queue("api"), 0, -1) == [member]  # not 300
+    assert engine.redis.zcard(shard.rate_queue("api", "a")) == 300
+    hand = Hand(engine)
+    reply = claim_reply(engine, hand, engine.list_ids()[0])
+    assert len(reply) == 1 and reply.next_at_ms is not None
+    # out of tokens: the bucket waits as one entry of P:delayed; its queue is untouched
+    assert engine.redis.zrange(shard.delayed, 0, -1) == [member]
+    assert engine.redis.zcard(shard.queue("api")) == 0
+    assert engine.redis.zcard(shard.rate_queue("api", "a")) == 299
+
+
+@pytest.mark.single_redis
 def test_a_throttled_key_slows_no_other_key_nor_plain_tasks(engine: Engine) -> None:
     wf = limited(limit=1, per="1h")
     plain = Workflow("plain")
