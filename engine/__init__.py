@@ -42,6 +42,7 @@ from .model import (
     WorkflowSummary,
 )
 from .outcomes import Abort, NonRetryable, Skip
+from .ratelimit import RateLimit
 
 __all__ = [
     "Abort",
@@ -62,6 +63,7 @@ __all__ = [
     "StateError",
     "Stats",
     "Task",
+    "RateLimit",
     "TaskDef",
     "TaskFailed",
     "TaskState",

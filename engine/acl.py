@@ -60,6 +60,9 @@ AGENT_READS = ("HGET", "HMGET", "ZCARD", "ZRANGE", "ZRANGEBYSCORE")
 # Storing the deployment's layout the first time (engine/store/layout.py): HSETNX, and
 # EXISTS to refuse a shard count other than the one its workflows were pushed with.
 LAYOUT = ("HSETNX", "EXISTS")
+# The deployment's rate limits (engine/store/rate_limits.py): put and deleted by an
+# operator, read at every push (HGETALL, in READS).
+RATE_LIMITS = ("HSET", "HDEL")
 # The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
 # too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
 # (housekeeping), waits (wait tasks' keeper, engine/wait_keeper.py), tasklog (what
@@ -115,7 +118,7 @@ def role_commands(role: str, cluster: bool = False) -> list[str]:
     elif role == "agent":
         wanted = {*BASE, *RUN_SCRIPTS, *AGENT_READS, *LAYOUT}
     elif role == "operator":
-        wanted = {*BASE, *RUN_SCRIPTS, *READS, *LAYOUT}
+        wanted = {*BASE, *RUN_SCRIPTS, *READS, *LAYOUT, *RATE_LIMITS}
     else:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
     wanted.update(*(script_commands(s) for s in ROLE_SCRIPTS[role]))

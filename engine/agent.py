@@ -184,6 +184,7 @@ class Agent:
         self._to_expand: list[tuple[str, str]] = []  # maps made ready by our reports
         self._shards = engine.keys.all_shards()
         self._unstarted: list[Task] = []  # claimed, never started, when stopping
+        self._token_at = float("inf")  # monotonic time of a rate limit's next token
         self._next_shard = 0
         self._max_output = engine.max_payload
         # tasks with a timeout, running here: their `cancelled` is set at the deadline
@@ -398,6 +399,9 @@ class Agent:
                 continue
             if isinstance(reply, Exception):
                 raise reply
+            token_in = getattr(reply, "token_in_s", None)
+            if token_in is not None:  # a rate limit's next token: sleep no longer
+                self._token_at = min(self._token_at, time.monotonic() + token_in)
             tasks.extend(reply)
         return tasks
 
@@ -706,9 +710,12 @@ class Agent:
                 time.sleep(min(RETRY_BACKOFF.compute(failures), give_up - now))
 
     def _next_due(self) -> float:
-        """Seconds until the earliest retry backoff ends (``idle_check_s`` if none sooner)."""
+        """Seconds until the earliest retry backoff ends or a rate limit's next token a
+        claim saw (``idle_check_s`` if none sooner)."""
         due = self._store.next_due_s(self._shards)
-        return self.idle_check_s if due is None else min(self.idle_check_s, due)
+        wait = self.idle_check_s if due is None else min(self.idle_check_s, due)
+        token_at, self._token_at = self._token_at, float("inf")
+        return max(0.0, min(wait, token_at - time.monotonic()))
 
     def _wait_wakeup(self, pubsub: Any) -> None:
         # Retries whose backoff ends send no wake-up: wait no longer than the first one.

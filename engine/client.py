@@ -46,6 +46,7 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
+from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
 from .rules import Plan
 from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
@@ -142,7 +143,10 @@ class Engine:
         self.actor = actor or default_actor()
         self.push_retry_s = push_retry_s
         self._rr = itertools.count()
-        self._templates: dict[str, tuple[CompiledWorkflow, int]] = {}
+        # compiled per version, with the deployment's rate limits it was compiled with
+        self._templates: dict[
+            str, tuple[CompiledWorkflow, int, list[str], dict[str, RateLimit]]
+        ] = {}
 
     # -- connecting ---------------------------------------------------------------------
 
@@ -241,9 +245,25 @@ class Engine:
         """Validate ``wf`` and lay it out for storing (:class:`DefinitionError` if invalid).
 
         Pass the result to :meth:`push_many` to push a definition many times, or from
-        several places, validating it once.
+        several places, validating it once. The deployment's rate limits by task type
+        (:meth:`put_rate_limit`) apply to its tasks that have none of their own.
         """
-        return compile_workflow(wf, self.max_payload)
+        limits = self._type_limits(task_types(wf))
+        return compile_workflow(wf, self.max_payload, type_limits=limits)
+
+    def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
+        """The deployment's rate limits of ``types``, read again while Redis is unreachable
+        (up to ``push_retry_s``, as a push's calls are sent)."""
+        deadline = time.monotonic() + self.push_retry_s
+        pause = 0.1
+        while True:
+            try:
+                return self.store.rate_limits.of_types(types)
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     def push(
         self,
@@ -352,6 +372,7 @@ class Engine:
             options = run_options(
                 template=run.template, version=run.version, key=run.key, gates=gates,
                 parent=run.parent, depth=run.depth,
+                rate_keys=rate_keys(c.name, c.rate_keys, run.input) if c.rate_keys else None,
             )  # fmt: skip
             rows.append((c, text, options))
             routes.append(gates[0][0] if gates else run.key)
@@ -510,15 +531,18 @@ class Engine:
         v = self.store.templates.latest(name) if version is None else version
         cached = self._templates.get(name)
         if cached is not None and cached[1] == v:
-            return cached[0], v
+            if self._type_limits(cached[2]) == cached[3]:
+                return cached[0], v
         text = self.store.templates.text(name, v)
         if text is None:
             raise NotFoundError(f"template {name!r} has no version {v}")
         wf = load_text(text, f"template {name} v{v}")[0]
         if not wf.name:
             wf.name = name
-        compiled = self.compile(wf)
-        self._templates[name] = (compiled, v)
+        types = task_types(wf)
+        limits = self._type_limits(types)
+        compiled = compile_workflow(wf, self.max_payload, type_limits=limits)
+        self._templates[name] = (compiled, v, types, limits)
         return compiled, v
 
     def run(
@@ -549,6 +573,45 @@ class Engine:
             start_at=start_at,
         )[0]
         return RunResult(pushed.id, pushed.existing, name, v)
+
+    # -- rate limits --------------------------------------------------------------------
+
+    def put_rate_limit(
+        self,
+        task_type: str,
+        *,
+        key: str,
+        limit: int,
+        per: str = "1s",
+        burst: int = 1,
+    ) -> RateLimit:
+        """Limit how fast tasks of ``task_type`` start, deployment-wide: at most ``limit``
+        per ``per`` ("1s", "1m", "1h"...) for each value of ``key`` (``input.<field>``,
+        ``payload.<field>`` or a constant), ``burst`` at once after a quiet spell.
+
+        It applies to runs pushed from now on, to their tasks of that type with no rate
+        limit of their own (a task's ``rate_limit`` or its workflow's ``rate_limits``
+        come first). Checked first (:class:`DefinitionError`: nothing written).
+        """
+        from .definition import check_name
+
+        check_name(task_type, "rate limit: task type", None, empty=True)
+        r = rate_limit_from(
+            {"key": key, "limit": limit, "per": per, "burst": burst},
+            f"rate limit of type {task_type!r}",
+        )
+        assert r is not None
+        self.store.rate_limits.put(task_type, r)
+        return r
+
+    def rate_limits(self) -> dict[str, RateLimit]:
+        """The deployment's rate limits, by task type."""
+        return self.store.rate_limits.all()
+
+    def delete_rate_limit(self, task_type: str) -> None:
+        """Remove the rate limit of ``task_type`` (:class:`NotFoundError` if none); runs
+        pushed before keep theirs."""
+        self.store.rate_limits.delete(task_type)
 
     def plan(self, wf: Workflow, assume: dict[str, str] | None = None) -> Plan:
         """What would happen if the tasks named in ``assume`` ended so (``"failed"``,

@@ -14,6 +14,7 @@ from .conditions import NOT_GIVEN
 from .errors import DefinitionError
 from .flow import Concurrency, concurrency_from
 from .mapping import MapSpec, OutputRef, map_of
+from .ratelimit import RateLimit, rate_limit_from, rate_limits_from
 from .rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
 from .waits import WAIT_TYPE, WaitSpec, wait_of
 
@@ -96,6 +97,8 @@ class TaskDef:
             time.
         run: a child run (:mod:`engine.child_runs`): no handler; it starts a run of a
             template and ends with its result.
+        rate_limit: at most so many starts per period per key (:mod:`engine.ratelimit`;
+            a mapping ``{key, limit, per, burst}`` is checked into a RateLimit).
     """
 
     name: str
@@ -115,6 +118,7 @@ class TaskDef:
     when: str | None = None
     wait: WaitSpec | None = None
     run: ChildSpec | None = None
+    rate_limit: RateLimit | None = None
 
     def __getitem__(self, key: str) -> OutputRef:
         """One key of this task's output, to map over: ``map=split["sections"]``."""
@@ -141,6 +145,7 @@ class Workflow:
         ttl: float | None = None,
         concurrency: Concurrency | dict[str, Any] | None = None,
         input_schema: dict[str, Any] | bool | None = None,
+        rate_limits: Mapping[str, RateLimit | dict[str, Any]] | None = None,
     ):
         self.name = name
         # a JSON Schema the run's input must fit (engine/schemas.py)
@@ -148,6 +153,8 @@ class Workflow:
         self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
         # at most `limit` runs at once per value of an input field (engine/flow.py)
         self.concurrency = concurrency
+        # rate limits of its tasks by type, for those without their own (engine/ratelimit.py)
+        self.rate_limits = rate_limits
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self.deadline = deadline  # seconds from its start: past it the workflow fails
@@ -179,6 +186,7 @@ class Workflow:
         when: str | None = None,
         wait: WaitSpec | dict[str, Any] | None = None,
         run: ChildSpec | dict[str, Any] | str | None = None,
+        rate_limit: RateLimit | dict[str, Any] | None = None,
     ) -> TaskDef:
         """Add a task and return it; pass it (or its name) in another task's ``after``.
 
@@ -206,6 +214,9 @@ class Workflow:
         ``{"until": "2026-12-01T06:00Z"}``. ``run`` makes it start a child run of a
         template (:mod:`engine.child_runs`): ``"enrich"`` or ``{"template": "enrich",
         "input": {"id": "$input.id", "rows": "$fetch.rows"}}``.
+
+        ``rate_limit`` (``{key, limit, per, burst}``) caps how fast its attempts start
+        per key (:mod:`engine.ratelimit`).
         """
         parents = _task_names(after, "after", name, where)
         children = _task_names(before, "before", name, where)
@@ -235,6 +246,8 @@ class Workflow:
             t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
         if run is not None:
             t.run = run_of(run, _at(where) + f"task {show_value(name)}")
+        if rate_limit is not None:
+            t.rate_limit = rate_limit  # type: ignore[assignment]  # validate() checks it
         self.tasks.append(t)
         return t
 
@@ -391,6 +404,9 @@ def validate(
     wf.concurrency = concurrency_from(
         getattr(wf, "concurrency", None), f"{_at(where)}workflow {name!r}"
     )
+    wf.rate_limits = rate_limits_from(
+        getattr(wf, "rate_limits", None), f"{_at(where)}workflow {name!r}"
+    )
     _add_before_edges(wf.tasks, where, name)
     seen: dict[str, TaskDef] = {}
     types: set[str] = set()
@@ -442,6 +458,11 @@ def validate(
             raise _fail(
                 here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
             )
+        if getattr(t, "rate_limit", None) is not None:
+            t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
+            if t.map is not None or t.wait is not None or t.run is not None:
+                what = "a map" if t.map is not None else "a wait task (no agent starts it)"
+                raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
         if t.delay and t.map is not None:
             raise _fail(
                 here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
@@ -584,6 +605,8 @@ def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]
     if not isinstance(steps, list) or not steps:
         raise _fail(where, f"task {t.name!r}: steps must be a non-empty list of tasks")
     for s in steps:
+        if isinstance(s, TaskDef) and getattr(s, "rate_limit", None) is not None:
+            raise _fail(s.where or where, f"step {s.name!r}: a rate limit is not supported {at}")
         if isinstance(s, TaskDef) and s.delay:
             raise _fail(s.where or where, f"step {s.name!r}: a delay is not supported {at}")
         if isinstance(s, TaskDef) and getattr(s, "when", None) is not None:

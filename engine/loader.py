@@ -560,10 +560,11 @@ NATIVE_WORKFLOW = {
     "ttl",
     "concurrency",
     "input_schema",
+    "rate_limits",
 }
 NATIVE_TASK = {
     "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
-    "timeout", "delay",
+    "timeout", "delay", "rate_limit",
     "trigger", "on_failure", "finally", "wait", "run",
     "when",
 }  # fmt: skip
@@ -611,6 +612,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
         ttl=_seconds(doc.get("ttl"), f"{where}: ttl"),
         concurrency=doc.get("concurrency"),
         input_schema=doc.get("input_schema"),
+        rate_limits=doc.get("rate_limits"),
     )
     wf.tasks = [_native_task(node, source) for node in tasks]
     return [wf]
@@ -662,6 +664,8 @@ def _native_task(node: Any, source: str) -> TaskDef:
     child = get("run")
     if child is not None:
         task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
+    if "rate_limit" in t:
+        task.rate_limit = get("rate_limit")  # validate() checks it
     return task
 
 

@@ -118,6 +118,10 @@ class TaskStatus:
     # ... and what ended it: {"name", "id", "by", "at", "comment", "rejected", "timed_out"}
     signal: dict[str, Any] | None = None
     child: str | None = None  # a run: task's child run, once started (engine.child_runs)
+    # its rate limit's bucket key (engine.ratelimit), and while it is ready and that bucket
+    # has no token: when the next one comes (epoch seconds)
+    rate_key: str | None = None
+    throttled_until: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

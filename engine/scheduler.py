@@ -32,6 +32,7 @@ from .errors import (
     PartialWriteError,
     StateError,
 )
+from .ratelimit import rate_keys
 from .schedules.clock import Cadence, Plan, plan, run_input
 from .schedules.spec import ScheduleSpec
 from .schemas import check_input
@@ -126,6 +127,7 @@ class Ticker:
                 gates=gates,
                 schedule=spec.name,
                 tick_ms=ticks[-1],
+                rate_keys=rate_keys(compiled.name, compiled.rate_keys or [], value),
             )
             rows.append((compiled, encode_input(value, self.engine.max_payload), options))
         return rows

@@ -16,7 +16,7 @@ from engine.store.codec import (
     input_layout,
     stored_input,
 )
-from engine.store.scripts import library, with_fields
+from engine.store.scripts import lib_for, with_fields
 from engine.urls import open_client
 
 INPUTS = [
@@ -89,12 +89,12 @@ def test_a_workflow_too_big_for_pieces_keeps_its_input_in_a_key_of_its_own() -> 
 
 def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -> None:
     data = b"\x80" * 70 + b"\xff" * 100  # continuation bytes only: 3 bytes back at most
-    lib = library()
     body = """
         local head, pieces = input_layout(ARGV[3], 10)
         redis.call('HSET', KEYS[1], 'in', head, unpack(pieces))
         return {head, read_input(KEYS[1], head)}
     """
+    lib = lib_for(body)  # what a script carries: the whole library is too many locals
     client = open_client(redis_url)  # bytes, not text
     try:
         head, joined = client.eval(with_fields(f"{lib}\n{body}"), 1, "w", "p", 100, data)

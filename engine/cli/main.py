@@ -25,7 +25,7 @@ from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..rules import OUTCOMES, Plan, PlannedTask
 from ..store.codec import encode_input
 from ..waits import wait_line
-from . import bulk_cmds, cluster_cmds, log_cmds, schedule_cmds, template_cmds
+from . import bulk_cmds, cluster_cmds, log_cmds, rate_limit_cmds, schedule_cmds, template_cmds
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -589,6 +589,9 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             detail = esc(line) if not t.error else f"{detail}  [dim]{esc(line)}[/]"
         elif t.state in ("waiting", "skipped", "upstream_failed") and t.parents:
             detail = f"[dim]{esc(st.why(t))}[/]"
+        elif t.throttled_until is not None:
+            when = time.strftime("%H:%M:%S", time.localtime(t.throttled_until))
+            detail = f"[yellow]throttled, next at {when}{f'{t.throttled_until % 1:.3f}'[1:]}[/]"
         elif t.state == "running" and str(t.index) in progress:
             detail = esc(log_cmds.progress_text(progress[str(t.index)]))
         row = [
@@ -1288,6 +1291,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_cmds.register(sub, both)
     schedule_cmds.register(sub, both)
     cluster_cmds.register(sub, both)
+    rate_limit_cmds.register(sub, both)
 
     p = sub.add_parser("server", help="run a private redis-server (or cluster) and print its URL")
     p.add_argument("--port", type=int, default=None)
@@ -1317,16 +1321,24 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "push":
         # Parse, validate and compile every file once, before connecting, so bad input
         # touches nothing.
+        from ..ratelimit import task_types
         from ..store.codec import compile_workflow
 
-        args.compiled = [
-            compile_workflow(wf, args.max_payload, args.max_tasks)
-            for path in args.files
-            for wf in load_file(path, args.max_tasks)
-        ]
+        workflows = [wf for path in args.files for wf in load_file(path, args.max_tasks)]
+        args.compiled = [compile_workflow(wf, args.max_payload, args.max_tasks) for wf in workflows]
         args.input = read_input(args.input, args.max_payload)
     engine = connect(args)
     try:
+        if args.command == "push" and (
+            limits := engine.store.rate_limits.of_types(
+                t for wf in workflows for t in task_types(wf)
+            )
+        ):
+            # the deployment's rate limits by type (engine.put_rate_limit) apply too
+            args.compiled = [
+                compile_workflow(wf, args.max_payload, args.max_tasks, type_limits=limits)
+                for wf in workflows
+            ]
         if isinstance(getattr(args, "wid", None), str):
             args.wid = resolve_key(engine, args.wid)
         return int(args.run(engine, args))

@@ -118,6 +118,12 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
             api.pushing(api.run_template, "unknown_template"),
             methods=["POST"],
         ),
+        Route("/v1/rate-limits", api.on(r.list_rate_limits), methods=["GET"]),
+        Route(
+            "/v1/rate-limits/{type}",
+            api.by_method(PUT=api.on(r.put_rate_limit), DELETE=api.on(r.delete_rate_limit)),
+            methods=["PUT", "DELETE"],
+        ),
         Route("/v1/schedules", api.on(r.list_schedules), methods=["GET"]),
         Route(
             "/v1/schedules/{name}",

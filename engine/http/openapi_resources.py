@@ -98,6 +98,46 @@ SCHEDULE_SETTINGS = {
         "paused": {"type": "boolean"},
     },
 }
+# a rate limit (engine/ratelimit.py); the server checks the rest: the period's unit and
+# range, a key naming a field after input. or payload., at most 512 bytes
+_RATE_PROPERTIES: dict[str, Any] = {
+    "key": {
+        "type": "string",
+        "minLength": 1,
+        "description": "input.<field>, payload.<field> or a constant",
+    },
+    "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "starts per period, per key",
+    },
+    "per": {"type": "string", "description": "the period: 1s, 30s, 1m, 1h (ms s m h d)"},
+    "burst": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1_000_000,
+        "description": "starts at once after a quiet spell (default 1)",
+    },
+}
+RATE_LIMIT = {
+    "type": "object",
+    "required": ["key", "limit"],
+    "additionalProperties": False,
+    "properties": _RATE_PROPERTIES,
+}
+RATE_LIMIT_OF_TYPE = {
+    **RATE_LIMIT,
+    "required": ["type", "key", "limit", "per", "burst"],
+    "properties": {"type": {"type": "string"}, **_RATE_PROPERTIES},
+}
+_TYPE = {
+    "name": "type",
+    "in": "path",
+    "required": True,
+    "description": "the task type",
+    "schema": {"type": "string", "minLength": 1},
+}
 TRIGGER = {
     "type": "object",
     "description": "a webhook trigger; its secret is never answered (has_secret says "
@@ -243,6 +283,44 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 {"200": _REMOVED},
                 parameters=[_name("template")],
                 responses={"404": error("no such template")},
+            ),
+        },
+        "/v1/rate-limits": {
+            "get": read(
+                "The deployment's rate limits, by task type",
+                "listRateLimits",
+                "rate limits",
+                json_body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "rate_limits": {
+                                "type": "object",
+                                "additionalProperties": RATE_LIMIT,
+                            }
+                        },
+                    },
+                    "type -> its rate limit",
+                ),
+            )
+        },
+        "/v1/rate-limits/{type}": {
+            "put": change(
+                "Set a task type's rate limit (for runs pushed from now on)",
+                "putRateLimit",
+                "rate limits",
+                {"200": json_body(RATE_LIMIT_OF_TYPE, "stored: the type and its rate limit")},
+                parameters=[_TYPE],
+                requestBody=json_body(RATE_LIMIT, "the rate limit"),
+                responses={"400": error("a bad rate limit (what and why)"), **too_large},
+            ),
+            "delete": change(
+                "Remove a task type's rate limit (runs pushed before keep theirs)",
+                "deleteRateLimit",
+                "rate limits",
+                {"200": _REMOVED},
+                parameters=[_TYPE],
+                responses={"404": error("no rate limit for that type")},
             ),
         },
         "/v1/schedules": {

@@ -98,6 +98,40 @@ async def delete_template(api: Api, request: Request) -> Response:
     return JSONResponse({"removed": name})
 
 
+# -- rate limits ----------------------------------------------------------------------
+
+
+async def list_rate_limits(api: Api, request: Request) -> Response:
+    """GET /v1/rate-limits: the deployment's rate limits, by task type."""
+    api.auth(request, "read")
+    limits = await run_in_threadpool(api.engine.rate_limits)
+    return JSONResponse({"rate_limits": {t: r.as_dict() for t, r in limits.items()}})
+
+
+async def put_rate_limit(api: Api, request: Request) -> Response:
+    """PUT /v1/rate-limits/{type}: the body is ``{key, limit, per, burst}``; checked whole
+    first (400 naming what), for runs pushed from then on."""
+    from ..ratelimit import rate_limit_from
+
+    api.auth(request, "write")
+    data = await _object(api, request, "the rate limit {key, limit, per, burst}")
+    typ = request.path_params["type"]
+    r = rate_limit_from(data, f"{BODY}: rate limit of type {typ!r}")
+    assert r is not None
+    await run_in_threadpool(
+        lambda: api.engine.put_rate_limit(typ, key=r.key, limit=r.limit, per=r.per, burst=r.burst)
+    )
+    return JSONResponse({"type": typ, **r.as_dict()})
+
+
+async def delete_rate_limit(api: Api, request: Request) -> Response:
+    """DELETE /v1/rate-limits/{type} (404 when it has none)."""
+    api.auth(request, "write")
+    typ = request.path_params["type"]
+    await run_in_threadpool(api.engine.delete_rate_limit, typ)
+    return JSONResponse({"removed": typ})
+
+
 # -- workflows pushed from a definition -----------------------------------------------
 
 

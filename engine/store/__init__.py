@@ -17,6 +17,7 @@ import redis
 from .calls import Calls, Outcome
 from .keys import DEFAULT_NAMESPACE, Keyspace, ShardKeys
 from .logs import LogStore
+from .rate_limits import RateLimits  # noqa: E402
 from .reads import Reads
 from .schedules import ScheduleStore
 from .templates import Templates  # noqa: E402
@@ -36,6 +37,7 @@ class Store(Calls, Reads, ScheduleStore, LogStore):
         Calls.__init__(self, client, keys, event_cap, wait_replicas, wait_timeout_ms)
         Reads.__init__(self, client, keys)
         self.templates = Templates(client, keys, self.scripts, event_cap)
+        self.rate_limits = RateLimits(client, keys)
 
 
 __all__ = ["DEFAULT_NAMESPACE", "Keyspace", "Outcome", "ShardKeys", "Store"]

@@ -40,6 +40,31 @@ def _rows(reply: Any) -> list[Task]:
     return [decode_claim_row(r) for r in reply]
 
 
+class Claimed(list[Task]):
+    """claim.lua's tasks; ``next_at_ms``: when a rate limit's bucket of the agent's types ran
+    out of tokens with tasks left, the earliest epoch ms (Redis's clock) one gets its next
+    token, and ``now_ms`` the claim's own time (else both None)."""
+
+    next_at_ms: int | None = None
+    now_ms: int | None = None
+
+    @property
+    def token_in_s(self) -> float | None:
+        """Seconds from the claim until that next token (None: no bucket ran out)."""
+        if self.next_at_ms is None or self.now_ms is None:
+            return None
+        return max(0.0, (self.next_at_ms - self.now_ms) / 1000)
+
+
+def _claimed(reply: Any) -> Claimed:
+    out = Claimed()
+    if len(reply) >= 2 and isinstance(reply[-1], int):
+        out.next_at_ms, out.now_ms = reply[-2], reply[-1]
+        reply = reply[:-2]
+    out.extend(decode_claim_row(r) for r in reply)
+    return out
+
+
 @dataclass
 class Reported:
     """complete.lua's reply: per outcome 1 (recorded) or 0 (rejected by the fencing
@@ -281,11 +306,12 @@ class Calls:
 
     def claim_call(
         self, shard: ShardKeys, agent: str, types: Sequence[str], count: int
-    ) -> Call[list[Task]]:
+    ) -> Call[Claimed]:
         """claim.lua: up to ``count`` tasks over ``types`` (the best by priority, then age);
-        refused with :class:`~engine.LeaseLostError` when the agent holds no lease."""
+        refused with :class:`~engine.LeaseLostError` when the agent holds no lease. A rate
+        limit's bucket out of tokens says when its next one comes (:class:`Claimed`)."""
         args = [*self._common(shard), agent, count]
-        return Call("claim", [shard.queue(t) for t in types], args, _rows)
+        return Call("claim", [shard.queue(t) for t in types], args, _claimed)
 
     def complete_call(
         self, shard: ShardKeys, agent: str, outcomes: Sequence[Outcome]

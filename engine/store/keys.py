@@ -18,7 +18,18 @@ key                           type    holds
                                       fields, and ``r``, how many workflows use it
 ``P:q:<type>``                zset    ready tasks of one type, ``<wid>:<idx>``, scored by
                                       priority then workflow age (lowest pops first)
-``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms
+``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms;
+                                      and ``~<bucket>`` of rate-limit buckets with ready
+                                      tasks and no token, scored by their next token ms
+``P:rq:<bucket>``             zset    ready tasks of one rate-limit bucket (``<len(type)>:
+                                      <type>:<key>``), scored as in ``P:q:<type>``; while
+                                      it has tasks, ``~<bucket>`` stands for them in
+                                      ``P:q:<type>`` (scored as its head) or ``P:delayed``
+``P:rb:<bucket>``             hash    that bucket: ``t`` its theoretical arrival time (us),
+                                      ``e`` emission interval (us), ``b`` burst; expires
+                                      when it is full again (docs/rate-limits.md)
+``P:rl``                      hash    (shard 0) the deployment's rate limits: task type ->
+                                      JSON ``{key, limit, per, burst}``
 ``P:scheduled``               zset    workflows pushed to start later, scored by start ms
 ``P:timeouts``                zset    ``<wid>:<idx>:<attempt>`` of running attempts of
                                       tasks with a timeout, scored by their deadline ms
@@ -175,6 +186,12 @@ DEFAULT_NAMESPACE = "rf"
 SEALED = "!"
 
 
+def bucket_id(task_type: str, key: str) -> str:
+    """A rate-limit bucket's name: ``<len(type)>:<type>:<key>`` (unambiguous whatever the
+    type and key hold; ``bucket_of`` in lua/lib/ratelimit.lua)."""
+    return f"{len(task_type.encode())}:{task_type}:{key}"
+
+
 @dataclass(frozen=True)
 class ShardKeys:
     """Key names of one shard."""
@@ -281,6 +298,19 @@ class ShardKeys:
     @property
     def templates(self) -> str:
         return f"{self.prefix}:tpls"
+
+    @property
+    def rate_limits(self) -> str:
+        """The deployment's rate limits by task type (shard 0 holds them)."""
+        return f"{self.prefix}:rl"
+
+    def rate_queue(self, task_type: str, key: str) -> str:
+        """The ready tasks of one rate-limit bucket (k_rate_queue)."""
+        return f"{self.prefix}:rq:{bucket_id(task_type, key)}"
+
+    def bucket(self, task_type: str, key: str) -> str:
+        """One rate-limit bucket's state (k_bucket)."""
+        return f"{self.prefix}:rb:{bucket_id(task_type, key)}"
 
     def workflow_input(self, wid: int | str) -> str:
         """The key of a workflow's input too long for pieces in its hash (k_input)."""

@@ -39,6 +39,7 @@ from .codec import (
     BATCH_FIELD,
     D_MAP,
     D_NAME,
+    D_RATE,
     D_STEPS,
     D_USERS,
     F_COUNT,
@@ -46,6 +47,7 @@ from .codec import (
     F_DIGEST,
     F_INPUT,
     F_NAME,
+    F_RATE_KEYS,
     F_STATE,
     I_ELEMENT,
     INPUT_OWN_KEY,
@@ -68,7 +70,7 @@ from .codec import (
     step_prefix,
 )
 from .idle import IdleCheck
-from .keys import Keyspace, ShardKeys
+from .keys import Keyspace, ShardKeys, bucket_id
 from .layout import has_sharded_pubsub, is_cluster
 
 BIG_HASH = 4096  # fields: a bigger hash is read in HSCAN slices of this many
@@ -158,7 +160,36 @@ class Reads:
         maps = [t.index for t in status.tasks if f"{t.index}{D_MAP}" in definition]
         for c, items in zip(maps, self._map_counts(shard, str(wid), maps), strict=True):
             status.tasks[c].items = items
+        if "+" in digest and "L" in digest.rsplit("+", 1)[1]:
+            self._throttled(shard, status, definition, raw)
         return status
+
+    def _throttled(
+        self,
+        shard: ShardKeys,
+        status: WorkflowStatus,
+        definition: dict[str, str],
+        raw: dict[str, str],
+    ) -> None:
+        """Each rate-limited task's bucket key, and for a ready one whose bucket waits for
+        its next token (``~<bucket>`` in P:delayed), when that comes."""
+        own = json.loads(raw.get(F_RATE_KEYS) or "{}")
+        ready = []
+        for t in status.tasks:
+            spec = definition.get(f"{t.index}{D_RATE}")
+            if spec is None:
+                continue
+            key = spec.split("|", 2)[2]
+            t.rate_key = key[1:] if key.startswith("=") else own.get(str(t.index), "")
+            if t.state == "ready":
+                ready.append(t)
+        if not ready:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for t in ready:
+            pipe.zscore(shard.delayed, "~" + bucket_id(t.type, t.rate_key or ""))
+        for t, at in zip(ready, pipe.execute(), strict=True):
+            t.throttled_until = None if at is None else at / 1000
 
     # -- maps -------------------------------------------------------------------------
 

@@ -88,6 +88,7 @@ LIB = (
     "lease",
     "record",
     "input",
+    "ratelimit",
     "queues",
     "rules",
     "gates",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ...definition import (
     DEFAULT_BACKOFF_MAX,
@@ -23,6 +23,7 @@ from ...definition import (
 )
 from ...flow import Concurrency
 from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
+from ...ratelimit import RateLimit, constant_key, encode_spec
 from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
 from ...schemas import compile_schema
 from ...waits import WAIT_TYPE
@@ -46,6 +47,7 @@ from .fields import (
     D_PARENTS,
     D_PAYLOAD,
     D_PRIORITY,
+    D_RATE,
     D_RULE,
     D_SIGNAL_WAITERS,
     D_SIGNALS,
@@ -87,6 +89,9 @@ class CompiledWorkflow:
     input_schema: Any = None
     # the templates (and versions) its run: tasks start: checked to exist at push
     runs: list[tuple[str, int | None]] = field(default_factory=list)
+    # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
+    # computed per run at push (engine.ratelimit.rate_keys)
+    rate_keys: list[tuple[int, str, str]] | None = None
 
     @property
     def tasks(self) -> int:
@@ -95,9 +100,15 @@ class CompiledWorkflow:
 
 
 def compile_workflow(
-    wf: Workflow, max_payload: int = DEFAULT_MAX_PAYLOAD, max_tasks: int = DEFAULT_MAX_TASKS
+    wf: Workflow,
+    max_payload: int = DEFAULT_MAX_PAYLOAD,
+    max_tasks: int = DEFAULT_MAX_TASKS,
+    type_limits: Mapping[str, RateLimit] | None = None,
 ) -> CompiledWorkflow:
-    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header)."""
+    """Validate ``wf`` and lay it out as ``push.lua`` arguments (see its header).
+
+    ``type_limits``: the deployment's rate limits by task type, for tasks that have none
+    of their own nor from their workflow's ``rate_limits``."""
     payloads = validate(wf, max_payload, max_tasks)
     step_payloads: dict[str, list[str]] = {}
     for t in wf.tasks:
@@ -129,6 +140,7 @@ def compile_workflow(
     ready = pack_record("ready", 0, 0)
     waiters: dict[str, list[str]] = {}
     runs: list[tuple[str, int | None]] = []  # the templates its run: tasks start
+    rate_keys: list[tuple[int, str, str]] = []
     for i, t in enumerate(wf.tasks):
         static += _task_fields(str(i), t, payloads[i], children[i])
         if t.run is not None:
@@ -138,6 +150,12 @@ def compile_workflow(
             static += [f"{i}{D_WAIT}", t.wait.encoded()]
             if t.wait.signal is not None:
                 waiters.setdefault(t.wait.signal, []).append(str(i))
+        limit = _rate_limit_of(wf, t, type_limits)
+        if limit is not None:
+            key = constant_key(limit, t.payload, t.name, t.where or wf.where or "")
+            static += [f"{i}{D_RATE}", encode_spec(limit, key)]
+            if key is None:
+                rate_keys.append((i, t.name, limit.key[len("input.") :]))
         delay = round((t.delay or 0) * 1000)
         if t.map is not None:
             m = t.map
@@ -199,7 +217,23 @@ def compile_workflow(
     if schema is not None:
         where = f"{wf.where}: " if wf.where else ""
         validator = compile_schema(schema, f"{where}workflow {wf.name!r}")
-    return CompiledWorkflow(wf.name, digest, definition, gate, validator, runs)
+    return CompiledWorkflow(wf.name, digest, definition, gate, validator, runs, rate_keys or None)
+
+
+def _rate_limit_of(
+    wf: Workflow, t: Any, type_limits: Mapping[str, RateLimit] | None
+) -> RateLimit | None:
+    """A task's rate limit: its own, else its workflow's for its type, else the
+    deployment's for its type (not for a map, a wait task or a child run: validate
+    refuses one of their own)."""
+    if t.rate_limit is not None:
+        return cast(RateLimit, t.rate_limit)
+    if t.map is not None or t.wait is not None or t.run is not None:
+        return None
+    r = cast("Mapping[str, RateLimit]", wf.rate_limits or {}).get(t.type)
+    if r is None and type_limits:
+        r = type_limits.get(t.type)
+    return r
 
 
 def run_options(
@@ -212,8 +246,10 @@ def run_options(
     tick_ms: int | None = None,
     parent: str | None = None,
     depth: int = 0,
+    rate_keys: dict[str, str] | None = None,
 ) -> str:
-    """A pushed workflow's options as push.lua takes them (JSON; "" for none)."""
+    """A pushed workflow's options as push.lua takes them (JSON; "" for none).
+    ``rate_keys``: its tasks' rate limit keys from its input ({task index: key})."""
     o: dict[str, Any] = {}
     if template is not None:
         o[F_TEMPLATE], o[F_TEMPLATE_VERSION] = template, version or 0
@@ -225,6 +261,8 @@ def run_options(
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
     if parent is not None:
         o["pa"], o["dp"] = parent, depth
+    if rate_keys:
+        o["rk"] = rate_keys
     return json.dumps(o, separators=(",", ":")) if o else ""
 
 
@@ -284,10 +322,10 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
 # What a definition uses beyond the plain path, as letters after a "+" at the end of its
 # digest (so of its key's name, which every step has in hand): "K" a task whose claim
 # brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather,
-# "F" a condition (its claim brings it and the parents' states). A
+# "F" a condition (its claim brings it and the parents' states), "L" a rate limit. A
 # step reads those fields only when its definition has them (a missing field is a scan of
 # the whole definition hash).
-FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_WHEN)
+FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_WHEN, D_RATE)
 
 
 def _features(wf: Workflow, static: Sequence[Any]) -> str:

@@ -40,6 +40,7 @@ F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (m
 # A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
 # child of a run that is no one's child; engine/child_runs.py)
 F_PARENT, F_DEPTH = "pa", "dp"
+F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
 )  # fmt: skip
@@ -67,6 +68,9 @@ D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR, D_RULE = "C", "U", "V", "W", 
 D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
 D_DELAY = "H"  # how long it waits once it could run, ms (absent: none)
 D_WHEN = "F"  # its condition, a CEL expression (engine.conditions; absent: none)
+# Its rate limit (engine/ratelimit.py, encode_spec): "<interval us>|<burst>|<key>", the key
+# "=<constant>" or "@" (the run's own, in its field F_RATE_KEYS). Absent: none.
+D_RATE = "L"
 # A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # A map with seed 002's gather (MapSpec.gather): its list key (absent: the native list).

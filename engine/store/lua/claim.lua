@@ -3,8 +3,12 @@
 -- ARGV[3] agent id; ARGV[4] count.
 -- With several queues the best `count` tasks over all of them are taken (priority, then
 -- age), so an agent never claims more than it has room for, whatever its types.
+-- A member "~<bucket>" stands for the ready tasks of a rate limit's bucket: the claim takes
+-- those its tokens allow (take_tokens, lib/ratelimit.lua).
 -- Returns one row per task (see start_task in lib/claim_row.lua), or the error "RFLEASE ..." when
--- the agent holds no live lease (it was declared dead: it must register again).
+-- the agent holds no live lease (it was declared dead: it must register again); after the
+-- rows, when a bucket ran out of tokens with tasks left, the ms its next token exists and
+-- the claim's own time (ms).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])
 item_meta = {}  -- see read_for_task
@@ -36,6 +40,13 @@ else
     end
   end
 end
+local next_at = nil
+for _, member in ipairs(members) do
+  if string.byte(member, 1) == 126 then
+    members, next_at = take_tokens(members, want)
+    break
+  end
+end
 local rows = {}
 local started = {}
 local agent_json = cjson.encode(agent)
@@ -53,4 +64,8 @@ for _, member in ipairs(members) do
 end
 write_all('SADD', k_running(agent), started)
 flush()
+if next_at then
+  rows[#rows + 1] = next_at
+  rows[#rows + 1] = NOW
+end
 return rows

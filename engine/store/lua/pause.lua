@@ -11,7 +11,11 @@ for i = 0, tonumber(m[2]) - 1 do
   local s = tstate(redis.call('HGET', wk, i))
   if s == 'ready' then
     local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
-    held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. i)
+    if has_feature(dkey(wk), D_RATE) and rate_dequeue(wk, dkey(wk), wid .. ':' .. i, i, i, typ) then
+      held = held + 1
+    else
+      held = held + redis.call('ZREM', k_queue(typ), wid .. ':' .. i)
+    end
   elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
     local typ = redis.call('HGET', dkey(wk), i .. 'T') or ''
     for _, item in ipairs(items_in(wk, i, 'ready')) do

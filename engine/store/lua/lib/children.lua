@@ -30,6 +30,7 @@ local function release_children(wid, wk, kids, ct, queue)
   local fields, recs = {}, {}
   local dk = dkey(wk)
   local delays = has_feature(dk, 'H')
+  local rated = has_feature(dk, D_RATE)
   local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
   for k, c in ipairs(kids) do
     fields[#fields + 1] = c .. 'W'
@@ -102,9 +103,11 @@ local function release_children(wid, wk, kids, ct, queue)
         redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
       elseif queue then
         local typ = info[n * k - n + 2] or ''
-        redis.call('ZADD', k_queue(typ), queue_score(tonumber(info[n * k - n + 3] or '0'), wid),
-          wid .. ':' .. c)
-        wake[typ] = true
+        local score = queue_score(tonumber(info[n * k - n + 3] or '0'), wid)
+        if not (rated and rate_enqueue(wk, dk, wid .. ':' .. c, c, c, typ, score)) then
+          redis.call('ZADD', k_queue(typ), score, wid .. ':' .. c)
+          wake[typ] = true
+        end
       end
     end
   end

@@ -41,16 +41,22 @@ local function start_due(limit)
   return #due
 end
 
--- Move tasks whose retry backoff is over into their queues (held if paused).
+-- Move tasks whose retry backoff is over into their queues (held if paused), and rate
+-- limit buckets whose next token has come back into theirs.
 local function promote_due(limit)
   local due = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', NOW, 'LIMIT', 0, limit)
   for _, member in ipairs(due) do
     redis.call('ZREM', K_DELAYED, member)
-    local wid, i = split_member(member)
-    local wk = wkey(wid)
-    local h, fld = rec_at(wk, i)
-    if redis.call('HGET', wk, F_STATE) == 'running' and tstate(redis.call('HGET', h, fld)) == 'ready' then
-      enqueue(wid, wk, i)
+    if string.byte(member, 1) == 126 then
+      bucket_due(string.sub(member, 2))
+    else
+      local wid, i = split_member(member)
+      local wk = wkey(wid)
+      local h, fld = rec_at(wk, i)
+      if redis.call('HGET', wk, F_STATE) == 'running'
+          and tstate(redis.call('HGET', h, fld)) == 'ready' then
+        enqueue(wid, wk, i)
+      end
     end
   end
   return #due

@@ -47,6 +47,9 @@
 --   <i>J                                     a map with seed 002's gather: its list key
 --                                            (seed002_gather); its workflow field <i>j:
 --                                            what its items are given (seed002_given)
+--   <i>L                                     its rate limit: "<interval us>|<burst>|<key>",
+--                                            key "=<constant>" or "@" (the run's field
+--                                            rk: JSON {i: key}); lib/ratelimit.lua
 --   <i>K                                     parents whose errors come with its claim
 --                                            (csv): a gather's maps that tolerate failed
 --                                            items ("<p>m"), a failure branch's parents
@@ -123,6 +126,10 @@ local function k_gate_queue(g) return P .. ':cq:' .. g end
 local function k_idem(key) return P .. ':ik:' .. key end
 local function k_by_template(tp) return P .. ':wt:' .. tp end
 local function k_schedule(sn) return P .. ':s:' .. sn end
+-- A rate-limit bucket's ready tasks (zset) and its state (hash); bucket `b` is
+-- "<#type>:<type>:<key>" (lib/ratelimit.lua).
+local function k_rate_queue(b) return P .. ':rq:' .. b end
+local function k_bucket(b) return P .. ':rb:' .. b end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases

@@ -63,7 +63,7 @@ local function push_workflows(a, token)
       roots[#roots + 1] = {idx, a[at + 1], tonumber(a[at + 2]), tonumber(delay)}
     end
     defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
-      deadline = deadline}
+      deadline = deadline, rated = has_feature(dk, D_RATE)}
   end
 
   local nwf = tonumber(a[pos])
@@ -122,6 +122,10 @@ local function push_workflows(a, token)
           extra[#extra + 1] = F_PARENT; extra[#extra + 1] = o.pa
           extra[#extra + 1] = F_DEPTH; extra[#extra + 1] = o.dp
         end
+        if o.rk then
+          extra[#extra + 1] = F_RATE_KEYS; extra[#extra + 1] = cjson.encode(o.rk)
+          rate_keys_of[wk] = o.rk
+        end
         if #extra > 0 then redis.call('HSET', wk, unpack(extra)) end
       end
       all[#all + 1] = wid
@@ -148,6 +152,9 @@ local function push_workflows(a, token)
           if root[4] then
             held[#held + 1] = NOW + root[4]
             held[#held + 1] = wid .. ':' .. root[1]
+          elseif def.rated and rate_enqueue(wk, def.key, wid .. ':' .. root[1], root[1],
+              root[1], root[2], queue_score(root[3], wid)) then
+            -- queued in its rate limit's bucket
           else
             local q = by_type[root[2]]
             if q == nil then

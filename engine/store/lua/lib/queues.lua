@@ -32,12 +32,18 @@ local function queue_score(priority, wid)
   return string.format('%.0f', (1000 - priority) * 1000000000000 + tonumber(wid))
 end
 
--- Put task i of workflow wid into its type's ready queue and wake that type's agents.
+-- Put task i of workflow wid into its type's ready queue (its rate limit's bucket, if it
+-- has one) and wake that type's agents.
 local function enqueue(wid, wk, i)
   local _, _, di = rec_at(wk, i)
-  local f = redis.call('HMGET', dkey(wk), di .. 'T', di .. 'R')
+  local dk = dkey(wk)
+  local f = redis.call('HMGET', dk, di .. 'T', di .. 'R')
   local typ = f[1] or ''
-  redis.call('ZADD', k_queue(typ), queue_score(tonumber(f[2] or '0'), wid), wid .. ':' .. i)
+  local score = queue_score(tonumber(f[2] or '0'), wid)
+  if has_feature(dk, D_RATE) and rate_enqueue(wk, dk, wid .. ':' .. i, i, di, typ, score) then
+    return
+  end
+  redis.call('ZADD', k_queue(typ), score, wid .. ':' .. i)
   wake[typ] = true
 end
 
@@ -45,7 +51,9 @@ end
 local function dequeue(wid, wk, i)
   local member = wid .. ':' .. i
   local _, _, di = rec_at(wk, i)
-  local typ = redis.call('HGET', dkey(wk), di .. 'T') or ''
+  local dk = dkey(wk)
+  local typ = redis.call('HGET', dk, di .. 'T') or ''
+  if has_feature(dk, D_RATE) and rate_dequeue(wk, dk, member, i, di, typ) then return end
   redis.call('ZREM', k_queue(typ), member)
   redis.call('ZREM', K_DELAYED, member)
 end
