@@ -39,8 +39,9 @@ _BOUNDS_S = tuple(b / 1000 for b in BOUNDS_MS)
 
 
 class Rollups:
-    """An agent's counters not sent yet: per minute, per task type (a hot path: one
-    :meth:`add` per attempt)."""
+    """An agent's counters not sent yet: per minute, per task type. A hot path: an
+    attempt's :meth:`add` (or the agent's own :meth:`sample`) only appends a sample; the
+    thread that sends them (:meth:`take`) folds them into the counters."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -49,27 +50,46 @@ class Rollups:
         self._minute = -1  # the minute `_types` counts
         self._types: dict[str, list[Any]] = {}
         self._sent = time.monotonic()
+        # (type, succeeded, seconds, minute or -1: this batch's) not folded in yet;
+        # list.append is atomic, so adding takes no lock
+        self._samples: list[tuple[str, bool, float, int]] = []
+        self.sample = self._samples.append
+
+    def _fold(self) -> None:
+        """Fold the samples taken so far into the counters (one thread at a time); a
+        sample without its own minute counts in the current one."""
+        with self._lock:
+            n = len(self._samples)  # those appended meanwhile stay for the next fold
+            samples = self._samples[:n]
+            del self._samples[:n]
+            current = int(time.time()) // 60
+            for task_type, ok, seconds, minute in samples:
+                self._count(task_type, ok, seconds, current if minute < 0 else minute)
+
+    def _count(self, task_type: str, ok: bool, seconds: float, minute: int) -> None:
+        if minute != self._minute:
+            self._minute = minute
+            self._types = self._acc.setdefault(minute, {})
+        acc = self._types.get(task_type)
+        if acc is None:
+            acc = self._types[task_type] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
+        acc[0 if ok else 1] += 1
+        acc[2] += seconds
+        acc[3 + bisect.bisect_left(_BOUNDS_S, seconds)] += 1
 
     def add(self, task_type: str, ok: bool, seconds: float, now: float | None = None) -> None:
         """Count one attempt of ``task_type`` that ran ``seconds`` and ended at ``now``
         (epoch seconds; default: now) (``ok``: succeeded)."""
-        minute = int(time.time() if now is None else now) // 60
-        with self._lock:
-            if minute != self._minute:
-                self._minute = minute
-                self._types = self._acc.setdefault(minute, {})
-            acc = self._types.get(task_type)
-            if acc is None:
-                acc = self._types[task_type] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
-            acc[0 if ok else 1] += 1
-            acc[2] += seconds
-            acc[3 + bisect.bisect_left(_BOUNDS_S, seconds)] += 1
+        self.sample((task_type, ok, seconds, -1 if now is None else int(now) // 60))
 
     def take(self, force: bool = False) -> dict[int, dict[str, int]]:
         """The counters to send as history fields per minute (emptied), when
         :data:`ROLLUP_S` has passed or ``force``."""
         now = time.monotonic()
-        if not self._acc or (not force and now - self._sent < ROLLUP_S):
+        if not force and now - self._sent < ROLLUP_S:
+            return {}
+        self._fold()
+        if not self._acc:
             return {}
         with self._lock:
             acc, self._acc, self._minute, self._types = self._acc, {}, -1, {}

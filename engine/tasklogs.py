@@ -46,6 +46,7 @@ BUDGET = 256 * 1024 * 1024  # bytes of task logs a deployment keeps (its shards 
 FLUSH_S = 1.0  # how often a running task's new lines (and progress) are sent
 PROGRESS_S = 1.0  # at most one progress write per task this often
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+_clock = time.perf_counter  # run times (history): a monotonic clock
 
 # The task running in this context (None: outside a task). Its `_log` is the TaskLogs
 # of the agent running it until it first writes, then its Capture, made then.
@@ -286,27 +287,25 @@ class TaskLogs:
         self._done: list[LogEntry] = []
         self._send_lock = threading.Lock()  # a running task's lines go out in order
         self.rollups = Rollups()
+        self._sample = self.rollups.sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def begin(self, task: Task) -> tuple[contextvars.Token[Task | None], float]:
+    def begin(self, task: Task) -> tuple[contextvars.Token[Task | None], Task, float]:
         """The attempt starts here: what it writes in this context is its own (a capture
-        is made at its first write: nothing for a task that writes nothing)."""
+        is made at its first write: nothing for a task that writes nothing). A hot path:
+        once per attempt, a task that writes nothing costs a few attribute writes."""
         task._log = self
-        return _current.set(task), time.time()
+        return _current.set(task), task, _clock()
 
-    def end(self, mark: tuple[contextvars.Token[Task | None], float], ok: bool) -> None:
+    def end(self, mark: tuple[contextvars.Token[Task | None], Task, float], ok: bool) -> None:
         """The attempt ended (``ok``: succeeded): its lines wait for its outcome's report."""
-        token, began = mark
-        task = _current.get()
+        token, task, began = mark
         _current.reset(token)
-        if task is None:
-            return
-        now = time.time()
-        self.rollups.add(task.type, ok, now - began, now)
+        self._sample((task.type, ok, _clock() - began, -1))
         cap = task._log
         task._log = None  # no cycle: the capture goes when its last reference does
-        if isinstance(cap, Capture):
+        if cap.__class__ is Capture:
             cap.ended = True
             self._running.pop(id(cap), None)
             entry = cap.take(final=True)

@@ -99,6 +99,8 @@ class WaitKeeper:
                             pass
                         break
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
+                if self._stop.is_set():
+                    break  # stopping: its engine may be closed already
                 failures += 1
                 log.warning("wait keeper: %s", e)
                 if pubsub is not None:
@@ -117,7 +119,9 @@ class WaitKeeper:
         self._thread.start()
         return self._thread
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 0.0) -> None:
+        """Stop it; it ends within its next half-second wait (``timeout``: wait that long
+        for it; by default not at all: it holds nothing an agent must hand back)."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and timeout > 0:
             self._thread.join(timeout)

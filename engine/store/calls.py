@@ -61,7 +61,7 @@ def _claimed(reply: Any) -> Claimed:
     if len(reply) >= 2 and isinstance(reply[-1], int):
         out.next_at_ms, out.now_ms = reply[-2], reply[-1]
         reply = reply[:-2]
-    out.extend(decode_claim_row(r) for r in reply)
+    out.extend([decode_claim_row(r) for r in reply])
     return out
 
 
