@@ -42,6 +42,7 @@ from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .outcomes import FATAL, SKIP, outcome_of
 from .store import Outcome, ShardKeys
+from .store.calls import late_error
 from .store.scripts import ScriptBatch
 from .tasklogs import BUDGET, TaskLogs
 from .wait_keeper import WaitKeeper
@@ -478,6 +479,8 @@ class Agent:
             out = self._handler(task)(task)
             if out is not None and inspect.isawaitable(out):
                 out = asyncio.run(awaited(out, task.timeout))
+            if task._late:  # told at its deadline: it failed by it
+                return self._failed(task, TaskFailed(late_error(task.timeout)))
             return self._succeeded(task, out)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
             return self._failed(task, e)
@@ -553,7 +556,9 @@ class Agent:
         with self._watch_lock:
             late = [k for k, (deadline, _) in self._watched.items() if deadline <= now]
             for k in late:
-                self._watched.pop(k)[1].cancelled.set()
+                task = self._watched.pop(k)[1]
+                task._late = True  # whatever it returns now, the attempt timed out
+                task.cancelled.set()
 
     def _succeeded(self, task: Task, out: Any) -> Outcome:
         text = "" if out is None else json.dumps(out, separators=(",", ":"))

@@ -48,11 +48,13 @@ def test_waits_ride_out_a_redis_restart(tmp_path: Path) -> None:
             wait_for(lambda: engine.redis.ping())
             assert engine.status(wid).task("held").state == "suspended"
             assert engine.signal(wid, "held", "after the restart").outcome == "delivered"
-            for _ in range(50):  # the nap's timer ends it once its time comes
+
+            def moved_on() -> bool:  # the nap's timer ends it once its time comes
                 run_agent(engine, {"": lambda t: t.name})
                 WaitKeeper(engine).step()
-                if engine.state(wid) == "succeeded":
-                    break
+                return engine.state(wid).finished
+
+            wait_for(moved_on, timeout=60, what="the run to finish")
             st = engine.status(wid)
             assert st.state == "succeeded", st.to_dict()
             assert st.task("early").output == "kept"

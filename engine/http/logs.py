@@ -13,11 +13,12 @@ from starlette.responses import JSONResponse, Response
 
 from ..tasklogs import read_logs
 from .errors import HttpError
+from .stream import MAX_SEQ
 
 if TYPE_CHECKING:
     from .app import Api
 
-CURSOR = r"^(?:-|[0-9]{1,20}-[0-9]{1,20})$"
+CURSOR = r"^(?:-|[0-9]{1,19}-[0-9]{1,19})$"
 MAX_LIMIT = 10_000
 MAX_WAIT_S = 30
 
@@ -40,7 +41,9 @@ async def task_logs(api: Api, request: Request) -> Response:
     """GET /v1/workflows/{id}/tasks/{name}/logs?after=&limit=&wait="""
     api.auth(request, "read")
     after = request.query_params.get("after", "-")
-    if not re.match(CURSOR, after):
+    if not re.match(CURSOR, after) or (
+        after != "-" and any(int(n) > MAX_SEQ for n in after.split("-"))
+    ):
         raise HttpError(400, f"after {after[:40]!r} is not a cursor this API answered")
     limit = _query_int(request, "limit", 1000, 1, MAX_LIMIT)
     wait = _query_int(request, "wait", 0, 0, MAX_WAIT_S)

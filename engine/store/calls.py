@@ -99,6 +99,12 @@ def _reaped(reply: Any) -> tuple[list[int], list[TimedOut]] | None:
     ]
 
 
+def late_error(timeout_s: float | None) -> str:
+    """The error of an attempt that ran past its task's timeout (as housekeeping or its
+    own agent reports it: the same words either way)."""
+    return f"timed out after {_seconds(round((timeout_s or 0) * 1000))} (the task's timeout)"
+
+
 def _seconds(ms: int) -> str:
     """``30s``, ``1.5s``, ``5m``: a timeout as users write it."""
     s = ms / 1000
@@ -364,7 +370,7 @@ class Calls:
         its agent reported meanwhile is not)."""
         by_agent: dict[str, list[tuple[str, str, int, str, str]]] = {}
         for t in late:
-            error = f"timed out after {_seconds(t.timeout_ms)} (the task's timeout)"
+            error = late_error(t.timeout_ms / 1000)
             by_agent.setdefault(t.agent, []).append((t.wid, t.idx, t.attempt, "err", error))
         recorded = 0
         short: list[NotReplicatedError] = []
