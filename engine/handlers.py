@@ -67,6 +67,8 @@ class Task:
     _log: Any = field(default=None, repr=False, compare=False)  # tasklogs: while it runs
     # set by its agent at its timeout: whatever the handler returns then, it timed out
     _late: bool = field(default=False, repr=False, compare=False)
+    # how long it waited ready before its claim (ms): the queue-wait history
+    _waited_ms: int = field(default=0, repr=False, compare=False)
 
     def progress(self, fraction: float, message: str = "") -> None:
         """Say how far the attempt is (``fraction`` from 0 to 1, a short ``message``):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
              900000, 3600000)  # fmt: skip
 ROLLUP_S = 5.0  # how often an agent sends its counters
-KINDS = {"type": "y", "template": "t"}
+KINDS = {"type": "y", "template": "t", "wait": "q"}  # wait: per type, time ready to claim
 
 
 def bucket_of(ms: float) -> int:
@@ -45,14 +45,15 @@ class Rollups:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # minute -> type -> [succeeded, failed, seconds, bucket 0, bucket 1, ...]
+        # minute -> type -> [succeeded, failed, seconds, bucket 0, bucket 1, ..., then
+        # attempts waited for, seconds waited ready, wait bucket 0, 1, ...]
         self._acc: dict[int, dict[str, list[Any]]] = {}
         self._minute = -1  # the minute `_types` counts
         self._types: dict[str, list[Any]] = {}
         self._sent = time.monotonic()
-        # (type, succeeded, seconds, minute or -1: this batch's) not folded in yet;
-        # list.append is atomic, so adding takes no lock
-        self._samples: list[tuple[str, bool, float, int]] = []
+        # (type, succeeded, seconds, minute or -1: this batch's, ms it waited ready or -1)
+        # not folded in yet; list.append is atomic, so adding takes no lock
+        self._samples: list[tuple[str, bool, float, int, int]] = []
         self.sample = self._samples.append
 
     def _fold(self) -> None:
@@ -63,24 +64,38 @@ class Rollups:
             samples = self._samples[:n]
             del self._samples[:n]
             current = int(time.time()) // 60
-            for task_type, ok, seconds, minute in samples:
-                self._count(task_type, ok, seconds, current if minute < 0 else minute)
+            for task_type, ok, seconds, minute, waited in samples:
+                self._count(task_type, ok, seconds, current if minute < 0 else minute, waited)
 
-    def _count(self, task_type: str, ok: bool, seconds: float, minute: int) -> None:
+    def _count(self, task_type: str, ok: bool, seconds: float, minute: int, waited: int) -> None:
         if minute != self._minute:
             self._minute = minute
             self._types = self._acc.setdefault(minute, {})
         acc = self._types.get(task_type)
         if acc is None:
             acc = self._types[task_type] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
+            acc += [0, 0] + [0] * (len(BOUNDS_MS) + 1)
         acc[0 if ok else 1] += 1
         acc[2] += seconds
         acc[3 + bisect.bisect_left(_BOUNDS_S, seconds)] += 1
+        if waited >= 0:
+            at = 4 + len(BOUNDS_MS)
+            acc[at] += 1
+            acc[at + 1] += waited
+            acc[at + 2 + bisect.bisect_left(BOUNDS_MS, waited)] += 1
 
-    def add(self, task_type: str, ok: bool, seconds: float, now: float | None = None) -> None:
+    def add(
+        self,
+        task_type: str,
+        ok: bool,
+        seconds: float,
+        now: float | None = None,
+        waited_ms: int = -1,
+    ) -> None:
         """Count one attempt of ``task_type`` that ran ``seconds`` and ended at ``now``
-        (epoch seconds; default: now) (``ok``: succeeded)."""
-        self.sample((task_type, ok, seconds, -1 if now is None else int(now) // 60))
+        (epoch seconds; default: now) (``ok``: succeeded), having waited ready
+        ``waited_ms`` before its claim (-1: not known)."""
+        self.sample((task_type, ok, seconds, -1 if now is None else int(now) // 60, waited_ms))
 
     def take(self, force: bool = False) -> dict[int, dict[str, int]]:
         """The counters to send as history fields per minute (emptied), when
@@ -97,14 +112,23 @@ class Rollups:
         out: dict[int, dict[str, int]] = {}
         for minute, types in acc.items():
             fields = out.setdefault(minute, {})
+            at = 4 + len(BOUNDS_MS)  # where the waits start
             for typ, c in types.items():
                 p = f"y|{typ}|"
                 for name, n in (("ok", c[0]), ("bad", c[1]), ("ms", round(c[2] * 1000))):
                     if n:
                         fields[p + name] = n
-                for k, n in enumerate(c[3:]):
+                for k, n in enumerate(c[3:at]):
                     if n:
                         fields[f"{p}b{k}"] = n
+                # time ready before the claim: "ok" counts the attempts, "ms" their waits
+                q = f"q|{typ}|"
+                for name, n in (("ok", c[at]), ("ms", c[at + 1])):
+                    if n:
+                        fields[q + name] = n
+                for k, n in enumerate(c[at + 2 :]):
+                    if n:
+                        fields[f"{q}b{k}"] = n
         return out
 
 
@@ -200,13 +224,20 @@ def history(engine: Engine, by: str = "type", now: float | None = None) -> dict[
 
 
 def metric_families(engine: Engine) -> list[Any]:
-    """/metrics' view of the history totals: ``redisflow_task_duration_seconds`` (a
-    histogram per task type), ``redisflow_template_run_duration_seconds`` (per template)
-    and ``redisflow_template_runs_total`` (per template and outcome)."""
+    """/metrics' view of the history totals: ``redisflow_task_duration_seconds`` and
+    ``redisflow_queue_wait_seconds`` (histograms per task type: how long attempts ran,
+    and waited ready before their claim), ``redisflow_template_run_duration_seconds``
+    (per template) and ``redisflow_template_runs_total`` (per template and outcome)."""
     from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
     raw = {f: str(v) for f, v in engine.store.history_totals().items()}
     totals, runs = _fold([raw], "type", False), _fold([raw], "template", False)
+    waits = _fold([raw], "wait", False)
+    queued = HistogramMetricFamily(
+        "redisflow_queue_wait_seconds",
+        "How long task attempts waited ready before an agent claimed them, per type.",
+        labels=["type"],
+    )
     tasks = HistogramMetricFamily(
         "redisflow_task_duration_seconds",
         "How long task attempts ran (their handlers), per type.",
@@ -222,7 +253,7 @@ def metric_families(engine: Engine) -> list[Any]:
         "Runs of each template that ended, by outcome (succeeded, or failed or cancelled).",
         labels=["template", "outcome"],
     )
-    for family, stats in ((tasks, totals), (templates, runs)):
+    for family, stats in ((tasks, totals), (templates, runs), (queued, waits)):
         for name, s in sorted(stats.items()):
             cumulative, seen = [], 0
             for k, n in enumerate(s.buckets):
@@ -233,7 +264,7 @@ def metric_families(engine: Engine) -> list[Any]:
     for name, s in sorted(runs.items()):
         counts.add_metric([name, "succeeded"], s.succeeded)
         counts.add_metric([name, "failed"], s.failed)
-    return [tasks, templates, counts]
+    return [tasks, queued, templates, counts]
 
 
 def sparkline(values: list[int], empty: str = "·") -> str:

@@ -302,7 +302,7 @@ class TaskLogs:
         """The attempt ended (``ok``: succeeded): its lines wait for its outcome's report."""
         token, task, began = mark
         _current.reset(token)
-        self._sample((task.type, ok, _clock() - began, -1))
+        self._sample((task.type, ok, _clock() - began, -1, task._waited_ms))
         cap = task._log
         task._log = None  # no cycle: the capture goes when its last reference does
         if cap.__class__ is Capture:

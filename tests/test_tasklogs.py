@@ -8,17 +8,18 @@ import logging
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from engine_helpers import run_agent, scan_keys
+from engine_helpers import Hand, run_agent, scan_keys
 from own_server import admin, server  # noqa: F401 - fixtures, named in signatures
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import Engine, Task, TaskFailed, Workflow, exec_handler, tasklogs
-from engine.rollups import BOUNDS_MS, bucket_of, history
+from engine.rollups import BOUNDS_MS, Rollups, bucket_of, history
 from engine.tasklogs import read_logs, read_progress
 
 log = logging.getLogger("user.handler")
@@ -331,6 +332,7 @@ def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> 
     }
     assert m[("redisflow_task_duration_seconds_count", (("type", "etl"),))] == 4
     assert m[("redisflow_task_duration_seconds_bucket", (("le", "+Inf"), ("type", "etl")))] == 4
+    assert m[("redisflow_queue_wait_seconds_count", (("type", "etl"),))] == 4
     assert m[("redisflow_template_run_duration_seconds_count", (("template", "nightly"),))] == 2
     runs = "redisflow_template_runs_total"
     assert m[(runs, (("outcome", "succeeded"), ("template", "nightly")))] == 2
@@ -478,3 +480,22 @@ def test_the_process_logging_and_streams_are_given_back(engine: Engine) -> None:
         assert (sys.stdout, sys.stderr) == (out, err)
     finally:
         root.setLevel(level)
+
+
+def test_queue_waits_come_with_the_claim_and_go_to_the_history(engine: Engine) -> None:
+    """A claim row says how long its task waited ready (from Redis's clock): at least
+    the time the test let pass; the history counts it per type, in log-spaced buckets."""
+    wf = Workflow("waited")
+    wf.task("a", type="etl")
+    engine.push(wf)
+    time.sleep(0.06)  # a lower bound only: the wait is at least this long
+    [task] = Hand(engine, "h").claim("etl")
+    assert task._waited_ms >= 60
+    r = Rollups()
+    r.add("etl", True, 0.002, now=120.0, waited_ms=task._waited_ms)
+    r.add("etl", False, 0.002, now=120.0, waited_ms=3)
+    fields = r.take(force=True)[2]
+    assert fields["q|etl|ok"] == 2 and fields["q|etl|ms"] == task._waited_ms + 3
+    assert fields["q|etl|b0"] == 1  # 3 ms: the first bucket (up to 5 ms)
+    assert sum(v for f, v in fields.items() if f.startswith("q|etl|b")) == 2
+    assert fields["y|etl|ok"] == 1 and fields["y|etl|bad"] == 1

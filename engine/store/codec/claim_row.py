@@ -20,8 +20,10 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
     then for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON
     ("" for a plain task), then, when there are any, extras as a JSON object: the
     attempt's ``timeout`` ms, a gather's ``errors`` of tolerated items, a condition's
-    ``when`` and its parents' ``states`` (in their order). (A hot path: one per task.)"""
+    ``when`` and its parents' ``states`` (in their order); last, how long it waited ready
+    (ms, an integer: the only one there). (A hot path: one per task.)"""
     wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *rest = row
+    waited = rest.pop() if rest and type(rest[-1]) is int else 0
     parents = (
         {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
         if outputs
@@ -42,6 +44,7 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
         task.item = decode_json(rest[0])
         if s:
             task.step = int(s)
+    task._waited_ms = waited
     if len(rest) > 1:  # extras: the attempt's timeout, a gather's errors of tolerated items
         extras = decode_json(rest[1])
         if "timeout" in extras:

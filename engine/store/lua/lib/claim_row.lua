@@ -41,6 +41,9 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   a = a + 1
   redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
+  -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
+  local waited = 0
+  if q ~= '' then waited = math.max(0, NOW - ct - tonumber(q)) end
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
@@ -59,6 +62,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
         redis.call('HGET', h, fld .. 'p') or 'null'}
       if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+      row[#row + 1] = waited
       return row
     end
     -- a step: the element of its item, and the outputs of its parents in the item
@@ -74,6 +78,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
       redis.call('HGET', h, item .. 'p') or 'null'}
     if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
+    row[#row + 1] = waited
     return row
   end
   emit_json('claimed', wid, i, agent_json)
@@ -104,6 +109,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     row[10] = ''
     row[11] = '{' .. table.concat(extras, ',') .. '}'
   end
+  row[#row + 1] = waited
   return row
 end
 
