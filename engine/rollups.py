@@ -64,25 +64,27 @@ class Rollups:
             samples = self._samples[:n]
             del self._samples[:n]
             current = int(time.time()) // 60
+            # one loop, its names local: a fold costs about 0.3 µs per attempt
+            find, run_bounds, wait_bounds = bisect.bisect_left, _BOUNDS_S, BOUNDS_MS
+            at = 4 + len(BOUNDS_MS)  # where an accumulator's waits start
+            types, counted = self._types, self._minute
             for task_type, ok, seconds, minute, waited in samples:
-                self._count(task_type, ok, seconds, current if minute < 0 else minute, waited)
-
-    def _count(self, task_type: str, ok: bool, seconds: float, minute: int, waited: int) -> None:
-        if minute != self._minute:
-            self._minute = minute
-            self._types = self._acc.setdefault(minute, {})
-        acc = self._types.get(task_type)
-        if acc is None:
-            acc = self._types[task_type] = [0, 0, 0.0] + [0] * (len(BOUNDS_MS) + 1)
-            acc += [0, 0] + [0] * (len(BOUNDS_MS) + 1)
-        acc[0 if ok else 1] += 1
-        acc[2] += seconds
-        acc[3 + bisect.bisect_left(_BOUNDS_S, seconds)] += 1
-        if waited >= 0:
-            at = 4 + len(BOUNDS_MS)
-            acc[at] += 1
-            acc[at + 1] += waited
-            acc[at + 2 + bisect.bisect_left(BOUNDS_MS, waited)] += 1
+                if minute < 0:
+                    minute = current
+                if minute != counted:
+                    counted = minute
+                    types = self._acc.setdefault(minute, {})
+                acc = types.get(task_type)
+                if acc is None:
+                    acc = types[task_type] = [0, 0, 0.0] + [0] * (2 * len(BOUNDS_MS) + 4)
+                acc[0 if ok else 1] += 1
+                acc[2] += seconds
+                acc[3 + find(run_bounds, seconds)] += 1
+                if waited >= 0:
+                    acc[at] += 1
+                    acc[at + 1] += waited
+                    acc[at + 2 + find(wait_bounds, waited)] += 1
+            self._types, self._minute = types, counted
 
     def add(
         self,
