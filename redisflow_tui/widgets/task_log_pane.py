@@ -52,6 +52,7 @@ class TaskLogPane(Vertical):
         self.done = False  # the workflow finished and its last lines are shown
         self.progress = ""
         self._reading = False
+        self.reads = 0  # reads applied since the task was chosen (tests wait on it)
 
     def compose(self) -> ComposeResult:
         yield Static("log", id="log-title")
@@ -66,6 +67,7 @@ class TaskLogPane(Vertical):
             return
         self.wid, self.task_name = wid, task_name
         self.cursor, self.lines, self.done, self.progress = "-", 0, False, ""
+        self.reads = 0
         self.query_one(Log).clear()
         self._title()
         self._poll()
@@ -123,6 +125,7 @@ class TaskLogPane(Vertical):
             self.query_one(Log).write_lines(log_line(x) for x in lines)
             self.lines += len(lines)
         self.cursor = cursor
+        self.reads += 1
         self.done = finished  # read after it finished: nothing more will come
         self.progress = progress_line(self._own_progress(progress))
         self._title()

@@ -18,6 +18,7 @@ from engine.urls import is_cluster_url
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.task_log_pane import TaskLogPane
 from redisflow_tui.widgets.workflow_table import WorkflowTable
 
 SIZE = (140, 40)
@@ -96,6 +97,10 @@ def _open(
         await pilot.pause(0.1)
         await pilot.press(*keys)
         await wait_for(pilot, lambda: screen.sel_task == task and dag.selected_task() == task)
+        # the task's log pane has read its log once (its title says what it found)
+        pane = screen.query_one(TaskLogPane)
+        name = screen.view.tasks[task].name
+        await wait_for(pilot, lambda: pane.task_name == name and pane.reads > 0)
         await pilot.pause(0.2)
 
     return run_before
