@@ -231,7 +231,7 @@ class RedisflowApp(App[None]):
     def _read_history(self) -> None:
         try:
             history = self.engine.events(HISTORY)
-        except UNREACHABLE:
+        except Exception:  # noqa: BLE001 - Redis away or slow: read it again next tick
             self._history_due = True
             return
         self.call_from_thread(self._apply_history, history)

@@ -315,7 +315,7 @@ async def test_agents_and_events_screens(
         from redisflow_tui.widgets.event_log import EventLogView
 
         log = app.screen.query_one(EventLogView)
-        await wait_for(pilot, lambda: len(log.events) >= 5, timeout=20, what="history")
+        await wait_for(pilot, lambda: len(log.events) >= 5, what="history")
         kinds = [e.kind for e in log.events]
         assert kinds[-1] == "workflow.pushed"  # newest first: the push is the oldest
         assert "workflow.failed" in kinds
