@@ -115,7 +115,6 @@ def run_waits_bench(engine: Engine, workflows: int, agents: int = 2, url: str = 
     sender.start()
     sent_from, sent_to = times.get(timeout=3600)
     sender.join(30)
-    last = ids[-1]
     for wid in ids:  # in push order: most end in that order
         while not engine.state(wid).finished:
             time.sleep(0.05)
@@ -127,7 +126,6 @@ def run_waits_bench(engine: Engine, workflows: int, agents: int = 2, url: str = 
     succeeded = sum(engine.status(w).task("done").output == CHILDREN for w in ids[:200])
     succeeded += sum(engine.state(w) == "succeeded" for w in ids[200:])
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    del last
     return WaitsResult(
         workflows=workflows,
         agents=agents,

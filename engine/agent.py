@@ -772,6 +772,7 @@ class Agent:
                             keeper=self.id,
                             hold_s=3 * self.maintain_s,
                             lease_s=self.lease_s,
+                            waits=False,  # the agent's own keeper thread runs them
                         )
                     except NotReplicatedError as e:
                         self._short(e)

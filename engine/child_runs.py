@@ -10,7 +10,7 @@ parent and child (``child.lua``). The child's end is listed on its own shard
 on whichever shard each lives. A failed child fails the task, whose retries
 (``max_attempts``) start a new child; a cancelled child fails it for good. Cancelling the
 parent (or its deadline) cancels its running children; pausing, releasing and cleaning it
-up do the same to them (:func:`cascade`). Runs nest at most :data:`MAX_DEPTH` deep.
+up do the same to them (:func:`cascade_to`). Runs nest at most :data:`MAX_DEPTH` deep.
 
 The input is JSON in which a string ``"$<reference>"`` stands for a value of the run:
 ``$input`` (the parent run's input), ``$input.customer.id``, ``$payload...`` (the task's
@@ -21,7 +21,6 @@ reference to what does not exist is ``null``; ``"$$..."`` is the text ``"$..."``
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from .client import Engine
     from .model import WorkflowStatus
     from .store.codec import CompiledWorkflow
-
-log = logging.getLogger("redisflow.children")
 
 MAX_DEPTH = 16  # a run's children nest at most this deep
 RUN_FIELDS = {"template", "version", "input"}
@@ -239,15 +236,15 @@ def spawn(engine: Engine, member: str) -> None:
             pass
 
 
-def report_end(engine: Engine, child: str) -> bool:
-    """Tell child run ``child``'s parent task how it ended; True once told (or when
-    there is nothing to tell: the child or its parent is gone)."""
+def report_end(engine: Engine, child: str) -> None:
+    """Tell child run ``child``'s parent task how it ended (nothing to tell when the
+    child or its parent is gone)."""
     try:
         st = engine.status(child)
     except NotFoundError:
-        return True
+        return
     if st.parent is None or not st.state.finished:
-        return True
+        return
     wid, idx, attempt = st.parent.rsplit(":", 2)
     if st.state == "succeeded":
         value = json.dumps(child_result(st), separators=(",", ":"), ensure_ascii=False)
@@ -258,19 +255,12 @@ def report_end(engine: Engine, child: str) -> bool:
         engine.store.child_end(wid, idx, int(attempt), how, value, child)
     except NotFoundError:
         pass
-    return True
 
 
-def cancel_orphan(engine: Engine, child: str) -> bool:
-    """Cancel child run ``child``, whose parent ended first; True once done (or nothing
-    to do: it ended or is gone)."""
-    kids = engine.store.children_of(child)
-    try:
-        engine.store.cancel(child, engine.actor)
-    except (StateError, NotFoundError):
-        return True
-    cascade_to(engine, kids, "cancel")
-    return True
+def cancel_orphan(engine: Engine, child: str) -> None:
+    """Cancel child run ``child``, whose parent ended first, and its own children
+    (nothing to do when it ended or is gone)."""
+    cascade_to(engine, [child], "cancel")
 
 
 def cascade_to(engine: Engine, kids: list[str], op: str) -> int:

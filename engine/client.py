@@ -785,9 +785,11 @@ class Engine:
         keeper: str = "",
         hold_s: float = 0.0,
         lease_s: float = 0.0,
+        waits: bool = True,
     ) -> builtins.list[int]:
-        """One round of housekeeping on every shard (see ``reap.lua``, and ``waits.lua``:
-        wait tasks reached, timers due); agents call this
+        """One round of housekeeping on every shard (see ``reap.lua``, and with ``waits``
+        a pass of the wait keeper: wait tasks reached, timers due, child runs; an agent,
+        which runs a keeper of its own, leaves it out); agents call this
         as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
         round) is left to it. ``lease_s``: the keeper's lease, which says how long a gap
         between calls shows a stalled Redis (its leases are then moved on)."""
@@ -821,13 +823,13 @@ class Engine:
                     step()
                 except NotReplicatedError as e:
                     short = short or e
-        # wait tasks reached, timers due, child runs (the wait keeper's backstop)
-        from .wait_keeper import WaitKeeper
+        if waits:  # wait tasks reached, timers due, child runs
+            from .wait_keeper import WaitKeeper
 
-        try:
-            WaitKeeper(self).step()
-        except NotReplicatedError as e:
-            short = short or e
+            try:
+                WaitKeeper(self).step()
+            except NotReplicatedError as e:
+                short = short or e
         if short is not None:
             raise short
         return totals

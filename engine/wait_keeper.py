@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -54,28 +55,22 @@ class WaitKeeper:
     def _children(self, done: WaitsPass) -> list[str]:
         """Start, report and cancel the child runs handed out; the acks to send. One that
         fails is logged and left leased: a keeper takes it again in 30 s."""
-        acks: list[str] = []
-        engine = self.engine
         for member in done.spawns:
             self._guard(child_runs.spawn, member)
-        for wid in done.ends:
-            if self._guard(child_runs.report_end, wid):
-                acks.append(f"e:{wid}")
-        for wid in done.orphans:
-            if self._guard(lambda w: child_runs.cancel_orphan(engine, w), wid):
-                acks.append(f"o:{wid}")
+        acks = [f"e:{wid}" for wid in done.ends if self._guard(child_runs.report_end, wid)]
+        acks += [f"o:{wid}" for wid in done.orphans if self._guard(child_runs.cancel_orphan, wid)]
         return acks
 
-    def _guard(self, fn: Any, arg: str) -> Any:
+    def _guard(self, step: Callable[[Engine, str], None], arg: str) -> bool:
+        """Run ``step(engine, arg)``; False when it failed (logged, left to a retry)."""
         try:
-            if fn in (child_runs.spawn, child_runs.report_end):
-                return fn(self.engine, arg)
-            return fn(arg)
+            step(self.engine, arg)
         except (redis.ConnectionError, redis.TimeoutError):
             raise  # Redis away: the pass ends, the run loop backs off
         except Exception as e:  # noqa: BLE001 - one child's trouble must not stop the rest
-            log.warning("wait keeper: %s %s: %s", getattr(fn, "__name__", "step"), arg, e)
+            log.warning("wait keeper: %s %s: %s", step.__name__, arg, e)
             return False
+        return True
 
     def run(self) -> None:
         """Until :meth:`stop`: a pass, then sleep until a wake-up or the next timer."""

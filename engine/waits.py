@@ -178,20 +178,6 @@ def wait_of(value: Any, where: str = "") -> WaitSpec:
     return spec
 
 
-def describe(wait: dict[str, Any]) -> str:
-    """What a stored wait spec (its decoded ``D_WAIT``) waits for, in words."""
-    if "s" in wait:
-        text = f"signal {wait['s']!r}"
-        if "t" in wait:
-            text += f" (timeout {wait['t'] / 1000:g}s, then {wait.get('o', 'fail')})"
-        return text
-    if "p" in wait:
-        return f"sleep {wait['p'] / 1000:g}s"
-    if "c" in wait:
-        return f"child run of {wait['c']!r}"
-    return "a time"
-
-
 @dataclass
 class SignalResult:
     """What a signal did: ``delivered`` (the wait task ``task`` ended with it),
