@@ -30,9 +30,16 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
         else {}
     )
     given_value = decode_json(given) if given else None
-    if type(idx) is int:
+    if type(idx) is int or "." not in idx:
         task = Task(
-            str(wid), idx, name, typ, _decode_value(payload), int(attempt), parents, given_value
+            str(wid),
+            int(idx),
+            name,
+            typ,
+            _decode_value(payload),
+            int(attempt),
+            parents,
+            given_value,
         )
     else:
         c, _, k = str(idx).partition(".")

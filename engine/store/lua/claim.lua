@@ -18,8 +18,9 @@ end
 promote_due(100)
 local members = {}
 if #KEYS == 1 then
-  local popped = redis.call('ZPOPMIN', KEYS[1], want)
-  for k = 1, #popped, 2 do members[#members + 1] = popped[k] end
+  -- the best `want` without their scores (ZPOPMIN formats each score, Lua parses it back)
+  members = redis.call('ZRANGE', KEYS[1], 0, want - 1)
+  if #members > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1) end
 else
   local found = {}
   for q = 1, #KEYS do

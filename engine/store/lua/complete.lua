@@ -44,12 +44,7 @@ for r = 0, nres - 1 do
   local member = wid .. ':' .. i
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m
-  if c == nil then
-    m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST)
-  else
-    m = read_for_task(wk, i)
-  end
+  local m = read_for_task(wk, i)
   if m[4] and string.find(m[4], 'Y', 1, true) then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
@@ -68,10 +63,11 @@ for r = 0, nres - 1 do
   else
     out[#out + 1] = 1
     done[#done + 1] = member
-    local wst, ct = m[1], tonumber(m[2])
+    local wst = m[1]
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
-    local done_at = NOW - ct
+    local done_at, done_s = offset_of(m[2])
+    local ct = NOW - done_at
     local h, fld, di = wk, i, i
     if c ~= nil then h, fld, di = rec_at(wk, i) end
     local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
@@ -84,7 +80,7 @@ for r = 0, nres - 1 do
       end
     end
     if how == 'ok' then
-      local rec = trec('succeeded', a, q, b, done_at, g)
+      local rec = 'succeeded|' .. a .. '|' .. q .. '|' .. b .. '|' .. done_s .. '|' .. g
       if value ~= '' then
         redis.call('HSET', h, fld, rec, fld .. 'o', value)
       else
@@ -98,7 +94,7 @@ for r = 0, nres - 1 do
       elseif c == nil then
         wf_ok[wk] = wf_ok[wk] + 1
         emit('succeeded', wid, i)
-        local kids = split_csv(redis.call('HGET', dkey(wk, m[4]), i .. 'C'))
+        local kids = children_of(dkey(wk, m[4]), i)
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
         redis.call('HDEL', h, fld .. 'p')  -- its element: kept only while it may run again

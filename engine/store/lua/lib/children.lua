@@ -1,15 +1,33 @@
 -- lib/children.lua: A succeeded task's children: their parents' outputs, their release.
 
--- The outputs of a task's parents (csv of indexes), in that order, in one read.
+-- The outputs of a task's parents (csv of indexes), in that order, in one read; the fields
+-- to read are worked out once per csv and call.
+local output_fields = {}
 local function parent_outputs(wk, parents_csv)
-  local parents = split_csv(parents_csv)
-  if #parents == 0 then return {} end
-  for k, p in ipairs(parents) do parents[k] = p .. 'o' end
-  local outs = hmget_all(wk, parents)
+  if parents_csv == nil or parents_csv == false or parents_csv == '' then return {} end
+  local fields = output_fields[parents_csv]
+  if fields == nil then
+    fields = split_csv(parents_csv)
+    for k, p in ipairs(fields) do fields[k] = p .. 'o' end
+    output_fields[parents_csv] = fields
+  end
+  local outs = hmget_all(wk, fields)
   for k = 1, #outs do outs[k] = outs[k] or '' end
   return outs
 end
 
+-- The children of task i of definition dk (its C field) as a list: read once per
+-- definition, task and call (a definition never changes under a step).
+local kids_of = {}
+local function children_of(dk, i)
+  local key = dk .. '|' .. i
+  local kids = kids_of[key]
+  if kids == nil then
+    kids = split_csv(redis.call('HGET', dk, i .. 'C'))
+    kids_of[key] = kids
+  end
+  return kids
+end
 
 -- Map c of workflow wid is ready: its items are to be expanded from its parent's output.
 -- The caller (agent) is told at once; housekeeping finds it in K_EXPAND if that caller dies.
@@ -26,27 +44,36 @@ end
 -- (W ends in "r") reads its rule too (hear), and may be decided not to run: that goes
 -- on down the graph (skip_descendants). Reads and writes go in slices, whatever the
 -- fan-out.
+local kid_info = {}  -- per list of children (as children_of caches it) and call: their W T R (H)
 local function release_children(wid, wk, kids, ct, queue)
-  local fields, recs = {}, {}
   local dk = dkey(wk)
   local delays = has_feature(dk, 'H')
   local rated = has_feature(dk, D_RATE)
   local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
-  for k, c in ipairs(kids) do
-    fields[#fields + 1] = c .. 'W'
-    fields[#fields + 1] = c .. 'T'
-    fields[#fields + 1] = c .. 'R'
-    if delays then fields[#fields + 1] = c .. 'H' end
-    recs[k] = c
+  local info = kid_info[kids]
+  if info == nil or info.dk ~= dk then
+    local fields = {}
+    for _, c in ipairs(kids) do
+      fields[#fields + 1] = c .. 'W'
+      fields[#fields + 1] = c .. 'T'
+      fields[#fields + 1] = c .. 'R'
+      if delays then fields[#fields + 1] = c .. 'H' end
+    end
+    info = {dk = dk, v = hmget_all(dk, fields), score = {}}
+    kid_info[kids] = info
   end
-  local info = hmget_all(dk, fields)
-  recs = hmget_all(wk, recs)
+  local scores = info.score  -- queue score per priority, for this workflow
+  if info.wid ~= wid then scores = {}; info.score = scores; info.wid = wid end
+  info = info.v
+  local recs = hmget_all(wk, kids)
   local ready = {}
   local decided = {}  -- {child, class} of children decided not to run
+  local queued = nil  -- per queue key, its new members with their scores (one ZADD each)
   local at = NOW - ct
+  local at_s = nil
   for k, c in ipairs(kids) do
     local rec = recs[k]
-    local go = tstate(rec) == 'waiting'
+    local go = not rec or tstate(rec) == 'waiting'
     local w = info[n * k - n + 1]
     local last = w and string.byte(w, -1)
     local is_map = last == 109  -- "<parents>m"
@@ -59,9 +86,9 @@ local function release_children(wid, wk, kids, ct, queue)
         settle(wid, wk, c, rec, verdict, ct, nil)
         decided[#decided + 1] = {c, verdict}
       end
-    elseif go then
+    elseif go and w then
       if is_map then w = string.sub(w, 1, -2) end
-      local need = tonumber(w or '1')
+      local need = tonumber(w)
       if need > 1 then
         local v = redis.call('HINCRBY', wk, c .. 'w', 1)
         go = v >= need
@@ -95,21 +122,41 @@ local function release_children(wid, wk, kids, ct, queue)
         local t = tparse(rec)
         t.s, t.q = 'ready', at + delay
         ready[#ready + 1] = tpack(t)
-      else
+      elseif delay > 0 then
         ready[#ready + 1] = trec('ready', 0, at + delay, '', '', '')
+      else
+        if at_s == nil then at_s = tostring(at) end
+        ready[#ready + 1] = 'ready|0|' .. at_s .. '|||'
       end
       move_count('waiting', 'ready')
       if delay > 0 then
         redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
       elseif queue then
         local typ = info[n * k - n + 2] or ''
-        local score = queue_score(tonumber(info[n * k - n + 3] or '0'), wid)
-        if not (rated and rate_enqueue(wk, dk, wid .. ':' .. c, c, c, typ, score)) then
-          redis.call('ZADD', k_queue(typ), score, wid .. ':' .. c)
+        local pri = info[n * k - n + 3] or '0'
+        local score = scores[pri]
+        if score == nil then
+          score = queue_score(tonumber(pri), wid)
+          scores[pri] = score
+        end
+        local member = wid .. ':' .. c
+        if not (rated and rate_enqueue(wk, dk, member, c, c, typ, score)) then
+          local qk = k_queue(typ)
+          if queued == nil then queued = {} end
+          local q = queued[qk]
+          if q == nil then
+            q = {}
+            queued[qk] = q
+          end
+          q[#q + 1] = score
+          q[#q + 1] = member
           wake[typ] = true
         end
       end
     end
+  end
+  if queued ~= nil then
+    for qk, q in pairs(queued) do write_all('ZADD', qk, q) end
   end
   write_all('HSET', wk, ready)
   if #decided > 0 then

@@ -7,12 +7,13 @@
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
-local item_defs = {}  -- an item's definition fields, read once per map and call
+local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 local function start_task(wid, wk, i, agent, agent_json, f)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
-  local ct, rec = tonumber(f[2]), f[3]
+  local rec = f[3]
+  local since, since_s = offset_of(f[2])
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
   local d
@@ -21,29 +22,28 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y') and not has_feature(dk, 'F')
     plain_defs[dk] = plain
   end
-  if h == wk and plain then
-    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
-  elseif h == wk then
-    d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
-      di .. 'Y', di .. D_WHEN)
-  else
-    d = item_defs[dk .. '|' .. di]
-    if d == nil then
+  -- a definition never changes under a claim: its fields are read once per task index
+  local dci = dk .. '|' .. di
+  d = item_defs[dci]
+  if d == nil then
+    if h == wk and plain then
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+    elseif h == wk then
+      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
+        di .. 'Y', di .. D_WHEN)
+    else
       d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
         di .. 'Y')
-      item_defs[dk .. '|' .. di] = d
     end
+    item_defs[dci] = d
   end
-  local a, q = 0, ''
-  if rec then
-    a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|')
-    a = tonumber(a) or 0
-  end
-  a = a + 1
-  redis.call('HSET', h, fld, trec('running', a, q, NOW - ct, '', agent))
+  local a, q = '0', ''
+  if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+  a = next_attempt(a)
+  redis.call('HSET', h, fld, 'running|' .. a .. '|' .. q .. '|' .. since_s .. '||' .. agent)
   -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
   local waited = 0
-  if q ~= '' then waited = math.max(0, NOW - ct - tonumber(q)) end
+  if q ~= '' then waited = math.max(0, since - tonumber(q)) end
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
@@ -82,7 +82,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     return row
   end
   emit_json('claimed', wid, i, agent_json)
-  local row = {wid, tonumber(i), d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
+  local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
     parent_outputs(wk, d[4]), f[5] or ''}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
@@ -115,16 +115,22 @@ end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
 -- i, d, in} (an item's record from its map's hash).
--- A claim reads a workflow's fields once for all its items: nothing it does changes them
--- (other steps read them per item, as they may end the workflow on the way).
+-- A claim or a completion reads a workflow's fields once for all its tasks: nothing they
+-- do changes them before their last step (other steps read them per task, as they may end
+-- the workflow on the way).
 local item_meta = nil
 local function read_for_task(wk, i)
-  local c, k = item_of(i)
-  if c == nil then return redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT) end
   local m = item_meta and item_meta[wk]
+  local c, k = item_of(i)
   if m == nil then
+    if c == nil then
+      m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
+      if item_meta then item_meta[wk] = {m[1], m[2], m[4], m[5]} end
+      return m
+    end
     m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
     if item_meta then item_meta[wk] = m end
   end
+  if c == nil then return {m[1], m[2], redis.call('HGET', wk, i), m[3], m[4]} end
   return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[3], m[4]}
 end
