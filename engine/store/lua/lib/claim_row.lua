@@ -10,6 +10,20 @@
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
+-- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
+-- claim (nothing a claim does changes an output): a fan-out's tasks share their parent's.
+local claim_outputs = {}
+local function outputs_for(wk, parents_csv)
+  if not parents_csv then return {} end
+  local key = wk .. '|' .. parents_csv
+  local outs = claim_outputs[key]
+  if outs == nil then
+    outs = parent_outputs(wk, parents_csv)
+    claim_outputs[key] = outs
+  end
+  return outs
+end
+
 local function start_task(wid, wk, i, agent, agent_json, f)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local rec = f[3]
@@ -83,7 +97,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   emit_json('claimed', wid, i, agent_json)
   local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
-    parent_outputs(wk, d[4]), f[5] or ''}
+    outputs_for(wk, d[4]), f[5] or ''}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
