@@ -65,6 +65,19 @@ local function release_children(wid, wk, kids, ct, queue)
   local scores = info.score  -- queue score per priority, for this workflow
   if info.wid ~= wid then scores = {}; info.score = scores; info.wid = wid end
   info = info.v
+  -- A single child that counts its parents' ends (a fan-in's join) is counted first and its
+  -- record read only once every parent has ended: the other parents' ends cost one
+  -- increment each. (A child a failed parent decided already keeps a count nobody reads;
+  -- a retry sets it again.)
+  local counted_v = nil
+  if #kids == 1 then
+    local w = info[1]
+    local last = w and string.byte(w, -1)
+    if last and last ~= 114 and last ~= 109 and w ~= '1' then
+      counted_v = redis.call('HINCRBY', wk, kids[1] .. 'w', 1)
+      if counted_v < tonumber(w) then return end
+    end
+  end
   local recs = hmget_all(wk, kids)
   local ready = {}
   local decided = {}  -- {child, class} of children decided not to run
@@ -90,7 +103,7 @@ local function release_children(wid, wk, kids, ct, queue)
       if is_map then w = string.sub(w, 1, -2) end
       local need = tonumber(w)
       if need > 1 then
-        local v = redis.call('HINCRBY', wk, c .. 'w', 1)
+        local v = counted_v or redis.call('HINCRBY', wk, c .. 'w', 1)
         go = v >= need
         if go then
           if v < RB then
