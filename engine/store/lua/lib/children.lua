@@ -18,13 +18,17 @@ end
 
 -- The children of task i of definition dk (its C field) as a list: read once per
 -- definition, task and call (a definition never changes under a step).
-local kids_of = {}
+local kids_of = {}  -- definition key -> task -> its children
 local function children_of(dk, i)
-  local key = dk .. '|' .. i
-  local kids = kids_of[key]
+  local of = kids_of[dk]
+  if of == nil then
+    of = {}
+    kids_of[dk] = of
+  end
+  local kids = of[i]
   if kids == nil then
     kids = split_csv(redis.call('HGET', dk, i .. 'C'))
-    kids_of[key] = kids
+    of[i] = kids
   end
   return kids
 end

@@ -12,14 +12,18 @@ local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 -- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
 -- claim (nothing a claim does changes an output): a fan-out's tasks share their parent's.
-local claim_outputs = {}
+local claim_outputs = {}  -- workflow key -> parents csv -> their outputs
 local function outputs_for(wk, parents_csv)
   if not parents_csv then return {} end
-  local key = wk .. '|' .. parents_csv
-  local outs = claim_outputs[key]
+  local of = claim_outputs[wk]
+  if of == nil then
+    of = {}
+    claim_outputs[wk] = of
+  end
+  local outs = of[parents_csv]
   if outs == nil then
     outs = parent_outputs(wk, parents_csv)
-    claim_outputs[key] = outs
+    of[parents_csv] = outs
   end
   return outs
 end
@@ -37,8 +41,12 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     plain_defs[dk] = plain
   end
   -- a definition never changes under a claim: its fields are read once per task index
-  local dci = dk .. '|' .. di
-  d = item_defs[dci]
+  local defs = item_defs[dk]
+  if defs == nil then
+    defs = {}
+    item_defs[dk] = defs
+  end
+  d = defs[di]
   if d == nil then
     if h == wk and plain then
       d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
@@ -49,7 +57,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
         di .. 'Y')
     end
-    item_defs[dci] = d
+    defs[di] = d
   end
   local a, q = '0', ''
   if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
