@@ -75,7 +75,8 @@ for r = 0, nres - 1 do
     local wst = m[1]
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
-    local done_at, done_s = offset_of(m[2])
+    local o = OFFSET[m[2]]
+    local done_at, done_s = o[1], o[2]
     local ct = NOW - done_at
     local h, fld, di = wk, i, i
     if c ~= nil then h, fld, di = rec_at(wk, i) end
@@ -103,7 +104,7 @@ for r = 0, nres - 1 do
       elseif c == nil then
         wf_ok[wk] = wf_ok[wk] + 1
         emit('succeeded', wid, i)
-        local kids = children_of(dkey(wk, m[4]), i)
+        local kids = CHILDREN[dkey(wk, m[4])][i]
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
         redis.call('HDEL', h, fld .. 'p')  -- its element: kept only while it may run again

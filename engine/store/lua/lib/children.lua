@@ -18,20 +18,16 @@ end
 
 -- The children of task i of definition dk (its C field) as a list: read once per
 -- definition, task and call (a definition never changes under a step).
-local kids_of = {}  -- definition key -> task -> its children
-local function children_of(dk, i)
-  local of = kids_of[dk]
-  if of == nil then
-    of = {}
-    kids_of[dk] = of
-  end
-  local kids = of[i]
-  if kids == nil then
-    kids = split_csv(redis.call('HGET', dk, i .. 'C'))
-    of[i] = kids
-  end
-  return kids
-end
+-- CHILDREN[dk][i] is that list.
+local CHILDREN = setmetatable({}, {__index = function(t, dk)
+  local of = setmetatable({}, {__index = function(o, i)
+    local kids = split_csv(redis.call('HGET', dk, i .. 'C'))
+    o[i] = kids
+    return kids
+  end})
+  t[dk] = of
+  return of
+end})
 
 -- Map c of workflow wid is ready: its items are to be expanded from its parent's output.
 -- The caller (agent) is told at once; housekeeping finds it in K_EXPAND if that caller dies.
@@ -48,13 +44,13 @@ end
 -- (W ends in "r") reads its rule too (hear), and may be decided not to run: that goes
 -- on down the graph (skip_descendants). Reads and writes go in slices, whatever the
 -- fan-out.
-local kid_info = {}  -- per list of children (as children_of caches it) and call: their W T R (H)
 local function release_children(wid, wk, kids, ct, queue)
   local dk = dkey(wk)
   local delays = has_feature(dk, 'H')
   local rated = has_feature(dk, D_RATE)
   local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
-  local info = kid_info[kids]
+  -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call)
+  local info = kids.defs
   if info == nil or info.dk ~= dk then
     local fields = {}
     for _, c in ipairs(kids) do
@@ -64,7 +60,7 @@ local function release_children(wid, wk, kids, ct, queue)
       if delays then fields[#fields + 1] = c .. 'H' end
     end
     info = {dk = dk, v = hmget_all(dk, fields), score = {}}
-    kid_info[kids] = info
+    kids.defs = info
   end
   local scores = info.score  -- queue score per priority, for this workflow
   if info.wid ~= wid then scores = {}; info.score = scores; info.wid = wid end

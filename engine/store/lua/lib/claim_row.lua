@@ -12,26 +12,22 @@ local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 -- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
 -- claim (nothing a claim does changes an output): a fan-out's tasks share their parent's.
-local claim_outputs = {}  -- workflow key -> parents csv -> their outputs
-local function outputs_for(wk, parents_csv)
-  if not parents_csv then return {} end
-  local of = claim_outputs[wk]
-  if of == nil then
-    of = {}
-    claim_outputs[wk] = of
-  end
-  local outs = of[parents_csv]
-  if outs == nil then
-    outs = parent_outputs(wk, parents_csv)
-    of[parents_csv] = outs
-  end
-  return outs
-end
+-- OUTPUTS[wk][parents csv] are those outputs.
+local OUTPUTS = setmetatable({}, {__index = function(t, wk)
+  local of = setmetatable({}, {__index = function(o, csv)
+    local outs = parent_outputs(wk, csv)
+    o[csv] = outs
+    return outs
+  end})
+  t[wk] = of
+  return of
+end})
 
 local function start_task(wid, wk, i, agent, agent_json, f)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local rec = f[3]
-  local since, since_s = offset_of(f[2])
+  local o = OFFSET[f[2]]
+  local since, since_s = o[1], o[2]
   local dk = dkey(wk, f[4])
   local h, fld, di = rec_at(wk, i)
   local d
@@ -61,7 +57,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   local a, q = '0', ''
   if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
-  a = next_attempt(a)
+  a = NEXT_ATTEMPT[a]
   redis.call('HSET', h, fld, 'running|' .. a .. '|' .. q .. '|' .. since_s .. '||' .. agent)
   -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
   local waited = 0
@@ -105,7 +101,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   emit_json('claimed', wid, i, agent_json)
   local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
-    outputs_for(wk, d[4]), f[5] or ''}
+    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or ''}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents

@@ -27,23 +27,20 @@ end
 -- NOW as ms after a workflow's creation `ct` (its field, as read), a number and the string
 -- a record holds: worked out once per workflow and call (formatting a number costs more
 -- in Lua than the rest of a record).
-local offsets = {}
-local function offset_of(ct)
-  local o = offsets[ct]
-  if o == nil then
-    local n = NOW - tonumber(ct)
-    o = {n, tostring(n)}
-    offsets[ct] = o
-  end
-  return o[1], o[2]
-end
+-- OFFSET[ct] is {that number, its string}.
+local OFFSET = setmetatable({}, {__index = function(t, ct)
+  local n = NOW - tonumber(ct)
+  local o = {n, tostring(n)}
+  t[ct] = o
+  return o
+end})
 
--- The attempt after `a` (a record's attempts, as a string) as a string.
-local NEXT_ATTEMPT = {['0'] = '1', ['1'] = '2', ['2'] = '3', ['3'] = '4', ['4'] = '5', ['5'] = '6',
-  ['6'] = '7', ['7'] = '8', ['8'] = '9', ['9'] = '10', [''] = '1'}
-local function next_attempt(a)
-  return NEXT_ATTEMPT[a] or tostring((tonumber(a) or 0) + 1)
-end
+-- NEXT_ATTEMPT[a]: the attempt after `a` (a record's attempts, as a string) as a string.
+local NEXT_ATTEMPT = setmetatable({['0'] = '1', [''] = '1'}, {__index = function(t, a)
+  local v = tostring((tonumber(a) or 0) + 1)
+  t[a] = v
+  return v
+end})
 
 -- Only the state of a record, as read.
 local function tstate(v)
