@@ -8,7 +8,7 @@ from typing import Any
 from .. import agent_ops
 from ..client import Engine
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, esc, new_table, out, print_json, span, type_label
+from .common import EXIT_OK, STATE_STYLE, Parents, esc, new_table, out, print_json, span, type_label
 
 
 def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
@@ -29,9 +29,7 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     table = new_table("agent", "types", "state", "heartbeat", "running", "concurrency", "host/pid")
     for a in agents:
-        style = {"online": "green", "stale": "yellow", "dead": "red", "draining": "cyan"}.get(
-            a.state.value, "dim"
-        )
+        style = STATE_STYLE.get(a.state.value, "dim")
         table.add_row(
             esc(a.id),
             ",".join(type_label(t) for t in a.types),

@@ -18,6 +18,7 @@ import redis
 
 from .. import timing
 from ..acl import denied_command, permission_message
+from ..appearance import LOOKS
 from ..client import Engine
 from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name
 from ..errors import (
@@ -470,19 +471,7 @@ def add_wait_options(p: argparse.ArgumentParser) -> None:
 # -- output -----------------------------------------------------------------------------
 
 
-STATE_STYLE = {
-    "scheduled": "blue",
-    "queued": "blue",
-    "running": "cyan",
-    "paused": "yellow",
-    "succeeded": "green",
-    "failed": "red",
-    "cancelled": "magenta",
-    "waiting": "dim",
-    "ready": "blue",
-    "skipped": "dim",
-    "upstream_failed": "dark_orange",
-}
+STATE_STYLE = {s: look.style for s, look in LOOKS.items() if look.style}  # rich styles
 
 
 class _LazyConsole:
