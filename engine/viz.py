@@ -13,30 +13,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .appearance import LOOKS
 from .rules import FINALLY, HANDLER_RULES
 
 FORMATS = ("mermaid", "dot")
-# fill, stroke (and text) per state
-COLOURS = {
-    "waiting": ("#f4f4f4", "#9e9e9e"),
-    "ready": ("#e3f2fd", "#1e88e5"),
-    "running": ("#e0f7fa", "#00838f"),
-    "succeeded": ("#e8f5e9", "#2e7d32"),
-    "failed": ("#ffebee", "#c62828"),
-    "upstream_failed": ("#fff3e0", "#e65100"),
-    "skipped": ("#fafafa", "#9e9e9e"),
-    "cancelled": ("#f3e5f5", "#6a1b9a"),
-}
-GLYPHS = {
-    "waiting": "○",
-    "ready": "◌",
-    "running": "▶",
-    "succeeded": "✔",
-    "failed": "✖",
-    "upstream_failed": "⇣",
-    "skipped": "⊘",
-    "cancelled": "⊘",
-}
+# fill, stroke (and text) per state, and its glyph: the states a graph colours
+COLOURS = {s: look.graph for s, look in LOOKS.items() if look.graph is not None}
+GLYPHS = {s: LOOKS[s].glyph for s in COLOURS}
 FAILURE, DONE, PLAIN = "failure", "done", "plain"
 EDGE_LABEL = {FAILURE: "on failure", DONE: "done"}
 

@@ -16,6 +16,7 @@ import pytest
 from engine_helpers import BIN, ROOT, cli, one_line_error
 
 from engine import Engine, Workflow
+from engine.cli import common as cli_common
 from engine.cli import main as cli_main
 from engine.cli.http_cmds import HTTP_EXTRA
 from engine.model import AgentInfo, AgentState, TaskState, TaskStatus, WorkflowState, WorkflowStatus
@@ -147,8 +148,8 @@ def test_a_narrow_terminal_cuts_or_drops_no_column(
     wf.task("second", after=[LONG])
     wid = engine.push(wf)
     screen = io.StringIO()
-    monkeypatch.setattr(cli_main, "terminal", lambda: True)
-    monkeypatch.setattr(cli_main._LazyConsole, "_console", Console(file=screen, width=60))
+    monkeypatch.setattr(cli_common, "terminal", lambda: True)
+    monkeypatch.setattr(cli_common._LazyConsole, "_console", Console(file=screen, width=60))
     assert cli_main.run(["status", wid, "--url", redis_url]) == 0
     shown = screen.getvalue()
     assert "…" not in shown

@@ -29,13 +29,15 @@ from ..outcomes import exit_codes
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    Parser,
     connect,
     connection_options,
     fail,
     guarded,
+    positive_float,
+    positive_int,
     refuse,
 )
-from .main import Parser, positive_float, positive_int
 
 
 def task_type(text: str) -> str:

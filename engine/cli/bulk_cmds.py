@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import bulk
 from ..errors import DefinitionError
 from ..model import WorkflowState
-from .common import EXIT_FAILED, EXIT_OK, print_json
+from .common import EXIT_FAILED, EXIT_OK, KEY_PREFIX, _ago_arg, name_arg, print_json
 
 if TYPE_CHECKING:
     from ..client import Engine
 
-KEY_PREFIX = "key:"
 DONE = {
     "retry": ("retried", "tasks reset"),
     "cancel": ("cancelled", "tasks cancelled"),
@@ -31,16 +29,14 @@ DONE = {
 }
 
 
-def add_filter_options(
-    p: argparse.ArgumentParser, ago: Callable[[str], Any], name: Callable[[str], str]
-) -> None:
+def add_filter_options(p: argparse.ArgumentParser) -> None:
     """The options that pick workflows by filter, as ``redisflow list`` takes them."""
     g = p.add_argument_group("many at once (the filters of redisflow list)")
     g.add_argument("--state", choices=[s.value for s in WorkflowState])
-    g.add_argument("--name", type=name)
-    g.add_argument("--template", type=name, help="runs of this template")
-    g.add_argument("--since", type=ago, metavar="WHEN", help="created since, e.g. 1h")
-    g.add_argument("--until", type=ago, metavar="WHEN", help="created before, e.g. 30m")
+    g.add_argument("--name", type=name_arg)
+    g.add_argument("--template", type=name_arg, help="runs of this template")
+    g.add_argument("--since", type=_ago_arg, metavar="WHEN", help="created since, e.g. 1h")
+    g.add_argument("--until", type=_ago_arg, metavar="WHEN", help="created before, e.g. 30m")
     g.add_argument(
         "--max",
         type=int,

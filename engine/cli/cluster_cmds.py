@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import DefinitionError
 from ..store.shard_moves import ShardMoves
-from .common import EXIT_OK, connect, connection_url, print_json
+from .common import EXIT_OK, Parents, connect, connection_url, esc, new_table, out, print_json
 
 NOT_A_CLUSTER = "the cluster commands need a Redis Cluster: --url redis+cluster://HOST:PORT"
 
@@ -36,14 +36,12 @@ def _with_moves(args: argparse.Namespace, action: Any) -> int:
 
 
 def cmd_cluster_shards(_: Any, args: argparse.Namespace) -> int:
-    from .main import _table, esc, out
-
     def show(moves: ShardMoves) -> int:
         places = moves.places()
         if args.json:
             print_json({"shards": [p.to_dict() for p in places]})
             return EXIT_OK
-        table = _table("shard", "tag", "slot", "master", "keys")
+        table = new_table("shard", "tag", "slot", "master", "keys")
         for p in places:
             table.add_row(str(p.shard), esc(p.tag), str(p.slot), p.master, f"{p.keys:,}")
         out.print_table(table)
@@ -73,7 +71,7 @@ def cmd_cluster_move(_: Any, args: argparse.Namespace) -> int:
     return _with_moves(args, move)
 
 
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def register(sub: Any, parents: Parents) -> None:
     """Add ``cluster shards`` and ``cluster move`` to the ``redisflow`` parser."""
     p = sub.add_parser("cluster", help="a Redis Cluster's shards: where they are, move one")
     cs = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")

@@ -1,4 +1,5 @@
-"""What every command-line tool shares: connection options, exit codes, error reporting."""
+"""What every command-line tool shares: connection options, exit codes, error reporting,
+argument types, the console and its tables, and reading and waiting for pushed runs."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import redis
 
+from .. import timing
 from ..acl import denied_command, permission_message
+from ..appearance import LOOKS
 from ..client import Engine
-from ..definition import DEFAULT_MAX_PAYLOAD
+from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name
 from ..errors import (
     DefinitionError,
     PartialWriteError,
@@ -23,7 +28,12 @@ from ..errors import (
     UnreachableError,
     is_out_of_memory,
 )
+from ..flow import check_key
+from ..store.codec import encode_input
 from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
+
+if TYPE_CHECKING:
+    from rich.console import OverflowMethod
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_PARTIAL = 4  # partly written: the ids of what was written are printed
@@ -305,3 +315,371 @@ def partly_written(e: PartialWriteError, what: str = "workflows", shown: str = "
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, default=str, separators=(",", ":")))
+
+
+class Parents(NamedTuple):
+    """The parent parsers of a command: its connection options and ``--json``. A command
+    that connects takes both (``parents=parents``), one that does not ``[parents.js]``."""
+
+    conn: argparse.ArgumentParser
+    js: argparse.ArgumentParser
+
+
+def json_option() -> argparse.ArgumentParser:
+    """A parent parser with ``--json``."""
+    js = argparse.ArgumentParser(add_help=False)
+    js.add_argument("--json", action="store_true", help="machine-readable output")
+    return js
+
+
+# -- argument types ---------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line (bad input, exit code 2), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (page numbers, page sizes, counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {quoted(text)}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def max_tasks(text: str) -> int:
+    """A limit on tasks per workflow, up to the engine's own (push_many checks that one)."""
+    value = positive_int(text)
+    if value > DEFAULT_MAX_TASKS:
+        raise argparse.ArgumentTypeError(f"must be at most {DEFAULT_MAX_TASKS}, not {value}")
+    return value
+
+
+KEY_PREFIX = "key:"  # `status key:order-8812`: the workflow pushed with that key
+
+
+def workflow_id(text: str) -> str:
+    """A workflow id (a whole number), or ``key:<K>``: the workflow pushed with
+    idempotency key K (looked up once connected: :func:`resolve_key`)."""
+    if text.startswith(KEY_PREFIX):
+        try:
+            check_key(text[len(KEY_PREFIX) :])
+        except DefinitionError as e:
+            raise argparse.ArgumentTypeError(f"{quoted(text)}: {e}") from None
+        return text
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise argparse.ArgumentTypeError(
+            f"not a workflow id (a whole number, or key:<idempotency key>): {quoted(text)}"
+        )
+    return str(int(text))
+
+
+def resolve_key(engine: Engine, wid: str) -> str:
+    """A workflow id as given: ``key:<K>`` becomes the id of the workflow K names."""
+    if wid.startswith(KEY_PREFIX):
+        return engine.id_for_key(wid[len(KEY_PREFIX) :])
+    return wid
+
+
+def name_arg(text: str) -> str:
+    """A workflow name or task type given on the command line."""
+    try:
+        return check_name(text, "the name", None)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def quoted(text: str) -> str:
+    """An argument as typed, escaped for a one-line message."""
+    return repr(text) if text.isprintable() else ascii(text)
+
+
+def positive_float(text: str) -> float:
+    """A number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {quoted(text)}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``1h30m``, ``7d`` or ``2w`` in seconds."""
+    try:
+        return timing.parse_duration(text)
+    except DefinitionError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {quoted(text)} (e.g. 90s, 15m, 1h30m, 7d)"
+        ) from None
+
+
+class Ago(float):
+    """Seconds before now, remembering the text given (for messages)."""
+
+    text: str
+
+
+def _ago_arg(text: str) -> Ago:  # its name shows in argparse's "invalid _ago_arg value"
+    """``--since`` / ``--until``: a duration before now (``2h``) or a time
+    (``2026-12-01T06:00``, ``06:00``: the last one), as seconds before now."""
+    try:
+        seconds = timing.parse_duration(text)
+    except DefinitionError:
+        try:
+            when = timing.parse_time(text)
+        except DefinitionError:
+            raise argparse.ArgumentTypeError(
+                f"not a duration or a time: {quoted(text)} (e.g. 2h, 30m, 2026-12-01T06:00)"
+            ) from None
+        seconds = time.time() - when.timestamp()
+        if seconds < 0 and "-" not in text:  # a time of day: the last one, not the next
+            seconds += 86400
+    value = Ago(seconds)
+    value.text = text
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time or a time of day (see :func:`engine.timing.parse_time`)."""
+    try:
+        return timing.parse_time(text)
+    except DefinitionError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--at {text!r} ")) from None
+
+
+def add_wait_options(p: argparse.ArgumentParser) -> None:
+    """``--wait`` and ``--timeout`` (see :func:`report_pushed`)."""
+    p.add_argument(
+        "--wait", action="store_true", help="wait until they finish; exit 1 if any failed"
+    )
+    p.add_argument(
+        "--timeout",
+        type=parse_duration,
+        default=None,
+        help="give up waiting after this (exit 5)",
+    )
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+STATE_STYLE = {s: look.style for s, look in LOOKS.items() if look.style}  # rich styles
+
+
+class _LazyConsole:
+    """rich's Console, imported on first use: commands that print JSON start faster."""
+
+    _console: Any = None
+
+    def console(self) -> Any:
+        """The console, made on first use (as wide as a terminal, else unbounded)."""
+        if self._console is None:
+            from rich.console import Console
+
+            class _Console(Console):
+                def on_broken_pipe(self) -> None:
+                    raise BrokenPipeError  # main() ends quietly (rich would exit 1)
+
+            # Output that is not a terminal is never cut to a width: as wide as it needs.
+            width = None if terminal() else UNCUT_WIDTH
+            _LazyConsole._console = _Console(highlight=False, width=width)
+        return self._console
+
+    def print(self, *objects: Any) -> None:
+        self.console().print(*objects)
+
+    def print_table(self, table: Any) -> None:
+        """Print a table whose last column gives way on a narrow terminal; on one too
+        narrow for the other columns and a few characters of it, the table is printed
+        at its full width (the terminal wraps its lines): nothing is cut or dropped."""
+        console = self.console()
+        if terminal():
+            wide = console.options.update_width(UNCUT_WIDTH)
+            last = table._measure_column(console, wide, table.columns[-1]).maximum
+            expand, table.expand = table.expand, False
+            natural = console.measure(table, options=wide).maximum
+            table.expand = expand
+            if natural > console.width < natural - last + LAST_COLUMN_LEAST:
+                table.expand = False
+                width, console.width = console.width, natural  # print(width=) caps at it
+                try:
+                    console.print(table)
+                finally:
+                    console.width = width
+                return
+        console.print(table)
+
+
+UNCUT_WIDTH = 100_000  # the width of output that is not a terminal: nothing is cut
+LAST_COLUMN_LEAST = 24  # a table's last column, on a terminal: at least this, else full width
+
+
+def terminal() -> bool:
+    """Whether stdout is a terminal (else tables take the width their cells need)."""
+    return sys.stdout.isatty()
+
+
+out = _LazyConsole()
+
+
+def new_table(*columns: str, overflow: OverflowMethod = "ellipsis") -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow=overflow)
+    return table
+
+
+def wide_table(*columns: str) -> Any:
+    """A table whose last column alone gives way on narrow terminals; output that is not
+    a terminal is never cut (see :class:`_LazyConsole`)."""
+    table = new_table(*columns)
+    for col in table.columns:
+        col.no_wrap = True
+    table.columns[-1].ratio = 1
+    table.expand = terminal()  # else as wide as its cells: nothing cut, no padding
+    return table
+
+
+def esc(value: object) -> str:
+    """``value`` as text that rich prints as is (names may hold ``[...]``)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def span(s: float) -> str:
+    """A length of time, roughly: ``3d``, ``5h``, ``12m``, ``40s``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit}"
+    return f"{s:.0f}s"
+
+
+def ago(ts: float | None, now: float) -> str:
+    if ts is None:
+        return "-"
+    s = max(0.0, now - ts)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit} ago"
+    return f"{s:.0f}s ago"
+
+
+def type_label(task_type: str) -> str:
+    return esc(task_type) if task_type else '""'
+
+
+def styled(state: str) -> str:
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else esc(state)
+
+
+# -- pushed runs ------------------------------------------------------------------------
+
+
+def read_input(text: str | None, max_bytes: int, what: str = "--input", noun: str = "input") -> Any:
+    """``--input`` (or ``what``): JSON text, or ``@path`` of a JSON file; None when not
+    given.
+
+    Raises :class:`DefinitionError` naming what is wrong (nothing is pushed).
+    """
+    if text is None:
+        return None
+    where = what
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            with open(where, encoding="utf-8") as f:
+                text = f.read(max_bytes + 1)
+        except (OSError, UnicodeDecodeError) as e:
+            raise DefinitionError(f"{where}: cannot read the input file ({e})") from None
+    if len(text.encode(errors="surrogatepass")) > max_bytes:
+        raise DefinitionError(f"{where}: the {noun} is over the {max_bytes}-byte limit")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise DefinitionError(f"{where}: the {noun} is nested too deeply") from None
+    except ValueError as e:
+        raise DefinitionError(f"{where}: the {noun} is not JSON ({e})") from None
+    encode_input(value, max_bytes)  # every other check a stored input passes
+    return value
+
+
+def report_pushed(engine: Engine, ids: list[str], args: argparse.Namespace) -> int:
+    """Print the ids pushed, and with ``--wait`` wait for them (exit 1 if any failed)."""
+    if args.json and not args.wait:
+        print_json({"ids": ids})
+    elif not args.json:
+        for wid in ids:
+            print(wid, flush=True)
+    if not args.wait:
+        return EXIT_OK
+    if engine.embedded is not None:
+        print(
+            "redisflow: waiting on a private Redis that no agent can reach; give --url or "
+            "REDISFLOW_URL to wait for agents (see: redisflow server)",
+            file=sys.stderr,
+        )
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    final: dict[str, str] = {}
+    said = _UnservedNotes(engine)
+    if ids:
+        said.check(ids[0])  # at once; then for the workflow waited for, every CHECK_S
+    try:
+        for wid in ids:  # --timeout bounds the whole wait, not each workflow's
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                try:
+                    slice_s = CHECK_S if left is None else min(CHECK_S, left)
+                    final[wid] = engine.wait(wid, timeout=slice_s).value
+                    break
+                except TimeoutError:
+                    said.check(wid)
+    except TimeoutError:
+        late = [wid for wid in ids if wid not in final]
+        print(
+            f"redisflow: gave up after {args.timeout:g}s; still unfinished: {', '.join(late)}",
+            file=sys.stderr,
+        )
+        return EXIT_TIMED_OUT
+    if args.json:
+        print_json({"ids": ids, "states": final})
+    else:
+        for wid, st in final.items():
+            print(f"workflow {wid}: {st}", file=sys.stderr)
+    return EXIT_OK if all(s == "succeeded" for s in final.values()) else EXIT_FAILED
+
+
+CHECK_S = 10.0  # while waiting: how often to look for ready tasks no live agent serves
+RESAY_S = 60.0  # an unchanged note is said again this often
+
+
+class _UnservedNotes:
+    """Say on stderr when a waited-for workflow has ready tasks no live agent serves."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.last = ""
+        self.said_at = 0.0
+
+    def check(self, wid: str) -> None:
+        from ..unserved import unserved, unserved_line
+
+        line = unserved_line(unserved(self.engine.status(wid), self.engine.agents()))
+        now = time.monotonic()
+        if line and (line != self.last or now - self.said_at >= RESAY_S):
+            print(f"redisflow: workflow {wid}: {line}", file=sys.stderr, flush=True)
+            self.said_at = now
+        self.last = line

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from .common import EXIT_OK, connect, print_json
+from .common import EXIT_OK, Parents, connect, print_json
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -90,10 +90,7 @@ def _env_list(name: str) -> list[str]:
     return [part.strip() for part in os.environ.get(name, "").split(",") if part.strip()]
 
 
-def add_http_commands(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    parents: list[argparse.ArgumentParser],
-) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
     """Add ``serve`` and ``trigger`` to the ``redisflow`` parser."""
     p = sub.add_parser(
         "serve",

@@ -12,7 +12,17 @@ from typing import Any
 from ..client import Engine
 from ..rollups import history, sparkline
 from ..tasklogs import LogLine, follow_logs, read_logs, read_progress
-from .common import EXIT_OK, print_json
+from .common import (
+    EXIT_OK,
+    Parents,
+    esc,
+    name_arg,
+    new_table,
+    out,
+    positive_int,
+    print_json,
+    workflow_id,
+)
 
 
 def _line(x: LogLine, many_tasks: bool) -> str:
@@ -62,8 +72,6 @@ def _secs(v: float | None) -> str:
 
 
 def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
-    from .main import _table, esc, out
-
     h = history(engine, args.by)
     if args.json:
         print_json(
@@ -74,8 +82,8 @@ def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    table = _table(args.by, "hour ok", "hour failed", "p50", "p90", "p99", "day ok",
-                   "day failed", "day p50", "day p99", "last 24h")  # fmt: skip
+    table = new_table(args.by, "hour ok", "hour failed", "p50", "p90", "p99", "day ok",
+                      "day failed", "day p50", "day p99", "last 24h")  # fmt: skip
     for name in sorted(h["day"]):
         d = h["day"][name]
         hr = h["hour"].get(name)
@@ -98,10 +106,8 @@ def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def register(sub: Any, parents: Parents) -> None:
     """Add ``logs`` to the ``redisflow`` parser."""
-    from .main import name_arg, positive_int, workflow_id
-
     p = sub.add_parser(
         "logs",
         parents=parents,

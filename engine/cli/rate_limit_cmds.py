@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..client import Engine
-from .common import EXIT_OK, print_json
+from .common import EXIT_OK, Parents, esc, new_table, out, print_json
 
 
 def cmd_rate_limit_put(engine: Engine, args: argparse.Namespace) -> int:
@@ -25,13 +25,11 @@ def cmd_rate_limit_put(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_rate_limit_list(engine: Engine, args: argparse.Namespace) -> int:
-    from .main import _table, esc, out
-
     limits = engine.rate_limits()
     if args.json:
         print_json({"rate_limits": {t: r.as_dict() for t, r in limits.items()}})
         return EXIT_OK
-    table = _table("type", "key", "limit", "per", "burst")
+    table = new_table("type", "key", "limit", "per", "burst")
     for typ, r in limits.items():
         table.add_row(esc(typ) or "-", esc(r.key), str(r.limit), r.per, str(r.burst))
     out.print_table(table)
@@ -56,7 +54,7 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def register(sub: Any, parents: Parents) -> None:
     """Add ``rate-limit`` to the ``redisflow`` parser."""
     p = sub.add_parser("rate-limit", help="the deployment's rate limits by task type")
     rs = p.add_subparsers(dest="rate_limit_command", required=True, metavar="ACTION")

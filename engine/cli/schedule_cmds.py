@@ -18,7 +18,20 @@ from ..schedules import Cadence, PreviewTick, ScheduleInfo, ScheduleSpec, previe
 from ..schedules.info import describe
 from ..schedules.spec import CATCHUP, OVERLAP, format_ms, load_schedules, parse_schedule
 from ..store.schedules import TickOutcome
-from .common import EXIT_OK, connect, partly_written, print_json
+from .common import (
+    EXIT_OK,
+    Parents,
+    connect,
+    esc,
+    name_arg,
+    new_table,
+    out,
+    partly_written,
+    positive_int,
+    print_json,
+    read_input,
+    span,
+)
 
 # --name ... flags and the spec fields they fill
 FLAG_FIELDS = (
@@ -30,8 +43,6 @@ FLAG_FIELDS = (
 def specs_from_args(args: argparse.Namespace) -> list[ScheduleSpec]:
     """The schedules ``put`` stores: a file's, or one from flags. Validated before any
     connection (:class:`DefinitionError` naming the file or flag: nothing written)."""
-    from .main import read_input
-
     given = {f: getattr(args, f) for f in FLAG_FIELDS if getattr(args, f) is not None}
     if args.pause_on_failure:
         given["pause_on_failure"] = True
@@ -53,10 +64,8 @@ def _when(ts: float | None, zone: str, now: float, short: bool = False) -> str:
     """A time in the schedule's zone, and how far: ``2026-03-29 03:00:00 CEST (in 2h)``."""
     if ts is None:
         return "-"
-    from .main import _span
-
     at = datetime.fromtimestamp(ts, UTC).astimezone(ZoneInfo(zone))
-    rel = f"in {_span(ts - now)}" if ts >= now else f"{_span(now - ts)} ago"
+    rel = f"in {span(ts - now)}" if ts >= now else f"{span(now - ts)} ago"
     return f"{at:%m-%d %H:%M %Z} ({rel})" if short else f"{at:%Y-%m-%d %H:%M:%S %Z} ({rel})"
 
 
@@ -90,14 +99,12 @@ def cmd_put(_: Engine | None, args: argparse.Namespace) -> int:
 
 
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
-    from .main import _table, esc, out
-
     rows = engine.schedules()
     if args.json:
         print_json({"schedules": [_info_dict(i) for i in rows]})
         return EXIT_OK
     now = engine.server_time()
-    table = _table("name", "template", "when", "next", "last run", "runs", "skipped", "missed")
+    table = new_table("name", "template", "when", "next", "last run", "runs", "skipped", "missed")
     for i in rows:
         if i.paused:
             nxt = "[yellow]paused[/]"
@@ -303,10 +310,8 @@ def cmd_scheduler(engine: Engine, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def register(sub: Any, parents: Parents) -> None:
     """Add ``schedule`` and ``scheduler`` to the ``redisflow`` parser."""
-    from .main import name_arg, positive_int
-
     p = sub.add_parser(
         "schedule",
         help="run templates on a cron or an interval: put, list, show, pause, unpause, "

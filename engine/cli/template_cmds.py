@@ -9,7 +9,22 @@ from typing import Any
 
 from ..client import Engine
 from ..loader import read_file
-from .common import EXIT_OK, print_json
+from .common import (
+    EXIT_OK,
+    Parents,
+    add_wait_options,
+    ago,
+    esc,
+    name_arg,
+    new_table,
+    out,
+    parse_duration,
+    parse_time,
+    positive_int,
+    print_json,
+    read_input,
+    report_pushed,
+)
 
 
 def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
@@ -24,16 +39,14 @@ def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_template_list(engine: Engine, args: argparse.Namespace) -> int:
-    from .main import _ago, _table, esc, out
-
     rows = engine.templates()
     if args.json:
         print_json({"templates": [t.to_dict() for t in rows]})
         return EXIT_OK
     now = engine.server_time()
-    table = _table("name", "version", "runs", "updated", "source")
+    table = new_table("name", "version", "runs", "updated", "source")
     for t in rows:
-        table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", _ago(t.put_at, now),
+        table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", ago(t.put_at, now),
                       esc(t.source))  # fmt: skip
     out.print_table(table)
     out.print(f"[dim]{len(rows)} templates[/]")
@@ -65,8 +78,6 @@ def cmd_template_rm(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_run(engine: Engine, args: argparse.Namespace) -> int:
-    from .main import read_input, report_pushed
-
     value: Any = read_input(args.input, engine.max_payload)
     result = engine.run(
         args.name,
@@ -84,10 +95,8 @@ def cmd_run(engine: Engine, args: argparse.Namespace) -> int:
     return report_pushed(engine, [result.id], args)
 
 
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def register(sub: Any, parents: Parents) -> None:
     """Add ``template`` and ``run`` to the ``redisflow`` parser."""
-    from .main import add_wait_options, name_arg, parse_duration, parse_time, positive_int
-
     p = sub.add_parser("template", help="stored, versioned workflows: put, list, show, rm")
     ts = p.add_subparsers(dest="template_command", required=True, metavar="ACTION")
     q = ts.add_parser("put", parents=parents, help="store a workflow file as a template")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from engine import TaskState, TaskStatus
+from engine.appearance import TASK_LOOKS, WORKFLOW_STATES, glyphs
 from engine.rules import HANDLER_RULES
 
 FULL_LIMIT = 250  # tasks drawn one by one up to this size
@@ -35,22 +36,9 @@ FOCUS_LIMIT = 120
 NAME_WIDTH = 22
 MAP_ROOM = 16  # cells a map's chip keeps for its items' counts: " 98k/100k ✖1.8k"
 
-# how a chip shows a state; the glyphs all exist in common terminal fonts
-GLYPH = {
-    "waiting": "○",
-    "ready": "◌",
-    "retrying": "↻",
-    "running": "▶",
-    "suspended": "◷",
-    "succeeded": "✔",
-    "failed": "✖",
-    "upstream_failed": "⇣",
-    "skipped": "⊘",
-    "cancelled": "⊘",
-    "paused": "‖",
-    "scheduled": "◷",
-    "queued": "⋯",
-}
+# how a chip shows a state (a task's look or a workflow's state); the glyphs all exist in
+# common terminal fonts
+GLYPH = glyphs((*TASK_LOOKS, *WORKFLOW_STATES))
 # which state a group (or an edge to several tasks) shows: the first present wins
 PRECEDENCE = (
     "failed",

@@ -6,19 +6,22 @@ definition (see :class:`LayoutCache`) and every update only changes colours.
 How a graph is laid out:
 
 1. Layers, left to right, from :func:`networkx.topological_generations` (a task sits
-   one layer right of its deepest parent).
+   one layer right of its deepest parent): :func:`_levels`.
 2. An edge that skips layers runs through invisible filler nodes, one chain per source,
-   so the long edges of one task share one line and never mix with another's.
+   so the long edges of one task share one line and never mix with another's:
+   :func:`_with_fillers`.
 3. Each layer is ordered by barycenter sweeps, then every node gets a row near the
-   mean row of its neighbours (isotonic regression keeps the order and the spacing).
+   mean row of its neighbours (isotonic regression keeps the order and the spacing):
+   :func:`_order`, then :func:`_rows`.
 4. Between two layers, edges run on vertical *tracks*: a task with several children
    has its own track, and so has a task with several parents; nothing else shares a
    vertical line, so unrelated edges never merge. Tracks are ordered to cross little,
-   and so that no task's outgoing line runs into another task's incoming line.
+   and so that no task's outgoing line runs into another task's incoming line:
+   :func:`_columns` (and :func:`_tracks` between two layers).
 5. Every cell gets a direction mask per net; masks of one net join into junctions
    (``╭ ╮ ╰ ╯ ├ ┤ ┬ ┴ ┼``), a vertical passing a foreign horizontal is drawn as a
    crossing ``│``. Each cell remembers which node's state colours it (an edge takes
-   the colour of the node it leads to).
+   the colour of the node it leads to): :func:`_edge_cells`, then :func:`_spans`.
 """
 
 from __future__ import annotations
@@ -132,8 +135,49 @@ def _isotonic(targets: list[float]) -> list[float]:
 
 
 def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout:
-    """Lay out a DAG of ``len(widths)`` nodes whose chips are ``widths`` cells wide."""
+    """Lay out a DAG of ``len(widths)`` nodes whose chips are ``widths`` cells wide, in the
+    phases the module's docstring lists."""
     n = len(widths)
+    level = _levels(n, edges)
+    graph = _with_fillers(level, edges)
+    layers = _order(graph)
+    row, height = _rows(graph, layers)
+    cols = _columns(graph, layers, widths, row)
+    cells = _edge_cells(graph, layers, widths, row, cols)
+    pos = [(cols.x[level[v]], row[v], widths[v]) for v in range(n)]
+    rows = _spans(cells, height, pos)
+    real_layers = [[v for v in layer if graph.real[v]] for layer in layers]
+    return DagLayout(cols.width, height, rows, pos, real_layers, level)
+
+
+@dataclass
+class _Graph:
+    """The DAG with its filler nodes: nodes ``0..n-1`` are real, the fillers follow."""
+
+    n: int
+    nlayers: int
+    level: list[int]  # per node, fillers included, its layer
+    succ: dict[int, list[int]]
+    pred: dict[int, list[int]]
+    real: list[bool]
+
+    @property
+    def total(self) -> int:
+        return len(self.level)
+
+
+@dataclass
+class _Columns:
+    """Where the layers and the channels of tracks between them go."""
+
+    w: list[int]  # per layer, its width: its widest chip
+    x: list[int]  # per layer, its first column
+    channels: list[list[_Track]]  # per layer but the last, the tracks right of it
+    width: int
+
+
+def _levels(n: int, edges: Sequence[tuple[int, int]]) -> list[int]:
+    """1. Each node's layer: one right of its deepest parent."""
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)
@@ -141,18 +185,23 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
     for depth, generation in enumerate(nx.topological_generations(g)):
         for v in generation:
             level[v] = depth
-    nlayers = max(level, default=-1) + 1
+    return level
 
-    # -- fillers: one chain per source for its layer-skipping edges ---------------------
+
+def _with_fillers(level: list[int], edges: Sequence[tuple[int, int]]) -> _Graph:
+    """2. The graph with layer-skipping edges run through fillers: one chain per source."""
+    n = len(level)
+    nlayers = max(level, default=-1) + 1
+    children: dict[int, set[int]] = {u: set() for u in range(n)}
+    for a, b in edges:
+        children[a].add(b)
     lvl = list(level)
-    owner: list[int] = list(range(n))  # the real node a filler belongs to
     succ: dict[int, list[int]] = {v: [] for v in range(n)}
     pred: dict[int, list[int]] = {v: [] for v in range(n)}
 
-    def new_node(lv: int, own: int) -> int:
+    def new_node(lv: int) -> int:
         v = len(lvl)
         lvl.append(lv)
-        owner.append(own)
         succ[v] = []
         pred[v] = []
         return v
@@ -162,28 +211,31 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         pred[b].append(a)
 
     for u in range(n):
-        children = sorted(g.successors(u))
-        far = [v for v in children if level[v] > level[u] + 1]
-        for v in children:
+        kids = sorted(children[u])
+        far = [v for v in kids if level[v] > level[u] + 1]
+        for v in kids:
             if level[v] == level[u] + 1:
                 link(u, v)
         if far:
             chain = {}
             prev = u
             for lv in range(level[u] + 1, max(level[v] for v in far)):
-                f = new_node(lv, u)
+                f = new_node(lv)
                 link(prev, f)
                 chain[lv] = f
                 prev = f
             for v in far:
                 link(chain[level[v] - 1], v)
-    total = len(lvl)
-    real = [v < n for v in range(total)]
+    real = [v < n for v in range(len(lvl))]
+    return _Graph(n, nlayers, lvl, succ, pred, real)
 
-    # -- ordering within layers: barycenter sweeps ---------------------------------------
+
+def _order(graph: _Graph) -> list[list[int]]:
+    """3. The nodes of each layer, top to bottom, ordered by barycenter sweeps."""
+    nlayers, succ, pred = graph.nlayers, graph.succ, graph.pred
     layers: list[list[int]] = [[] for _ in range(nlayers)]
-    for v in range(total):
-        layers[lvl[v]].append(v)
+    for v in range(graph.total):
+        layers[graph.level[v]].append(v)
     position = {v: i for layer in layers for i, v in enumerate(layer)}
 
     def sweep(order: range, neighbours: dict[int, list[int]]) -> None:
@@ -200,13 +252,19 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
             for i, v in enumerate(layer):
                 position[v] = i
 
-    rounds = 4 if total <= 2000 else 1
+    rounds = 4 if graph.total <= 2000 else 1
     for _ in range(rounds):
         sweep(range(1, nlayers), pred)
         sweep(range(nlayers - 2, -1, -1), succ)
     sweep(range(1, nlayers), pred)
+    return layers
 
-    # -- rows: near the neighbours' mean, keeping order and spacing ---------------------
+
+def _rows(graph: _Graph, layers: list[list[int]]) -> tuple[dict[int, int], int]:
+    """3. Each node's row, near the mean row of its neighbours, keeping the order and
+    spacing of its layer (isotonic regression); and the rows needed."""
+    nlayers, real = graph.nlayers, graph.real
+
     def gap(a: int, b: int) -> int:
         return 2 if real[a] and real[b] else 1
 
@@ -236,13 +294,13 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         for v, o, q in zip(layer, off, fitted, strict=True):
             y[v] = q + o
 
-    for _ in range(3 if total <= 2000 else 1):
+    for _ in range(3 if graph.total <= 2000 else 1):
         for li in range(1, nlayers):
-            place(li, pred)
+            place(li, graph.pred)
         for li in range(nlayers - 2, -1, -1):
-            place(li, succ)
+            place(li, graph.succ)
     for li in range(1, nlayers):
-        place(li, pred)
+        place(li, graph.pred)
     row: dict[int, int] = {}
     for layer in layers:
         last = None
@@ -256,12 +314,19 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
     for v in row:
         row[v] -= top
     height = max(row.values(), default=-1) + 1
+    return row, height
 
-    # -- columns and tracks ---------------------------------------------------------------
+
+def _columns(
+    graph: _Graph, layers: list[list[int]], widths: Sequence[int], row: dict[int, int]
+) -> _Columns:
+    """4. The columns of the layers, and the vertical tracks between them (see
+    :func:`_tracks`), each at its own column."""
+    nlayers = graph.nlayers
     col_w = []
     for layer in layers:
-        col_w.append(max([widths[v] for v in layer if real[v]] or [1]))
-    channels = [_tracks(layers[li], succ, pred, row) for li in range(nlayers - 1)]
+        col_w.append(max([widths[v] for v in layer if graph.real[v]] or [1]))
+    channels = [_tracks(layers[li], graph.succ, graph.pred, row) for li in range(nlayers - 1)]
     col_x = []
     x = 0
     for li in range(nlayers):
@@ -269,9 +334,29 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         x += col_w[li]
         if li < nlayers - 1:
             x += TRACK_GAP * len(channels[li]) + 2 - (TRACK_GAP - 1 if channels[li] else 0)
-    width = x
+    for li, tracks in enumerate(channels):
+        cs = col_x[li] + col_w[li]  # first cell of the channel
+        for i, t in enumerate(tracks):
+            t.x = cs + 1 + TRACK_GAP * i
+    return _Columns(col_w, col_x, channels, x)
 
-    cells: dict[tuple[int, int], list[tuple[int, int, Ref]]] = {}  # (x,y) -> [(net, mask, ref)]
+
+Cells = dict[tuple[int, int], list[tuple[int, int, Ref]]]
+"""Per cell ``(x, y)``, the nets through it: ``(net, direction mask, what colours it)``."""
+
+
+def _edge_cells(
+    graph: _Graph,
+    layers: list[list[int]],
+    widths: Sequence[int],
+    row: dict[int, int],
+    cols: _Columns,
+) -> Cells:
+    """5. The direction masks, per net, of every cell the edges pass, each with the node
+    (or nodes) whose state colours it: the one it leads to."""
+    n, real, succ, lvl = graph.n, graph.real, graph.succ, graph.level
+    col_x, col_w = cols.x, cols.w
+    cells: Cells = {}
 
     def mark(cx: int, cy: int, net: int, mask: int, ref: Ref) -> None:
         entries = cells.setdefault((cx, cy), [])
@@ -309,15 +394,13 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         return t[0] if len(t) == 1 else t
 
     # fillers: a straight line across their column
-    for v in range(n, total):
+    for v in range(n, graph.total):
         li = lvl[v]
         hline(row[v], col_x[li], col_x[li] + col_w[li] - 1, -v - 1, ref_of(v))
 
-    for li, tracks in enumerate(channels):
+    for li, tracks in enumerate(cols.channels):
         cs = col_x[li] + col_w[li]  # first cell of the channel
         ce = col_x[li + 1] - 1  # last cell of the channel
-        for i, t in enumerate(tracks):
-            t.x = cs + 1 + TRACK_GAP * i
         entry_x: dict[int, int] = {}
         for t in tracks:
             for v in t.targets:
@@ -355,13 +438,16 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
                 mark(t.x, row[v], net, RIGHT, ref_of(v))
         for v, ex in entry_x.items():
             hline(row[v], ex + 1, ce, -(1 << 30) - v, ref_of(v))
+    return cells
 
-    # -- spans ----------------------------------------------------------------------------
+
+def _spans(cells: Cells, height: int, pos: list[tuple[int, int, int]]) -> list[list[Span]]:
+    """5. Each row's spans, left to right: the masks of a cell joined into one glyph (see
+    :func:`_glyph`), runs of one colour as one span, and the chips at ``pos``."""
     rows: list[list[Span]] = [[] for _ in range(height)]
     grid: dict[int, list[tuple[int, str, Ref]]] = {}
     for (cx, cy), entries in cells.items():
         grid.setdefault(cy, []).append((cx, *_glyph(entries)))
-    pos = [(col_x[lvl[v]], row[v], widths[v]) for v in range(n)]
     for cy in range(height):
         items = sorted(grid.get(cy, []))
         spans: list[Span] = []
@@ -376,13 +462,11 @@ def layout(widths: Sequence[int], edges: Sequence[tuple[int, int]]) -> DagLayout
         if run_text:
             spans.append(Span(run_x, run_text, run_ref))  # type: ignore[arg-type]
         rows[cy] = spans
-    for v in range(n):
-        px, py, w = pos[v]
+    for v, (px, py, _) in enumerate(pos):
         rows[py].append(Span(px, "", v, chip=True))
     for spans in rows:
         spans.sort(key=lambda s: s.x)
-    real_layers = [[v for v in layer if real[v]] for layer in layers]
-    return DagLayout(width, height, rows, pos, real_layers, level)
+    return rows
 
 
 def _as_tuple(ref: Ref) -> tuple[int, ...]:

@@ -17,11 +17,13 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 
+from engine.appearance import TASK_LOOKS
+
 from ..data.dag import GLYPH, DagGraph, LevelRow, combined
 from ..data.home import progress_bar
 from ..data.layout import DagLayout, Ref
 from .line_view import LineView
-from .looks import TASK_LOOKS, look_css
+from .looks import look_css
 
 LOOKS = TASK_LOOKS
 # edges into a failure branch are dashed (the same lines, broken) and end in an arrow

@@ -23,8 +23,10 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from engine.appearance import TASK_LOOKS
+
 from .line_view import LineView
-from .looks import TASK_LOOKS, look_css
+from .looks import look_css
 
 Part = tuple[str, str]
 Cell = str | Part | list[Part]

@@ -1,4 +1,4 @@
-"""Colours and glyphs of states, taken from the current theme."""
+"""Colours and glyphs of states (:mod:`engine.appearance`), taken from the current theme."""
 
 from __future__ import annotations
 
@@ -9,40 +9,13 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
-from ..data.dag import GLYPH
+from engine.appearance import AGENT_STATES, LOOKS, WORKFLOW_STATES, glyphs
 
-# theme variable per task look / workflow state (the same names CSS uses)
-LOOK_VARS = {
-    "waiting": "foreground-muted",
-    "ready": "text-primary",
-    "retrying": "text-error",
-    "running": "accent",
-    "suspended": "warning",
-    "succeeded": "success",
-    "failed": "error",
-    "upstream_failed": "text-warning",
-    "skipped": "foreground-muted",
-    "cancelled": "text-secondary",
-    "paused": "text-primary",
-    "scheduled": "text-primary",
-    "queued": "text-primary",
-    "online": "success",
-    "stale": "warning",
-    "dead": "error",
-    "stopped": "foreground-muted",
-    "draining": "text-warning",
-}
-BOLD = frozenset({"running", "failed", "dead"})
-WORKFLOW_GLYPH = {
-    "scheduled": "◷",
-    "queued": "⋯",
-    "running": "▶",
-    "paused": "‖",
-    "succeeded": "✔",
-    "failed": "✖",
-    "cancelled": "⊘",
-}
-AGENT_GLYPH = {"online": "●", "stale": "◌", "dead": "✖", "stopped": "○", "draining": "◐"}
+# theme variable per task look / workflow / agent state (the same names CSS uses)
+LOOK_VARS = {s: look.theme for s, look in LOOKS.items()}
+BOLD = frozenset(s for s, look in LOOKS.items() if look.bold)
+WORKFLOW_GLYPH = glyphs(WORKFLOW_STATES)
+AGENT_GLYPH = glyphs(AGENT_STATES)
 
 
 def theme_color(app: App[object], variable: str) -> str:
@@ -66,7 +39,7 @@ def look_style(app: App[object], look: str) -> Style:
 
 def look_text(app: App[object], look: str, label: str | None = None, glyph: bool = True) -> Text:
     """``✔ succeeded`` in the state's colour."""
-    mark = GLYPH.get(look) or WORKFLOW_GLYPH.get(look) or AGENT_GLYPH.get(look) or "•"
+    mark = LOOKS[look].glyph if look in LOOKS else "•"
     text = label if label is not None else look
     return Text(f"{mark} {text}" if glyph else text, style=look_style(app, look))
 
@@ -74,21 +47,6 @@ def look_text(app: App[object], look: str, label: str | None = None, glyph: bool
 def markup_var(look: str) -> str:
     """The content-markup colour of a state, e.g. ``$success``."""
     return "$" + LOOK_VARS.get(look, "foreground")
-
-
-# How a task can look: its states, with "retrying" for a ready task in backoff.
-TASK_LOOKS = (
-    "waiting",
-    "ready",
-    "retrying",
-    "running",
-    "suspended",
-    "succeeded",
-    "failed",
-    "upstream_failed",
-    "skipped",
-    "cancelled",
-)
 
 
 def look_css(widget: str, prefix: str, looks: Iterable[str], bold: Iterable[str] = ()) -> str:
