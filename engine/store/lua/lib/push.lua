@@ -23,10 +23,12 @@ local function push_workflows(a, token)
     start_at = NOW + later
   end
   local defs = {}
+  local now_s = tostring(NOW)  -- numbers formatted once per call, not per workflow
   for d = 1, ndefs do
     local digest = a[pos]
     local dk = k_definition(digest)
-    local ntasks = tonumber(a[pos + 1])
+    local ntasks_s = a[pos + 1]
+    local ntasks = tonumber(ntasks_s)
     local nroots = tonumber(a[pos + 2])
     local roots_at = pos + 3
     pos = roots_at + 3 * nroots
@@ -44,8 +46,8 @@ local function push_workflows(a, token)
     -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
     -- workflow. `in` early and always there (empty: no input): a claim reads it for
     -- every task, and a field that is missing costs a scan of the whole hash
-    local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, NOW, F_DIGEST, digest,
-      F_COUNT, ntasks, F_LEFT, ntasks, F_OK, 0, F_BAD, 0, F_SKIP, 0}
+    local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, now_s, F_DIGEST, digest,
+      F_COUNT, ntasks_s, F_LEFT, ntasks_s, F_OK, '0', F_BAD, '0', F_SKIP, '0'}
     if st0 == 'scheduled' then
       fields[#fields + 1] = 'at'
       fields[#fields + 1] = start_at
@@ -136,7 +138,7 @@ local function push_workflows(a, token)
         by_state[st] = ws
         state_order[#state_order + 1] = st
       end
-      ws[#ws + 1] = NOW
+      ws[#ws + 1] = now_s
       ws[#ws + 1] = wid
       local same = by_name[name]
       if same == nil then

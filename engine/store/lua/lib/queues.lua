@@ -27,9 +27,21 @@ local function split_member(member)
   return string.sub(member, 1, c - 1), string.sub(member, c + 1)
 end
 
+-- Higher priority first, then older workflow first: lowest score pops first. The score
+-- (1000 - priority) * 10^12 + wid is written out as text: 1000 - priority (1..1999: the
+-- priority range; once per priority and call), then the id in 12 digits (formatting a
+-- number costs Lua more than this).
+local SCORE_PREFIX = setmetatable({}, {__index = function(t, priority)
+  local v = tostring(1000 - priority)
+  t[priority] = v
+  return v
+end})
 local function queue_score(priority, wid)
-  -- Higher priority first, then older workflow first: lowest score pops first.
-  return string.format('%.0f', (1000 - priority) * 1000000000000 + tonumber(wid))
+  wid = tostring(wid)
+  if #wid > 12 or priority <= -1000 or priority >= 1000 then
+    return string.format('%.0f', (1000 - priority) * 1000000000000 + tonumber(wid))
+  end
+  return SCORE_PREFIX[priority] .. string.rep('0', 12 - #wid) .. wid
 end
 
 -- Put task i of workflow wid into its type's ready queue (its rate limit's bucket, if it
