@@ -120,9 +120,10 @@ def _lua(name: str) -> str:
     return (resources.files("engine.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
-# The field names of codec/fields.py, given to Lua under the same names: a script's
-# preamble declares those its code names (`local F_LEFT = 'left'`), so a field is named in
-# one place and a name Python does not declare is a Lua error the tests meet.
+# The field names of codec/fields.py, given to Lua under the same names: each name a
+# script's code says is written as its value when the script is built (F_LEFT becomes
+# 'left'), so a field is named in one place and a name Python does not declare is a Lua
+# error the tests meet.
 FIELD_NAMES: dict[str, str] = {
     name: value
     for name, value in vars(fields).items()
@@ -131,10 +132,14 @@ FIELD_NAMES: dict[str, str] = {
 
 
 def with_fields(code: str) -> str:
-    """``code`` after a preamble that declares the field names it uses (only those:
-    Lua allows 200 locals in a chunk)."""
-    used = sorted(_words(code) & FIELD_NAMES.keys())
-    return "".join(f"local {n} = '{FIELD_NAMES[n]}'\n" for n in used) + code
+    """``code`` with the field names it says written as their values: a constant, not a
+    local (Lua allows 200 locals in a chunk, and every helper that named one would
+    capture it as an upvalue on each call)."""
+    used = _words(code) & FIELD_NAMES.keys()
+    if not used:
+        return code
+    names = re.compile(r"\b(" + "|".join(sorted(used, key=len, reverse=True)) + r")\b")
+    return names.sub(lambda m: f"'{FIELD_NAMES[m.group(1)]}'", code)
 
 
 @cache

@@ -7,8 +7,8 @@
 -- Every script validates before its first write; errors are returned as
 -- "RFSTATE ..." (operation not allowed in this state) or "RFNOTFOUND ..." replies.
 --
--- Field names are declared in engine/store/codec/fields.py only: each script starts with
--- those it names, as locals (F_LEFT is 'left'; scripts.py, with_fields).
+-- Field names are declared in engine/store/codec/fields.py only: a script's F_LEFT is
+-- written as 'left' when it is built (scripts.py, with_fields).
 -- Workflow hash fields (P:w:<wid>):
 --   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
 --                                            tasks not terminal, succeeded, failed,
