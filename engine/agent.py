@@ -34,13 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
-from redis.backoff import EqualJitterBackoff
 
-from .client import Engine
 from .conditions import gate
-from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
+from .deployment import Host
+from .errors import LeaseLostError, NotReplicatedError
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .outcomes import FATAL, SKIP, outcome_of
+from .retrying import Backoff, transient
 from .store import Outcome, ShardKeys
 from .store.calls import late_error
 from .store.scripts import ScriptBatch
@@ -57,36 +57,10 @@ ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 128
 WATCH_S = 0.25  # how often a task past its timeout is looked for, while any has one
-RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
-
-# Replies of a server that is loading, failing over, or short of memory or disk: the same
-# call goes through later. Connection errors are transient too, but for a refused password.
-TRANSIENT_REPLIES = (
-    redis.exceptions.BusyLoadingError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.MasterDownError,
-    redis.exceptions.ClusterDownError,
-)
-TRANSIENT_CODES = ("MISCONF", "BUSY ")
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
 
 
 DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
-
-
-def transient(error: BaseException) -> bool:
-    """True for a failure that passes by itself: Redis away, restarting or overloaded."""
-    if isinstance(error, redis.AuthenticationError):
-        return False
-    if isinstance(error, NotReplicatedError):  # replicas behind or away: written, go on
-        return True
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_REPLIES)):
-        return True
-    if is_out_of_memory(error):  # Redis 6.2: inside the script's error reply
-        return True
-    return isinstance(error, redis.ResponseError) and str(error).startswith(TRANSIENT_CODES)
 
 
 class Agent:
@@ -112,14 +86,14 @@ class Agent:
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
         scheduler: also fire schedules' ticks, in a thread of its own
-            (:mod:`engine.scheduler`; any number of agents may).
+            (:mod:`engine.schedules.scheduler`; any number of agents may).
         log_budget: bytes of task logs the deployment keeps (:mod:`engine.tasklogs`;
             0: no limit); give every agent the same.
     """
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Host,
         agent_id: str,
         handlers: Mapping[str, Handler],
         *,
@@ -258,7 +232,7 @@ class Agent:
         self._logs.start()
         ticking = None
         if self.scheduler:
-            from .scheduler import start_thread
+            from .schedules.scheduler import start_thread
 
             ticking = start_thread(self.engine, self.id)
         try:
@@ -309,20 +283,19 @@ class Agent:
 
     def _loop(self, until_idle: bool) -> None:
         """Step after step until stopped; Redis going away only pauses it, with backoff."""
-        failures = 0
+        backoff = Backoff()
         while not self._stopping.is_set():
             try:
                 if self._step(until_idle):
                     return
-                failures = 0
+                backoff.succeeded()
             except Exception as e:  # noqa: BLE001 - any error not transient is raised
                 if not transient(e):
                     raise
                 # Claims may have run with their replies lost, or Redis restarted: once
                 # it answers, report and take back what Redis holds as ours.
                 self._resync = self._registered
-                failures += 1
-                wait = RETRY_BACKOFF.compute(failures)
+                wait = backoff.failed()
                 log.warning("agent %s: Redis unavailable (%s); retrying in %.1fs", self.id, e, wait)
                 self._stopping.wait(wait)
 
@@ -696,7 +669,7 @@ class Agent:
         tasks handed on and their outcomes rejected. While Redis is away this keeps trying
         as long as the lease could still hold: after that, others run the tasks anyway.
         """
-        failures = 0
+        backoff = Backoff()
         give_up: float | None = None
         while True:
             try:
@@ -711,8 +684,7 @@ class Agent:
                 if not transient(e) or now >= give_up:
                     log.warning("agent %s could not report and leave: %s", self.id, e)
                     return
-                failures += 1
-                time.sleep(min(RETRY_BACKOFF.compute(failures), give_up - now))
+                time.sleep(min(backoff.failed(), give_up - now))
 
     def _next_due(self) -> float:
         """Seconds until the earliest retry backoff ends or a rate limit's next token a
