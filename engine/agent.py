@@ -428,10 +428,10 @@ class Agent:
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task)
             if decided is not None:
-                return (task.workflow_id, task.key, task.attempt, *decided)
+                return Outcome(task.workflow_id, task.key, task.attempt, *decided)
         token = self._logs.begin(task)  # what the handler writes is this attempt's
         outcome = self._run_handler(task)
-        self._logs.end(token, outcome[3] == "ok")
+        self._logs.end(token, outcome.kind == "ok")
         return outcome
 
     def _run_handler(self, task: Task) -> Outcome:
@@ -464,7 +464,7 @@ class Agent:
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task)
             if decided is not None:
-                self._results.put((task.workflow_id, task.key, task.attempt, *decided))
+                self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
                 return
         token = self._logs.begin(task)  # this coroutine's context: its own log
         self._watch(task)
@@ -480,7 +480,7 @@ class Agent:
         finally:
             self._unwatch(task)
             self._running.pop(id(task), None)
-        self._logs.end(token, outcome[3] == "ok")
+        self._logs.end(token, outcome.kind == "ok")
         self._results.put(outcome)
 
     # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
@@ -537,7 +537,7 @@ class Agent:
         text = "" if out is None else json.dumps(out, separators=(",", ":"))
         if len(text) > self._max_output:
             raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
-        return (task.workflow_id, task.key, task.attempt, "ok", text)
+        return Outcome(task.workflow_id, task.key, task.attempt, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
         kind = outcome_of(e)
@@ -545,12 +545,12 @@ class Agent:
             how, msg = kind
             if how == SKIP and task.item_index is not None:
                 how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
-            return (task.workflow_id, task.key, task.attempt, how, msg[:65536])
+            return Outcome(task.workflow_id, task.key, task.attempt, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()
-        return (task.workflow_id, task.key, task.attempt, "err", msg[:65536])
+        return Outcome(task.workflow_id, task.key, task.attempt, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
         out: list[Outcome] = []
@@ -575,7 +575,7 @@ class Agent:
             return {self._shards[0].shard: outcomes} if outcomes else {}
         by: dict[int, list[Outcome]] = {}
         for o in outcomes:
-            by.setdefault(self.engine.keys.shard_of(o[0]).shard, []).append(o)
+            by.setdefault(self.engine.keys.shard_of(o.workflow_id).shard, []).append(o)
         return by
 
     def _queue_report(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> None:
