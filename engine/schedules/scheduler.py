@@ -37,7 +37,15 @@ from ..retrying import Backoff, transient
 from ..schemas import check_input
 from ..store.codec import CompiledWorkflow, encode_input, run_options
 from ..store.keys import ShardKeys
-from ..store.schedules import DueSchedule, Run, ScheduleTick, TickOutcome, TickResult
+from ..store.schedules import (
+    S_SPEC,
+    S_VERSION,
+    DueSchedule,
+    Run,
+    ScheduleTick,
+    TickOutcome,
+    TickResult,
+)
 from ..store.scripts import Call
 from .clock import Cadence, Plan, plan, run_input
 from .spec import ScheduleSpec
@@ -209,7 +217,7 @@ class Ticker:
             row = store.schedule_row(name)
             if row is None:
                 raise NotFoundError(f"schedule {name!r} does not exist")
-            k = self.known(name, row["v"], row["spec"])
+            k = self.known(name, row[S_VERSION], row[S_SPEC])
             policy = overlap or k.spec.overlap
             templates: Templates = {}
             status = "ok"
