@@ -34,13 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
-from redis.backoff import EqualJitterBackoff
 
-from .client import Engine
 from .conditions import gate
-from .errors import LeaseLostError, NotReplicatedError, is_out_of_memory
+from .deployment import Host
+from .errors import LeaseLostError, NotReplicatedError
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .outcomes import FATAL, SKIP, outcome_of
+from .retrying import Backoff, transient
 from .store import Outcome, ShardKeys
 from .store.calls import late_error
 from .store.scripts import ScriptBatch
@@ -57,36 +57,10 @@ ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 128
 WATCH_S = 0.25  # how often a task past its timeout is looked for, while any has one
-RETRY_BACKOFF = EqualJitterBackoff(cap=5.0, base=0.1)  # jitter: agents don't return in step
-
-# Replies of a server that is loading, failing over, or short of memory or disk: the same
-# call goes through later. Connection errors are transient too, but for a refused password.
-TRANSIENT_REPLIES = (
-    redis.exceptions.BusyLoadingError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.MasterDownError,
-    redis.exceptions.ClusterDownError,
-)
-TRANSIENT_CODES = ("MISCONF", "BUSY ")
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
 
 
 DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
-
-
-def transient(error: BaseException) -> bool:
-    """True for a failure that passes by itself: Redis away, restarting or overloaded."""
-    if isinstance(error, redis.AuthenticationError):
-        return False
-    if isinstance(error, NotReplicatedError):  # replicas behind or away: written, go on
-        return True
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_REPLIES)):
-        return True
-    if is_out_of_memory(error):  # Redis 6.2: inside the script's error reply
-        return True
-    return isinstance(error, redis.ResponseError) and str(error).startswith(TRANSIENT_CODES)
 
 
 class Agent:
@@ -112,14 +86,14 @@ class Agent:
         heartbeat_s: how often the lease is renewed (default a third of the lease).
         idle_check_s: the safety timer of an idle agent.
         scheduler: also fire schedules' ticks, in a thread of its own
-            (:mod:`engine.scheduler`; any number of agents may).
+            (:mod:`engine.schedules.scheduler`; any number of agents may).
         log_budget: bytes of task logs the deployment keeps (:mod:`engine.tasklogs`;
             0: no limit); give every agent the same.
     """
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Host,
         agent_id: str,
         handlers: Mapping[str, Handler],
         *,
@@ -258,7 +232,7 @@ class Agent:
         self._logs.start()
         ticking = None
         if self.scheduler:
-            from .scheduler import start_thread
+            from .schedules.scheduler import start_thread
 
             ticking = start_thread(self.engine, self.id)
         try:
@@ -309,20 +283,19 @@ class Agent:
 
     def _loop(self, until_idle: bool) -> None:
         """Step after step until stopped; Redis going away only pauses it, with backoff."""
-        failures = 0
+        backoff = Backoff()
         while not self._stopping.is_set():
             try:
                 if self._step(until_idle):
                     return
-                failures = 0
+                backoff.succeeded()
             except Exception as e:  # noqa: BLE001 - any error not transient is raised
                 if not transient(e):
                     raise
                 # Claims may have run with their replies lost, or Redis restarted: once
                 # it answers, report and take back what Redis holds as ours.
                 self._resync = self._registered
-                failures += 1
-                wait = RETRY_BACKOFF.compute(failures)
+                wait = backoff.failed()
                 log.warning("agent %s: Redis unavailable (%s); retrying in %.1fs", self.id, e, wait)
                 self._stopping.wait(wait)
 
@@ -455,10 +428,10 @@ class Agent:
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task)
             if decided is not None:
-                return (task.workflow_id, task.key, task.attempt, *decided)
+                return Outcome(task.workflow_id, task.key, task.attempt, *decided)
         token = self._logs.begin(task)  # what the handler writes is this attempt's
         outcome = self._run_handler(task)
-        self._logs.end(token, outcome[3] == "ok")
+        self._logs.end(token, outcome.kind == "ok")
         return outcome
 
     def _run_handler(self, task: Task) -> Outcome:
@@ -491,7 +464,7 @@ class Agent:
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task)
             if decided is not None:
-                self._results.put((task.workflow_id, task.key, task.attempt, *decided))
+                self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
                 return
         token = self._logs.begin(task)  # this coroutine's context: its own log
         self._watch(task)
@@ -507,7 +480,7 @@ class Agent:
         finally:
             self._unwatch(task)
             self._running.pop(id(task), None)
-        self._logs.end(token, outcome[3] == "ok")
+        self._logs.end(token, outcome.kind == "ok")
         self._results.put(outcome)
 
     # -- timeouts: the engine fails an attempt past its deadline (housekeeping); here the
@@ -564,7 +537,7 @@ class Agent:
         text = "" if out is None else json.dumps(out, separators=(",", ":"))
         if len(text) > self._max_output:
             raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
-        return (task.workflow_id, task.key, task.attempt, "ok", text)
+        return Outcome(task.workflow_id, task.key, task.attempt, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
         kind = outcome_of(e)
@@ -572,12 +545,12 @@ class Agent:
             how, msg = kind
             if how == SKIP and task.item_index is not None:
                 how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
-            return (task.workflow_id, task.key, task.attempt, how, msg[:65536])
+            return Outcome(task.workflow_id, task.key, task.attempt, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()
-        return (task.workflow_id, task.key, task.attempt, "err", msg[:65536])
+        return Outcome(task.workflow_id, task.key, task.attempt, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
         out: list[Outcome] = []
@@ -602,7 +575,7 @@ class Agent:
             return {self._shards[0].shard: outcomes} if outcomes else {}
         by: dict[int, list[Outcome]] = {}
         for o in outcomes:
-            by.setdefault(self.engine.keys.shard_of(o[0]).shard, []).append(o)
+            by.setdefault(self.engine.keys.shard_of(o.workflow_id).shard, []).append(o)
         return by
 
     def _queue_report(self, pipe: ScriptBatch, outcomes: list[Outcome]) -> None:
@@ -696,7 +669,7 @@ class Agent:
         tasks handed on and their outcomes rejected. While Redis is away this keeps trying
         as long as the lease could still hold: after that, others run the tasks anyway.
         """
-        failures = 0
+        backoff = Backoff()
         give_up: float | None = None
         while True:
             try:
@@ -711,8 +684,7 @@ class Agent:
                 if not transient(e) or now >= give_up:
                     log.warning("agent %s could not report and leave: %s", self.id, e)
                     return
-                failures += 1
-                time.sleep(min(RETRY_BACKOFF.compute(failures), give_up - now))
+                time.sleep(min(backoff.failed(), give_up - now))
 
     def _next_due(self) -> float:
         """Seconds until the earliest retry backoff ends or a rate limit's next token a

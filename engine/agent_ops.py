@@ -15,13 +15,13 @@ from .errors import NotFoundError, StateError
 from .model import AgentInfo, AgentState
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Deployment
 
 GONE_AFTER_S = 600.0  # a stopped or dead agent seen longer ago than this is hidden
 GONE = (AgentState.STOPPED, AgentState.DEAD)
 
 
-def drain(engine: Engine, agent_id: str) -> None:
+def drain(engine: Deployment, agent_id: str) -> None:
     """Ask ``agent_id`` to drain on every shard it is live on (see the module doc).
 
     Raises :class:`NotFoundError` when no shard knows it, :class:`StateError` when it is
@@ -31,7 +31,7 @@ def drain(engine: Engine, agent_id: str) -> None:
         return
     if all(a < 0 for a in answers):
         raise NotFoundError(f"no agent {agent_id!r} is known (redisflow agents lists them)")
-    state = next((a.state.value for a in engine.agents() if a.id == agent_id), "not live")
+    state = next((a.state.value for a in engine.store.agents() if a.id == agent_id), "not live")
     raise StateError(f"agent {agent_id!r} is {state}: only a live agent can be drained")
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DefinitionError, NotFoundError, StateError
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Deployment, Runner
     from .model import WorkflowStatus
     from .store.codec import CompiledWorkflow
 
@@ -125,7 +125,7 @@ def check_references(spec: ChildSpec, task: str, upstream: set[str], where: str 
             )
 
 
-def check_templates(engine: Engine, compiled: CompiledWorkflow) -> None:
+def check_templates(engine: Deployment, compiled: CompiledWorkflow) -> None:
     """Refuse (:class:`DefinitionError`, nothing written) a workflow whose ``run:`` tasks
     name a template, or a version, that does not exist."""
     for name, version in compiled.runs:
@@ -197,13 +197,13 @@ def child_error(st: WorkflowStatus) -> str:
 # -- the keeper's side ---------------------------------------------------------------------
 
 
-def spawn(engine: Engine, member: str) -> None:
+def spawn(engine: Runner, member: str) -> None:
     """Start the child of parent task ``member`` (``wid:task index:attempt``) and link
     them; a task that cannot start its child (unknown template, an input its schema
     refuses, too deep) fails with the reason."""
     wid, idx, attempt = member.rsplit(":", 2)
     try:
-        st = engine.status(wid)
+        st = engine.store.status(wid)
     except NotFoundError:
         engine.store.child_link(wid, idx, int(attempt), "")  # drops the entry
         return
@@ -236,11 +236,11 @@ def spawn(engine: Engine, member: str) -> None:
             pass
 
 
-def report_end(engine: Engine, child: str) -> None:
+def report_end(engine: Runner, child: str) -> None:
     """Tell child run ``child``'s parent task how it ended (nothing to tell when the
     child or its parent is gone)."""
     try:
-        st = engine.status(child)
+        st = engine.store.status(child)
     except NotFoundError:
         return
     if st.parent is None or not st.state.finished:
@@ -257,13 +257,13 @@ def report_end(engine: Engine, child: str) -> None:
         pass
 
 
-def cancel_orphan(engine: Engine, child: str) -> None:
+def cancel_orphan(engine: Runner, child: str) -> None:
     """Cancel child run ``child``, whose parent ended first, and its own children
     (nothing to do when it ended or is gone)."""
     cascade_to(engine, [child], "cancel")
 
 
-def cascade_to(engine: Engine, kids: list[str], op: str) -> int:
+def cascade_to(engine: Deployment, kids: list[str], op: str) -> int:
     """Do ``op`` (pause, release, cancel, cleanup) to child runs ``kids`` (read before
     their parent changed: a cleanup deletes the links) and to theirs; how many it was
     done to. A child in a state where ``op`` does not apply is left as it is."""

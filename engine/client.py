@@ -13,13 +13,13 @@ import itertools
 import re
 import secrets
 import socket
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import redis
 
+from . import waiting
 from .child_runs import cascade_to, check_templates
 from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
 from .definition import plan as plan_workflow
@@ -47,6 +47,7 @@ from .model import (
     WorkflowSummary,
 )
 from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
+from .retrying import patiently
 from .rules import Plan
 from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
@@ -254,16 +255,7 @@ class Engine:
     def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
         """The deployment's rate limits of ``types``, read again while Redis is unreachable
         (up to ``push_retry_s``, as a push's calls are sent)."""
-        deadline = time.monotonic() + self.push_retry_s
-        pause = 0.1
-        while True:
-            try:
-                return self.store.rate_limits.of_types(types)
-            except (redis.ConnectionError, redis.TimeoutError):
-                if time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        return patiently(lambda: self.store.rate_limits.of_types(types), self.push_retry_s)
 
     def push(
         self,
@@ -475,16 +467,7 @@ class Engine:
 
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
         """Run a batch of push calls, sending it again while Redis is unreachable."""
-        deadline = time.monotonic() + self.push_retry_s
-        pause = 0.1
-        while True:
-            try:
-                return batch.execute()
-            except (redis.ConnectionError, redis.TimeoutError):
-                if time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        return patiently(batch.execute, self.push_retry_s)
 
     # -- templates --------------------------------------------------------------------
 
@@ -972,7 +955,7 @@ class Engine:
         """Workflow ``wid``'s task attempts over time (see :mod:`engine.history`)."""
         from .history import timeline
 
-        return timeline(self, wid)
+        return timeline(self.store, wid)
 
     def name_tasks(self, events: Iterable[Event]) -> None:
         """Fill in the ``task_name`` of task events, from their workflows' definitions."""
@@ -986,9 +969,7 @@ class Engine:
 
     def listen(self, callback: Callable[[Event], None]) -> EventListener:
         """Call ``callback`` for every live event, from a background thread, until closed."""
-        return EventListener(
-            self.store, [s.event_channel for s in self.keys.all_shards()], callback
-        )
+        return waiting.listen(self.store, callback)
 
     def on_workflow_finished(
         self,
@@ -1000,21 +981,17 @@ class Engine:
         This is seed 000's ``WorkflowComplete`` / ``WorkflowFailed``. Close the returned
         listener to stop.
         """
-        from .waiting import on_workflow_finished
-
-        return on_workflow_finished(self, complete, failed)
+        return waiting.on_workflow_finished(self.store, complete, failed)
 
     def wait(self, wid: str | int, timeout: float | None = None) -> WorkflowState:
         """Block until the workflow finishes; returns its final state.
 
         Raises :class:`TimeoutError` after ``timeout`` seconds.
         """
-        from .waiting import wait
-
-        return wait(self, wid, timeout)
+        return waiting.wait(self.store, wid, timeout)
 
     # -- schedules ------------------------------------------------------------------------
-    # (engine/schedules: settings, ticks, catch-up; engine/scheduler.py fires them)
+    # (engine/schedules: settings, ticks, catch-up; engine/schedules/scheduler.py fires them)
 
     def put_schedule(self, spec: ScheduleSpec) -> bool:
         """Store a schedule, or update it (its next due time is computed again from now;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,6 @@ DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
 PRIORITY_RANGE = (-999, 999)
 DEFAULT_MAX_TASKS = 100_000  # tasks per workflow, unless validate() is given another limit
-MAX_TASKS = DEFAULT_MAX_TASKS
 MAX_DEPTH = 100  # nesting levels of a payload (and of a workflow file)
 MAX_NAME = 1000  # characters of a workflow, task or type name
 MAX_ATTEMPTS = 1_000_000
@@ -788,11 +787,3 @@ def find_cycle(children: dict[str, list[str]]) -> list[str] | None:
                 on_path.add(nxt)
                 stack.append(iter(children[nxt]))
     return None
-
-
-def task_index(wf_tasks: Sequence[str], name: str) -> int:
-    """The index of task ``name`` in a list of task names."""
-    try:
-        return list(wf_tasks).index(name)
-    except ValueError:
-        raise DefinitionError(f"no task named {name!r}") from None

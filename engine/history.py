@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .model import TaskState, WorkflowStatus
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .store import Store
 
 # how an attempt ended: the task's own states, plus these two
 RETRIED = "retried"  # it failed and the task was tried again
@@ -56,15 +56,15 @@ _ENDS = {
 }
 
 
-def timeline(engine: Engine, wid: str | int) -> Timeline:
+def timeline(store: Store, wid: str | int) -> Timeline:
     """Every attempt of workflow ``wid``'s tasks that its events still tell, completed
     from its records (the latest attempt of a task whose events the capped stream has
     dropped, and a map's span from its first item to its last)."""
-    st = engine.status(wid)
+    st = store.status(wid)
     attempts: dict[int, list[Attempt]] = {t.index: [] for t in st.tasks}
     open_: dict[int, Attempt] = {}
     names = {t.index: t.name for t in st.tasks}
-    for e in engine.store.workflow_events(str(wid), st.created_at):
+    for e in store.workflow_events(str(wid), st.created_at):
         if e.task is None or e.task not in attempts:
             continue
         if e.kind == "task.claimed":

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Deployment
 
 # Upper bounds (ms) of the duration buckets; one more bucket holds the longer ones.
 # lib/history.lua's HIST_MS is the same list (tests/test_tasklogs.py checks).
@@ -212,7 +212,7 @@ def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, S
     return out
 
 
-def history(engine: Engine, by: str = "type", now: float | None = None) -> dict[str, Any]:
+def history(engine: Deployment, by: str = "type", now: float | None = None) -> dict[str, Any]:
     """Per task type (``by="type"``) or template: ``{"hour": {name: Stat}, "day": {name:
     Stat}}``, the last 60 minutes and the last 24 hours (this one included); a day's Stat
     has ``hourly`` counts, oldest first."""
@@ -225,7 +225,7 @@ def history(engine: Engine, by: str = "type", now: float | None = None) -> dict[
     return {"hour": _fold(last_hour, by, False), "day": _fold(last_day, by, True)}
 
 
-def metric_families(engine: Engine) -> list[Any]:
+def metric_families(engine: Deployment) -> list[Any]:
     """/metrics' view of the history totals: ``redisflow_task_duration_seconds`` and
     ``redisflow_queue_wait_seconds`` (histograms per task type: how long attempts ran,
     and waited ready before their claim), ``redisflow_template_run_duration_seconds``

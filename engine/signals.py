@@ -11,7 +11,7 @@ from .errors import DefinitionError
 from .waits import SignalResult, check_signal_name
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Deployment
 
 MAX_SIGNAL_ID = 200
 MAX_COMMENT = 2000
@@ -34,7 +34,7 @@ def encode_payload(payload: Any, max_bytes: int) -> str:
 
 
 def send(
-    engine: Engine,
+    engine: Deployment,
     wid: str | int,
     name: str,
     payload: Any = None,

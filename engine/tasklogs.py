@@ -34,7 +34,7 @@ from .errors import NotFoundError
 from .rollups import Rollups
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Deployment
     from .handlers import Task
     from .store.logs import LogEntry, StreamEntry
     from .store.scripts import ScriptBatch
@@ -278,7 +278,7 @@ class TaskLogs:
     (:meth:`queue`) or every :data:`FLUSH_S` while they run (:meth:`ship`, from a thread
     of its own), and the history of its tasks' run times (:class:`~engine.rollups.Rollups`)."""
 
-    def __init__(self, engine: Engine, budget: int = BUDGET) -> None:
+    def __init__(self, engine: Deployment, budget: int = BUDGET) -> None:
         self.engine = engine
         self.store = engine.store
         shards = engine.keys.shards
@@ -407,7 +407,7 @@ def _lines(entries: list[StreamEntry], task: str | None) -> list[LogLine]:
     return out
 
 
-def _task_filter(engine: Engine, wid: str, task: str | None) -> str | None:
+def _task_filter(engine: Deployment, wid: str, task: str | None) -> str | None:
     """``task`` as the filter matches it: a name or index of the workflow's tasks."""
     if task is None:
         return None
@@ -420,14 +420,14 @@ def _task_filter(engine: Engine, wid: str, task: str | None) -> str | None:
 
 
 def read_logs(
-    engine: Engine, wid: str | int, task: str | None = None, after: str = "-", limit: int = 1000
+    engine: Deployment, wid: str | int, task: str | None = None, after: str = "-", limit: int = 1000
 ) -> tuple[list[LogLine], str]:
     """Lines of workflow ``wid``'s tasks (``task``: one task's, by name or index; a map's
     items with it) after cursor ``after``, from at most ``limit`` stream entries; and the
     cursor to read on from. Raises :class:`~engine.NotFoundError` for a workflow that does
     not exist."""
     wid = str(wid)
-    engine.state(wid)  # NotFoundError for none
+    engine.store.state(wid)  # NotFoundError for none
     want = _task_filter(engine, wid, task)
     entries = engine.store.log_entries(wid, after, limit)
     cursor = entries[-1][0] if entries else (after if after not in ("", "0") else "-")
@@ -435,7 +435,11 @@ def read_logs(
 
 
 def follow_logs(
-    engine: Engine, wid: str | int, task: str | None = None, after: str = "-", poll_s: float = 1.0
+    engine: Deployment,
+    wid: str | int,
+    task: str | None = None,
+    after: str = "-",
+    poll_s: float = 1.0,
 ) -> Iterator[LogLine]:
     """Every line of workflow ``wid``'s tasks, then each new one as it comes, until the
     workflow has finished and its last lines are read (or it is removed)."""
@@ -445,7 +449,7 @@ def follow_logs(
     block = max(1, int(poll_s * 1000))
     while True:
         try:
-            finished = engine.state(wid).finished
+            finished = engine.store.state(wid).finished
         except NotFoundError:
             return
         entries = engine.store.log_entries(wid, cursor if cursor != "0" else "-")
@@ -458,7 +462,7 @@ def follow_logs(
             return
 
 
-def read_progress(engine: Engine, wid: str | int) -> dict[str, dict[str, Any]]:
+def read_progress(engine: Deployment, wid: str | int) -> dict[str, dict[str, Any]]:
     """Task key -> its latest progress: ``{"fraction", "message", "attempt", "ts"}``."""
     out: dict[str, dict[str, Any]] = {}
     for key, raw in engine.store.progress_of(wid).items():

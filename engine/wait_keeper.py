@@ -16,13 +16,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.backoff import ExponentialBackoff
 
 from . import child_runs
+from .retrying import Backoff
 from .store.calls import WaitsPass
 from .waits import WAIT_TYPE
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .deployment import Runner
 
 log = logging.getLogger("redisflow.waits")
 
@@ -30,7 +32,7 @@ log = logging.getLogger("redisflow.waits")
 class WaitKeeper:
     """Run :meth:`step` on every wake-up and when the next timer is due."""
 
-    def __init__(self, engine: Engine, backstop_s: float = 2.0) -> None:
+    def __init__(self, engine: Runner, backstop_s: float = 2.0) -> None:
         self.engine = engine
         self.backstop_s = backstop_s
         self._stop = threading.Event()
@@ -61,7 +63,7 @@ class WaitKeeper:
         acks += [f"o:{wid}" for wid in done.orphans if self._guard(child_runs.cancel_orphan, wid)]
         return acks
 
-    def _guard(self, step: Callable[[Engine, str], None], arg: str) -> bool:
+    def _guard(self, step: Callable[[Runner, str], None], arg: str) -> bool:
         """Run ``step(engine, arg)``; False when it failed (logged, left to a retry)."""
         try:
             step(self.engine, arg)
@@ -76,13 +78,13 @@ class WaitKeeper:
         """Until :meth:`stop`: a pass, then sleep until a wake-up or the next timer."""
         store = self.engine.store
         pubsub: Any = None
-        failures = 0
+        backoff = Backoff(ExponentialBackoff(cap=self.backstop_s, base=0.1))
         while not self._stop.is_set():
             try:
                 if pubsub is None:
                     pubsub = store.pubsub(s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards())
                 nearest = self.step()
-                failures = 0
+                backoff.succeeded()
                 wait = self.backstop_s if nearest is None else min(nearest, self.backstop_s)
                 deadline = time.monotonic() + wait
                 while not self._stop.is_set():
@@ -96,7 +98,7 @@ class WaitKeeper:
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
                 if self._stop.is_set():
                     break  # stopping: its engine may be closed already
-                failures += 1
+                pause = backoff.failed()
                 log.warning("wait keeper: %s", e)
                 if pubsub is not None:
                     try:
@@ -104,7 +106,7 @@ class WaitKeeper:
                     except Exception:  # noqa: BLE001, S110 - closing a broken connection
                         pass
                     pubsub = None
-                self._stop.wait(min(0.1 * 2**failures, self.backstop_s))
+                self._stop.wait(pause)
         if pubsub is not None:
             pubsub.close()
 

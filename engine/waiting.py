@@ -11,11 +11,17 @@ from .events import EventListener
 from .model import Event, WorkflowState
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from .store import Store
+
+
+def listen(store: Store, callback: Callable[[Event], None]) -> EventListener:
+    """Call ``callback`` for every live event of ``store``'s deployment (every shard's
+    event channel), from a background thread, until the listener is closed."""
+    return EventListener(store, [s.event_channel for s in store.keys.all_shards()], callback)
 
 
 def on_workflow_finished(
-    engine: Engine,
+    store: Store,
     complete: Callable[[str], None] | None = None,
     failed: Callable[[str], None] | None = None,
 ) -> EventListener:
@@ -28,10 +34,10 @@ def on_workflow_finished(
         elif event.kind == "workflow.failed" and failed:
             failed(event.wid)
 
-    return engine.listen(dispatch)
+    return listen(store, dispatch)
 
 
-def wait(engine: Engine, wid: str | int, timeout: float | None = None) -> WorkflowState:
+def wait(store: Store, wid: str | int, timeout: float | None = None) -> WorkflowState:
     """Block until workflow ``wid`` finishes; returns its final state.
 
     Woken by the event channel, and re-reads the state every second as well, since
@@ -45,9 +51,9 @@ def wait(engine: Engine, wid: str | int, timeout: float | None = None) -> Workfl
             wake.set()
 
     deadline = None if timeout is None else time.monotonic() + timeout
-    with engine.listen(on_event):
+    with listen(store, on_event):
         while True:
-            st = engine.state(wid)
+            st = store.state(wid)
             if st.finished:
                 return st
             left = None if deadline is None else deadline - time.monotonic()

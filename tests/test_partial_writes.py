@@ -31,8 +31,8 @@ from engine.http import create_app
 from engine.http.auth import github_signature
 from engine.http.batcher import RunBatcher
 from engine.http.triggers import new_trigger
-from engine.scheduler import Scheduler
 from engine.schedules import parse_schedule
+from engine.schedules.scheduler import Scheduler
 from engine.store.scripts import Scripts
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
@@ -375,7 +375,7 @@ def test_a_pass_stopped_part_way_keeps_what_it_fired(
     engine: Engine, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine.put_template("name: job\ntasks:\n  - name: work\n", name="job")
-    monkeypatch.setattr("engine.scheduler.SCHEDULES_PER_CALL", 1)  # a call per schedule
+    monkeypatch.setattr("engine.schedules.scheduler.SCHEDULES_PER_CALL", 1)  # a call per schedule
     overdue(engine, "a")
     overdue(engine, "b")
     full_after_ticks(monkeypatch, admin, 1)
@@ -399,7 +399,7 @@ def test_a_backfill_stopped_part_way_reports_the_ticks_it_recorded(
 ) -> None:
     engine.put_template("name: job\ntasks:\n  - name: work\n", name="job")
     engine.put_schedule(parse_schedule({"name": "s", "template": "job", "every": "1h"}))
-    monkeypatch.setattr("engine.scheduler.BACKFILL_CHUNK", 2)  # 2 ticks per call
+    monkeypatch.setattr("engine.schedules.scheduler.BACKFILL_CHUNK", 2)  # 2 ticks per call
     now = engine.store.now_ms()
     start, end = (now // HOUR - 6) * HOUR, (now // HOUR - 1) * HOUR
     full_after_ticks(monkeypatch, admin, 2)

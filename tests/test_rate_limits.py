@@ -315,8 +315,8 @@ def test_retries_later_starts_and_template_runs_go_through_their_bucket(engine: 
 
 
 def test_a_schedules_runs_take_their_key_from_their_input(engine: Engine) -> None:
-    from engine.scheduler import Scheduler
     from engine.schedules import parse_schedule
+    from engine.schedules.scheduler import Scheduler
 
     engine.put_template(
         "name: job\ntasks:\n  - {name: work, type: api, "

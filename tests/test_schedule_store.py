@@ -11,8 +11,8 @@ from engine_helpers import Hand, assert_stats_agree, snapshot
 
 from engine import Engine
 from engine.errors import NotFoundError
-from engine.scheduler import Scheduler, Ticker
 from engine.schedules import parse_schedule
+from engine.schedules.scheduler import Scheduler, Ticker
 from engine.store.schedules import ScheduleTick
 
 HOUR = 3_600_000

@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 import sys
-import time
 from collections.abc import Sequence
 
 import redis
@@ -26,6 +25,7 @@ from ..handlers import (
 )
 from ..health import server_warnings
 from ..outcomes import exit_codes
+from ..retrying import patiently
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -141,23 +141,20 @@ def _start_patiently(args: argparse.Namespace) -> tuple[Engine, list[str], list[
     ``--connect-timeout`` seconds: an agent started while Redis restarts, or whose
     connection drops meanwhile, waits for it instead of exiting. Returns the engine, the
     permissions missing and the warnings."""
-    deadline = time.monotonic() + args.connect_timeout
-    pause = 0.2
     roles = ["agent", "operator"] if args.scheduler else ["agent"]
-    while True:
-        engine: Engine | None = None
+    unreachable = (UnreachableError, redis.ConnectionError, redis.TimeoutError)
+
+    def start() -> tuple[Engine, list[str], list[str]]:
+        engine = connect(args)
         try:
-            engine = connect(args)
             missing = missing_permissions(engine, roles)
             warnings = [] if missing else server_warnings(engine.redis)
-            return engine, missing, warnings
-        except (UnreachableError, redis.ConnectionError, redis.TimeoutError):
-            if engine is not None:
-                engine.close()
-            if time.monotonic() + pause > deadline:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
+        except unreachable:
+            engine.close()
+            raise
+        return engine, missing, warnings
+
+    return patiently(start, args.connect_timeout, errors=unreachable, first_s=0.2)
 
 
 @guarded

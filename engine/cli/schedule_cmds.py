@@ -291,7 +291,7 @@ def cmd_rm(engine: Engine, args: argparse.Namespace) -> int:
 def cmd_scheduler(engine: Engine, args: argparse.Namespace) -> int:
     import logging
 
-    from ..scheduler import Scheduler
+    from ..schedules.scheduler import Scheduler
 
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"

@@ -8,7 +8,7 @@
   the epoch), time zones and daylight saving, jitter, the catch-up plan, preview;
 * :mod:`.info` — :class:`ScheduleInfo`, what the reads return.
 
-The scheduler loop is :mod:`engine.scheduler`; the scripts and reads are
+The scheduler loop is :mod:`.scheduler`; the scripts and reads are
 :mod:`engine.store.schedules`. ``docs/schedules.md`` explains the semantics.
 """
 

@@ -20,15 +20,16 @@ from ..store.schedules import (
 )
 from .clock import Cadence, PreviewTick, preview, run_input
 from .info import ScheduleInfo
+from .scheduler import Ticker
 from .spec import OVERLAP, ScheduleSpec
 
 if TYPE_CHECKING:
-    from ..client import Engine
+    from ..deployment import Runner
 
 MOST_BACKFILL = 10_000  # ticks one backfill may cover
 
 
-def put(engine: Engine, spec: ScheduleSpec) -> bool:
+def put(engine: Runner, spec: ScheduleSpec) -> bool:
     """Store ``spec`` (new, or an update: the next due time is computed again from now,
     counters and fired ticks stay). Its template must exist. True when new."""
     engine.template(spec.template)  # NotFoundError for an unknown template: nothing written
@@ -48,7 +49,7 @@ def _seconds(value: str | None) -> float | None:
     return int(value) / 1000 if value else None
 
 
-def infos(engine: Engine, names: list[str]) -> list[ScheduleInfo]:
+def infos(engine: Runner, names: list[str]) -> list[ScheduleInfo]:
     """:class:`ScheduleInfo` of each schedule of ``names`` that exists, in order."""
     rows = engine.store.schedule_rows(names)
     present = [(n, r) for n, r in zip(names, rows, strict=True) if r is not None]
@@ -84,21 +85,21 @@ def infos(engine: Engine, names: list[str]) -> list[ScheduleInfo]:
     return out
 
 
-def one(engine: Engine, name: str) -> ScheduleInfo:
+def one(engine: Runner, name: str) -> ScheduleInfo:
     found = infos(engine, [name])
     if not found:
         raise NotFoundError(f"schedule {name!r} does not exist")
     return found[0]
 
 
-def stored_spec(engine: Engine, name: str) -> ScheduleSpec:
+def stored_spec(engine: Runner, name: str) -> ScheduleSpec:
     row = engine.store.schedule_row(name)
     if row is None:
         raise NotFoundError(f"schedule {name!r} does not exist")
     return ScheduleSpec.from_json(row[S_SPEC])
 
 
-def unpause(engine: Engine, name: str, catchup: bool = False) -> bool:
+def unpause(engine: Runner, name: str, catchup: bool = False) -> bool:
     """Unpause from now (the ticks missed while paused are not run), or with ``catchup``
     from where it stopped (they are caught up as its catchup policy says)."""
     if catchup:
@@ -109,23 +110,19 @@ def unpause(engine: Engine, name: str, catchup: bool = False) -> bool:
     return engine.store.schedule_unpause(name, nt, nx, engine.actor)
 
 
-def trigger(engine: Engine, name: str) -> TickOutcome:
+def trigger(engine: Runner, name: str) -> TickOutcome:
     """Run a tick now (Redis's clock), under the schedule's overlap policy."""
-    from ..scheduler import Ticker
-
     stored_spec(engine, name)
     outcomes = Ticker(engine, engine.actor).fire(name, "now", [engine.store.now_ms()])
     return outcomes[0]
 
 
 def backfill(
-    engine: Engine, name: str, start_ms: int, end_ms: int, overlap: str | None = None
+    engine: Runner, name: str, start_ms: int, end_ms: int, overlap: str | None = None
 ) -> list[TickOutcome]:
     """Fire every tick of ``name`` in ``[start_ms, end_ms]`` not fired yet, oldest first,
     under ``overlap`` (default ``buffer_all``: one after another). Ticks fired before
     (by the schedule or an earlier backfill) are ``dup``: running it twice adds nothing."""
-    from ..scheduler import Ticker
-
     if overlap is not None and overlap not in OVERLAP:
         raise DefinitionError(f"--overlap {overlap!r} is not one of {', '.join(OVERLAP)}")
     if end_ms < start_ms:
@@ -148,6 +145,6 @@ def backfill(
     return Ticker(engine, engine.actor).fire(name, "backfill", ticks, overlap or "buffer_all")
 
 
-def preview_stored(engine: Engine, name: str, count: int) -> tuple[ScheduleSpec, list[PreviewTick]]:
+def preview_stored(engine: Runner, name: str, count: int) -> tuple[ScheduleSpec, list[PreviewTick]]:
     spec = stored_spec(engine, name)
     return spec, preview(Cadence(spec), engine.store.now_ms(), count)

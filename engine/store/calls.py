@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import redis
 
@@ -31,9 +31,15 @@ from .codec import (
 from .keys import Keyspace, ShardKeys
 from .scripts import Call, ScriptBatch, Scripts
 
-# An outcome an agent reports: wid, task key (Task.key: "3", or "3.17" for an item),
-# attempt (the fencing token), "ok"|"err", value (output JSON, "" for none; or the error).
-Outcome = tuple[str, str, int, str, str]
+
+class Outcome(NamedTuple):
+    """An outcome an agent reports (a tuple: complete.lua's arguments in this order)."""
+
+    workflow_id: str
+    task_key: str  # Task.key: "3", or "3.17" for an item
+    attempt: int  # the fencing token
+    kind: str  # "ok", "err", or an error kind (engine.outcomes: fatal, abort, skip)
+    value: str  # output JSON ("" for none), or the error
 
 
 def _rows(reply: Any) -> list[Task]:
@@ -368,10 +374,10 @@ class Calls:
         """Fail attempts past their timeout as their agents would report them (complete.lua
         as each agent: retried per max_attempts, or failed); how many were recorded (one
         its agent reported meanwhile is not)."""
-        by_agent: dict[str, list[tuple[str, str, int, str, str]]] = {}
+        by_agent: dict[str, list[Outcome]] = {}
         for t in late:
             error = late_error(t.timeout_ms / 1000)
-            by_agent.setdefault(t.agent, []).append((t.wid, t.idx, t.attempt, "err", error))
+            by_agent.setdefault(t.agent, []).append(Outcome(t.wid, t.idx, t.attempt, "err", error))
         recorded = 0
         short: list[NotReplicatedError] = []
         for agent, outcomes in by_agent.items():

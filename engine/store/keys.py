@@ -231,9 +231,6 @@ class ShardKeys:
     def running_of(self, agent_id: str) -> str:
         return f"{self.prefix}:run:{agent_id}"
 
-    def push_token(self, token: str) -> str:
-        return f"{self.prefix}:pt:{token}"
-
     def idem(self, key: str) -> str:
         return f"{self.prefix}:ik:{key}"
 
@@ -252,14 +249,6 @@ class ShardKeys:
         return f"{self.prefix}:truns"
 
     @property
-    def housekeeper(self) -> str:
-        return f"{self.prefix}:hk"
-
-    @property
-    def lease_clock(self) -> str:
-        return f"{self.prefix}:lclk"
-
-    @property
     def expire(self) -> str:
         return f"{self.prefix}:expire"
 
@@ -272,11 +261,6 @@ class ShardKeys:
     def spawn(self) -> str:
         """``run:`` tasks whose child run is to start (engine/child_runs.py)."""
         return f"{self.prefix}:spawn"
-
-    @property
-    def child_ends(self) -> str:
-        """Child runs that ended, to report to their parent task."""
-        return f"{self.prefix}:cends"
 
     @property
     def orphans(self) -> str:
@@ -519,8 +503,3 @@ class Keyspace:
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this namespace but the sealed ones."""
         return f"{self.namespace}:*"
-
-    @property
-    def sealed_pattern(self) -> str:
-        """The pattern of this namespace's sealed keys (the operator's alone)."""
-        return f"{self.namespace}{SEALED}*"

@@ -5,10 +5,22 @@ The Lua half is ``lua/lib/record.lua``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-Record = tuple[str, str, str, str, str, str]
-NO_RECORD: Record = ("waiting", "0", "", "", "", "")
+
+class Record(NamedTuple):
+    """A task's record as its parts (a tuple, in the stored order); times are ms after
+    the workflow's creation, "" for none."""
+
+    state: str
+    attempts: str  # the fencing token
+    ready: str
+    begin: str
+    done: str
+    agent: str
+
+
+NO_RECORD = Record("waiting", "0", "", "", "", "")
 
 
 def parse_record(value: str | None) -> Record:
@@ -18,7 +30,7 @@ def parse_record(value: str | None) -> Record:
     if not value:
         return NO_RECORD
     st, a, q, b, d, g = value.split("|", 5)
-    return st, a, q, b, d, g
+    return Record(st, a, q, b, d, g)
 
 
 def pack_record(

@@ -25,24 +25,33 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from ..errors import (
     DefinitionError,
     NotFoundError,
     NotReplicatedError,
     PartialWriteError,
     StateError,
 )
-from .ratelimit import rate_keys
-from .schedules.clock import Cadence, Plan, plan, run_input
-from .schedules.spec import ScheduleSpec
-from .schemas import check_input
-from .store.codec import CompiledWorkflow, encode_input, run_options
-from .store.keys import ShardKeys
-from .store.schedules import DueSchedule, Run, ScheduleTick, TickOutcome, TickResult
-from .store.scripts import Call
+from ..ratelimit import rate_keys
+from ..retrying import Backoff, transient
+from ..schemas import check_input
+from ..store.codec import CompiledWorkflow, encode_input, run_options
+from ..store.keys import ShardKeys
+from ..store.schedules import (
+    S_SPEC,
+    S_VERSION,
+    DueSchedule,
+    Run,
+    ScheduleTick,
+    TickOutcome,
+    TickResult,
+)
+from ..store.scripts import Call
+from .clock import Cadence, Plan, plan, run_input
+from .spec import ScheduleSpec
 
 if TYPE_CHECKING:
-    from .client import Engine
+    from ..deployment import Runner
 
 log = logging.getLogger("redisflow.scheduler")
 
@@ -86,7 +95,7 @@ class Ticker:
     schedule's template (its latest version). Shared by the scheduler loop, trigger and
     backfill."""
 
-    def __init__(self, engine: Engine, who: str) -> None:
+    def __init__(self, engine: Runner, who: str) -> None:
         self.engine = engine
         self.who = who
         self._known: dict[str, _Known] = {}
@@ -208,7 +217,7 @@ class Ticker:
             row = store.schedule_row(name)
             if row is None:
                 raise NotFoundError(f"schedule {name!r} does not exist")
-            k = self.known(name, row["v"], row["spec"])
+            k = self.known(name, row[S_VERSION], row[S_SPEC])
             policy = overlap or k.spec.overlap
             templates: Templates = {}
             status = "ok"
@@ -264,7 +273,7 @@ class Scheduler:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Runner,
         *,
         scheduler_id: str | None = None,
         safety_s: float = SAFETY_S,
@@ -378,24 +387,21 @@ class Scheduler:
 
     def run(self) -> None:
         """Fire due ticks until :meth:`stop`; Redis going away only pauses the loop."""
-        from .agent import RETRY_BACKOFF, transient
-
         channels = [s.schedule_channel for s in self.engine.keys.all_shards()]
         pubsub: Any = None
-        failures = 0
+        backoff = Backoff()
         try:
             while not self._stop.is_set():
                 try:
                     if pubsub is None:
                         pubsub = self.engine.store.pubsub(channels)
                     self.run_due()
-                    failures = 0
+                    backoff.succeeded()
                     self._sleep(pubsub)
                 except Exception as e:  # noqa: BLE001 - any error not transient is raised
                     if not transient(e):
                         raise
-                    failures += 1
-                    wait = RETRY_BACKOFF.compute(failures)
+                    wait = backoff.failed()
                     log.warning(
                         "scheduler %s: Redis unavailable (%s); again in %.1fs", self.id, e, wait
                     )
@@ -421,7 +427,7 @@ class Scheduler:
 
 
 def start_thread(
-    engine: Engine, scheduler_id: str | None = None
+    engine: Runner, scheduler_id: str | None = None
 ) -> tuple[Scheduler, threading.Thread]:
     """A scheduler running in a daemon thread of its own (agents with ``--scheduler``)."""
     scheduler = Scheduler(engine, scheduler_id=scheduler_id)
