@@ -249,8 +249,18 @@ class Engine:
         several places, validating it once. The deployment's rate limits by task type
         (:meth:`put_rate_limit`) apply to its tasks that have none of their own.
         """
-        limits = self._type_limits(task_types(wf))
-        return compile_workflow(wf, self.max_payload, type_limits=limits)
+        return self._compile(wf, {})
+
+    def _compile(
+        self, wf: Workflow, limits: dict[tuple[str, ...], dict[str, RateLimit]]
+    ) -> CompiledWorkflow:
+        """:meth:`compile`, the deployment's rate limits read once per set of task types
+        in ``limits`` (a push of many definitions reads them once, not once each)."""
+        types = tuple(sorted(set(task_types(wf))))
+        found = limits.get(types)
+        if found is None:
+            found = limits[types] = self._type_limits(list(types))
+        return compile_workflow(wf, self.max_payload, type_limits=found)
 
     def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
         """The deployment's rate limits of ``types``, read again while Redis is unreachable
@@ -341,6 +351,7 @@ class Engine:
         rows: builtins.list[tuple[CompiledWorkflow, str, str]] = []
         routes: builtins.list[str | None] = []
         checked: set[str] = set()  # definitions whose child templates exist
+        limits: dict[tuple[str, ...], dict[str, RateLimit]] = {}
         for run in runs:
             text = "" if run.input is None else encode_input(run.input, self.max_payload)
             wf = run.workflow
@@ -349,7 +360,7 @@ class Engine:
             elif id(wf) in seen:
                 c = seen[id(wf)]
             else:
-                c = seen[id(wf)] = self.compile(wf)
+                c = seen[id(wf)] = self._compile(wf, limits)
             if c.input_schema is not None:
                 check_input(c.input_schema, run.input, c.name)
             if c.runs and c.digest not in checked:
