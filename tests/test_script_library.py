@@ -62,3 +62,17 @@ def test_every_field_name_the_lua_uses_is_declared_once_in_python() -> None:
         code = _COMMENT.sub("", source.split("\n", len(declared))[-1])
         assert declared == set(re.findall(r"\b[FDMTI]_[A-Z_]+\b", code)), name
         assert all(FIELD_NAMES[n] in source for n in declared)
+
+
+def test_task_definition_and_map_fields_go_by_their_names_in_the_lua() -> None:
+    # `i .. 'o'` would be a second spelling of T_OUTPUT: a field named by a task, item or
+    # map index plus a suffix, and a definition's feature letter, say its fields.py name.
+    root = resources.files("engine.store") / "lua"
+    suffixes = {v for n, v in FIELD_NAMES.items() if n[0] in "TDMI"}
+    files = [f"{n}.lua" for n in SCRIPT_NAMES if n != "template"]  # a template's own hash
+    files += [f"lib/{n}.lua" for n in LIB if n != "history"]  # the history hashes'
+    for name in files:
+        code = _COMMENT.sub("", root.joinpath(name).read_text())
+        spelled = [s for s in re.findall(r"\.\.\s*'([^'\n]*)'", code) if s in suffixes]
+        spelled += re.findall(r"has_feature\([^,()]+,\s*'([^']*)'\)", code)
+        assert not spelled, (name, spelled)

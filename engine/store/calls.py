@@ -25,6 +25,9 @@ from .codec import (
     D_NAME,
     F_DIGEST,
     F_STATE,
+    M_STORED,
+    M_TOTAL,
+    T_OUTPUT,
     CompiledWorkflow,
     decode_claim_row,
 )
@@ -407,7 +410,9 @@ class Calls:
     def _expand(self, wid: str, c: str, short: list[NotReplicatedError]) -> None:
         shard = self.keys.shard_of(wid)
         key = shard.workflow(wid)
-        st, digest, stored, total = self.redis.hmget(key, [F_STATE, F_DIGEST, f"{c}h", f"{c}n"])
+        st, digest, stored, total = self.redis.hmget(
+            key, [F_STATE, F_DIGEST, f"{c}{M_STORED}", f"{c}{M_TOTAL}"]
+        )
         if st is None or total is not None or digest is None:
             return
         spec_text, name, most = self.redis.hmget(
@@ -417,7 +422,7 @@ class Calls:
             return
         over, _, key_name = str(spec_text).partition("|")
         over_name = self.redis.hget(shard.definition(str(digest)), f"{over}{D_NAME}")
-        output = decode_json(cast("str | None", self.redis.hget(key, f"{over}o")))
+        output = decode_json(cast("str | None", self.redis.hget(key, f"{over}{T_OUTPUT}")))
         spec = MapSpec(str(over_name), key_name or None)
         limit = int(most or DEFAULT_MAX_ITEMS)
         items = items_of(output, spec, str(over_name), limit)

@@ -160,7 +160,7 @@ class Reads:
         maps = [t.index for t in status.tasks if f"{t.index}{D_MAP}" in definition]
         for c, items in zip(maps, self._map_counts(shard, str(wid), maps), strict=True):
             status.tasks[c].items = items
-        if "+" in digest and "L" in digest.rsplit("+", 1)[1]:
+        if "+" in digest and D_RATE in digest.rsplit("+", 1)[1]:
             self._throttled(shard, status, definition, raw)
         return status
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import redis
 
+from .codec import F_STATE
 from .keys import Keyspace, ShardKeys
 from .layout import is_cluster
 from .scripts import Call, Scripts
@@ -218,7 +219,7 @@ class ScheduleStore:
         wids = list(wids)
         pipe = self.redis.pipeline(transaction=False)
         for wid in wids:
-            pipe.hget(self.keys.shard_of(wid).workflow(wid), "st")
+            pipe.hget(self.keys.shard_of(wid).workflow(wid), F_STATE)
         return dict(zip(wids, pipe.execute(), strict=True))
 
     def fired_ticks(self, name: str) -> list[int]:

@@ -60,7 +60,10 @@ from .fields import (
     D_WHEN,
     D_WINDOW,
     F_DEADLINE,
+    F_DEPTH,
     F_GATES,
+    F_PARENT,
+    F_RATE_KEYS,
     F_SCHEDULE,
     F_TEMPLATE,
     F_TEMPLATE_VERSION,
@@ -260,9 +263,9 @@ def run_options(
     if schedule is not None:
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
     if parent is not None:
-        o["pa"], o["dp"] = parent, depth
+        o[F_PARENT], o[F_DEPTH] = parent, depth
     if rate_keys:
-        o["rk"] = rate_keys
+        o[F_RATE_KEYS] = rate_keys
     return json.dumps(o, separators=(",", ":")) if o else ""
 
 

@@ -1,8 +1,9 @@
 """Field names of a workflow hash, a definition hash and a map's hash.
 
-Declared here only: every script's source starts with those its Lua names, as locals of
-the same name (``local F_LEFT = 'left'``, :func:`engine.store.scripts.with_fields`). Key
-names are :mod:`engine.store.keys` (Lua: ``lua/lib/keys.lua``).
+Declared here only: the Lua says each by the same name (``F_LEFT``; ``i .. T_OUTPUT``, a
+task's suffix; ``di .. D_NAME``, a definition's), written as its value when a script is
+built (``'left'``, :func:`engine.store.scripts.with_fields`). Key names are
+:mod:`engine.store.keys` (Lua: ``lua/lib/keys.lua``).
 """
 
 from __future__ import annotations

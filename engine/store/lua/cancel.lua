@@ -4,7 +4,7 @@
 -- KEYS[1]  P:w:<wid>;  ARGV[3] wid; ARGV[4] who asks.
 local wid, wk, who = ARGV[3], KEYS[1], ARGV[4]
 local m, refused = open_workflow(wid, wk, {'running', 'paused', 'scheduled', 'queued'},
-  'only a running, paused, scheduled or queued workflow can be cancelled', 'n')
+  'only a running, paused, scheduled or queued workflow can be cancelled', F_COUNT)
 if refused then return refused end
 local cancelled = end_workflow(wid, wk, m[1], m[2], 'cancelled', who, nil)
 flush()

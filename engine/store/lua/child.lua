@@ -28,14 +28,14 @@ local meta = cjson.encode({child = ARGV[8], at = NOW})
 if how == 'succeeded' then
   end_wait(wid, wk, i, 'suspended', 'succeeded', value, meta)
 elseif how == 'failed' then
-  local failures = redis.call('HINCRBY', wk, i .. 'f', 1)
-  local most = tonumber(redis.call('HGET', dkey(wk, m[3]), i .. 'M') or '1')
+  local failures = redis.call('HINCRBY', wk, i .. T_FAILURES, 1)
+  local most = tonumber(redis.call('HGET', dkey(wk, m[3]), i .. D_ATTEMPTS) or '1')
   if failures < most and (m[1] == 'running' or m[1] == 'paused') then
     -- another attempt: reached again, a new child (its key has the new attempt)
     local ct = tonumber(redis.call('HGET', wk, F_CREATED))
     local t = tparse(m[2])
     t.s, t.q = 'ready', NOW - ct
-    redis.call('HSET', wk, i, tpack(t), i .. 'e', value)
+    redis.call('HSET', wk, i, tpack(t), i .. T_ERROR, value)
     redis.call('HDEL', k_children(wk), i)
     move_count('suspended', 'ready')
     emit('retrying', wid, i, {failures, 0})

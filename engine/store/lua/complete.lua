@@ -35,7 +35,7 @@ local timed = {}  -- definition digest -> some task has a timeout ("Y" among its
 local function has_timeouts(digest)
   local t = timed[digest]
   if t == nil then
-    t = string.find(digest, 'Y', 1, true) ~= nil
+    t = string.find(digest, D_TIMEOUT, 1, true) ~= nil
     timed[digest] = t
   end
   return t
@@ -92,11 +92,11 @@ for r = 0, nres - 1 do
     if how == 'ok' then
       local rec = 'succeeded|' .. a .. '|' .. q .. '|' .. b .. '|' .. done_s .. '|' .. g
       if value ~= '' then
-        redis.call('HSET', h, fld, rec, fld .. 'o', value)
+        redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
       else
         redis.call('HSET', h, fld, rec)
       end
-      if attempt ~= '1' then redis.call('HDEL', h, fld .. 'e') end  -- an earlier attempt's error
+      if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end  -- an earlier attempt's error
       move_task(i, 'running', 'succeeded')
       if step ~= nil then
         emit_item('succeeded', wid, c, k)
@@ -107,15 +107,15 @@ for r = 0, nres - 1 do
         local kids = CHILDREN[dkey(wk, m[4])][i]
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
-        redis.call('HDEL', h, fld .. 'p')  -- its element: kept only while it may run again
+        redis.call('HDEL', h, fld .. I_ELEMENT)  -- its element: kept only while it may run again
         emit_item('succeeded', wid, c, k)
         item_end(wid, wk, c, k, true, live, wst == 'running')
       end
     elseif how == 'skip' and c == nil then
       task_skipped(wid, wk, i, a, q, b, done_at, g, value, live)
     else
-      local failures = redis.call('HINCRBY', h, fld .. 'f', 1)
-      local limits = redis.call('HMGET', dkey(wk, m[4]), di .. 'M', 'bk', 'bm')
+      local failures = redis.call('HINCRBY', h, fld .. T_FAILURES, 1)
+      local limits = redis.call('HMGET', dkey(wk, m[4]), di .. D_ATTEMPTS, D_BACKOFF, D_BACKOFF_MAX)
       if how == 'abort' then
         aborted[#aborted + 1] = {wid, wk}
         live = false  -- nothing is decided downstream: the run ends below
@@ -124,7 +124,7 @@ for r = 0, nres - 1 do
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
         redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
-          fld .. 'e', value)
+          fld .. T_ERROR, value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
         move_task(i, 'running', 'ready')
         if c == nil then
@@ -133,7 +133,7 @@ for r = 0, nres - 1 do
           emit_item('retrying', wid, c, k, failures .. ',' .. delay)
         end
       else
-        redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. 'e', value)
+        redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. T_ERROR, value)
         move_task(i, 'running', 'failed')
         if step ~= nil then
           emit_item('failed', wid, c, k, cjson.encode(value))

@@ -8,7 +8,7 @@
 -- for items (gone, cancelled, expanded already).
 local wid, wk, c = ARGV[3], KEYS[1], ARGV[4]
 local from, total = tonumber(ARGV[5]), tonumber(ARGV[6])
-local m = redis.call('HMGET', wk, F_STATE, F_CREATED, c, c .. 'h', c .. 'n')
+local m = redis.call('HMGET', wk, F_STATE, F_CREATED, c, c .. M_STORED, c .. M_TOTAL)
 local live = m[1] == 'running' or m[1] == 'paused'
 if not live or tstate(m[3]) ~= 'running' or m[5] then
   redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
@@ -20,7 +20,7 @@ local ct = tonumber(m[2])
 local t = tparse(m[3])
 if total < 0 then
   t.s, t.d = 'failed', NOW - ct
-  redis.call('HSET', wk, c, tpack(t), c .. 'e', ARGV[7])
+  redis.call('HSET', wk, c, tpack(t), c .. T_ERROR, ARGV[7])
   move_count('running', 'failed')
   redis.call('HINCRBY', wk, F_BAD, 1)
   redis.call('HINCRBY', wk, F_LEFT, -1)
@@ -33,14 +33,14 @@ if total < 0 then
 end
 if from == 0 then
   local dk = dkey(wk)
-  if has_feature(dk, 'J') then
+  if has_feature(dk, D_GATHER) then
     -- seed 002's gather: what its items are given of the parent's output (seed002_given)
-    local over, key = string.match(redis.call('HGET', dk, c .. 'm') or '', '^(%d+)|(.*)$')
+    local over, key = string.match(redis.call('HGET', dk, c .. D_MAP) or '', '^(%d+)|(.*)$')
     local parts = {}
-    for _, mb in ipairs(json_members(redis.call('HGET', wk, (over or '') .. 'o') or '') or {}) do
+    for _, mb in ipairs(json_members(redis.call('HGET', wk, (over or '') .. T_OUTPUT) or '') or {}) do
       if mb[2] ~= key then parts[#parts + 1] = mb[1] .. ':' .. mb[3] end
     end
-    redis.call('HSET', wk, c .. 'j', '{' .. table.concat(parts, ',') .. '}')
+    redis.call('HSET', wk, c .. M_GIVEN, '{' .. table.concat(parts, ',') .. '}')
   end
 end
 local n = #ARGV - 6
@@ -49,16 +49,16 @@ if n > 0 then
   for a = 7, #ARGV do els[#els + 1] = ARGV[a] end
   write_all('RPUSH', k_pending(wk, c), els)
   h = h + n
-  redis.call('HSET', wk, c .. 'h', h)
+  redis.call('HSET', wk, c .. M_STORED, h)
   count('t:pushed', n)
   count('t:waiting', n)
 end
 if h >= total then
-  redis.call('HSET', wk, c .. 'n', total)
+  redis.call('HSET', wk, c .. M_TOTAL, total)
   redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
   emit('expanded', wid, -1, {tonumber(c), total})
   if total == 0 then
-    local on_empty = redis.call('HGET', dkey(wk), c .. 'E')
+    local on_empty = redis.call('HGET', dkey(wk), c .. D_ON_EMPTY)
     if on_empty == 'skip' then
       t.s, t.d = 'skipped', NOW - ct
       redis.call('HSET', wk, c, tpack(t))
@@ -68,7 +68,7 @@ if h >= total then
       skip_descendants(wid, wk, c)
     elseif on_empty == 'fail' then
       t.s, t.d = 'failed', NOW - ct
-      redis.call('HSET', wk, c, tpack(t), c .. 'e', 'no items to map (on_empty: fail)')
+      redis.call('HSET', wk, c, tpack(t), c .. T_ERROR, 'no items to map (on_empty: fail)')
       move_count('running', 'failed')
       redis.call('HINCRBY', wk, F_BAD, 1)
       redis.call('HINCRBY', wk, F_LEFT, -1)

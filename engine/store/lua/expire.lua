@@ -13,7 +13,7 @@ end
 local m, refused = open_workflow(wid, wk,
   {'running', 'paused', 'scheduled', 'queued', 'succeeded', 'failed', 'cancelled'}, '')
 if refused then return refused end
-redis.call('HSET', wk, 'tl', ttl)
+redis.call('HSET', wk, F_TTL, ttl)
 local due = 0
 if m[1] == 'succeeded' or m[1] == 'failed' or m[1] == 'cancelled' then
   due = arm_retention(wid, ttl)

@@ -35,13 +35,13 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
     if t.s == 'running' and t.g == agent then
       local ct = tonumber(f[2])
       local h, fld = rec_at(wk, i)
-      local lost = redis.call('HINCRBY', h, fld .. 'l', 1)
+      local lost = redis.call('HINCRBY', h, fld .. T_LOST, 1)
       if f[1] ~= 'running' and f[1] ~= 'paused' then
         drop_cancelled(wk, i, ct, t)
       elseif lost > max_lost then
         t.s, t.d = 'failed', NOW - ct
         redis.call('HSET', h, fld, tpack(t),
-          fld .. 'e', 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
+          fld .. T_ERROR, 'agent ' .. agent .. ' was lost while running it ' .. lost .. ' times')
         move_task(i, 'running', 'failed')
         emit_task('failed', wid, i, 'agent lost')
         local c, k = item_of(i)
@@ -82,7 +82,7 @@ end_late(limit)
 -- Workflows with a retention of their own go when it ends (one retried since is running
 -- again: it is put back when it ends again).
 for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_EXPIRE, '-inf', NOW, 'LIMIT', 0, limit)) do
-  local st = redis.call('HGET', wkey(wid), 'st')
+  local st = redis.call('HGET', wkey(wid), F_STATE)
   if st == 'succeeded' or st == 'failed' or st == 'cancelled' then
     remove_workflow(wid, wkey(wid), st)
     cleaned = cleaned + 1

@@ -13,16 +13,16 @@ local whole = #ARGV < 5
 local m, refused
 if whole then
   m, refused = open_workflow(wid, wk, {'failed'},
-    'only a failed workflow can be retried', 'n', 'ct')
+    'only a failed workflow can be retried', F_COUNT, F_CREATED)
 else
   m, refused = open_workflow(wid, wk, {'failed', 'running', 'paused'},
-    'its tasks cannot be retried', 'n', 'ct')
+    'its tasks cannot be retried', F_COUNT, F_CREATED)
 end
 if refused then return refused end
-if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'deadline' then
+if m[1] == 'failed' and redis.call('HGET', wk, F_REASON) == 'deadline' then
   return redis.error_reply('RFSTATE workflow ' .. wid .. ' failed past its deadline; push it again')
 end
-if m[1] == 'failed' and redis.call('HGET', wk, 'why') == 'abort' then
+if m[1] == 'failed' and redis.call('HGET', wk, F_REASON) == 'abort' then
   return redis.error_reply('RFSTATE workflow ' .. wid .. ' was aborted by a task; push it again')
 end
 local st, n, ct = m[1], tonumber(m[2]), tonumber(m[3])
@@ -55,7 +55,7 @@ else
     if c ~= nil then
       s = tstate(redis.call('HGET', k_items(wk, c), ik))
       if s ~= 'failed' or redis.call('SISMEMBER', k_failed(wk, c), ik) == 0 then
-        local name = redis.call('HGET', dkey(wk), c .. 'N') or c
+        local name = redis.call('HGET', dkey(wk), c .. D_NAME) or c
         return redis.error_reply('RFSTATE item ' .. ik .. ' of task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed item can be retried')
       end
       local ms = tstate(redis.call('HGET', wk, c))
@@ -74,7 +74,7 @@ else
       s = tstate(redis.call('HGET', wk, ARGV[k]))
     end
     if s ~= nil and s ~= 'failed' then
-      local name = redis.call('HGET', dkey(wk), ARGV[k] .. 'N') or ARGV[k]
+      local name = redis.call('HGET', dkey(wk), ARGV[k] .. D_NAME) or ARGV[k]
       return redis.error_reply('RFSTATE task ' .. name .. ' of workflow ' .. wid .. ' is ' .. tostring(s) .. '; only a failed task can be retried')
     end
     if c == nil then add(ARGV[k]) end
@@ -95,7 +95,7 @@ end
 local function def_of(i)
   local d = defs[i]
   if d == nil then
-    local f = redis.call('HMGET', dk, i .. 'U', i .. 'C', i .. 'G', i .. 'W')
+    local f = redis.call('HMGET', dk, i .. D_PARENTS, i .. D_CHILDREN, i .. D_RULE, i .. D_WAIT_FOR)
     d = {ups = split_csv(f[1]), kids = split_csv(f[2]), rule = f[3] or 'all_success', w = f[4]}
     defs[i] = d
   end
@@ -147,7 +147,7 @@ end
 for _, c in ipairs(recount) do
   if not reset[c] and state_of(c) == 'waiting' then
     local _, v = counted(c)
-    if v > 0 then redis.call('HSET', wk, c .. 'w', v) else redis.call('HDEL', wk, c .. 'w') end
+    if v > 0 then redis.call('HSET', wk, c .. T_PARENTS_OK, v) else redis.call('HDEL', wk, c .. T_PARENTS_OK) end
   end
 end
 local live = (st == 'running')
@@ -170,20 +170,20 @@ for _, i in ipairs(order) do
   local waiting = 1
   if verdict == 'run' then waiting = 0 end
   if v > 0 and waiting > 0 then
-    redis.call('HSET', wk, i .. 'w', v)
+    redis.call('HSET', wk, i .. T_PARENTS_OK, v)
   else
-    redis.call('HDEL', wk, i .. 'w')
+    redis.call('HDEL', wk, i .. T_PARENTS_OK)
   end
-  redis.call('HDEL', wk, i .. 'f', i .. 'e', i .. 'o', i .. 'q', i .. T_WHY)
+  redis.call('HDEL', wk, i .. T_FAILURES, i .. T_ERROR, i .. T_OUTPUT, i .. M_ERRORS, i .. T_WHY)
   t.d = ''
-  local is_map = redis.call('HEXISTS', dkey(wk), i .. 'm') == 1
-  local failed_items = is_map and waiting == 0 and redis.call('HEXISTS', wk, i .. 'n') == 1
+  local is_map = redis.call('HEXISTS', dkey(wk), i .. D_MAP) == 1
+  local failed_items = is_map and waiting == 0 and redis.call('HEXISTS', wk, i .. M_TOTAL) == 1
     and redis.call('SCARD', k_failed(wk, i)) > 0
   if is_map and not failed_items then
     -- expanded again from its parent's output (which may have changed)
-    if redis.call('HEXISTS', wk, i .. 'h') == 1 then
+    if redis.call('HEXISTS', wk, i .. M_STORED) == 1 then
       forget_items(wid, wk, i)
-      redis.call('HDEL', wk, i .. 'h', i .. 'n', i .. 'x', i .. 'y', i .. 'k', i .. 'z', i .. 'c')
+      redis.call('HDEL', wk, i .. M_STORED, i .. M_TOTAL, i .. M_STARTED, i .. M_FLYING, i .. M_OK, i .. M_BAD, i .. M_CANCELLED)
     end
   end
   if failed_items then
@@ -195,8 +195,8 @@ for _, i in ipairs(order) do
       redis.call('SADD', k_flying(wk, i), k)
       redis.call('SREM', k_failed(wk, i), k)
     end
-    redis.call('HINCRBY', wk, i .. 'z', 0 - #again)
-    redis.call('HINCRBY', wk, i .. 'y', #again)
+    redis.call('HINCRBY', wk, i .. M_BAD, 0 - #again)
+    redis.call('HINCRBY', wk, i .. M_FLYING, #again)
     t.s, t.b = 'running', NOW - ct
     redis.call('HSET', wk, i, tpack(t))
     move_count(s, 'running')
@@ -223,8 +223,8 @@ for _, pair in ipairs(running_maps) do
   rerun_item(wid, wk, c, k, ct, st == 'running')
   redis.call('SREM', k_failed(wk, c), k)
   redis.call('SADD', k_flying(wk, c), k)
-  redis.call('HINCRBY', wk, c .. 'z', -1)
-  redis.call('HINCRBY', wk, c .. 'y', 1)
+  redis.call('HINCRBY', wk, c .. M_BAD, -1)
+  redis.call('HINCRBY', wk, c .. M_FLYING, 1)
   items_again = items_again + 1
 end
 -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses

@@ -24,9 +24,9 @@ if sid ~= '' then
   end
 end
 local dk = dkey(wk, m[2])
-local waiters = split_csv(redis.call('HGET', dk, 'A:' .. name))
+local waiters = split_csv(redis.call('HGET', dk, D_SIGNAL_WAITERS .. name))
 if #waiters == 0 then
-  local names = redis.call('HGET', dk, 'A')
+  local names = redis.call('HGET', dk, D_SIGNALS)
   local known = 'it waits for no signal'
   if names then known = 'it waits for ' .. table.concat(cjson.decode(names), ', ') end
   return redis.error_reply('RFSTATE workflow ' .. wid .. ' has no task waiting for signal '
@@ -45,12 +45,12 @@ for _, i in ipairs(waiters) do
   elseif s == 'waiting' or s == 'ready' then
     open = true
   else
-    ended[#ended + 1] = redis.call('HGET', dk, i .. 'N') .. ' ' .. s
+    ended[#ended + 1] = redis.call('HGET', dk, i .. D_NAME) .. ' ' .. s
   end
 end
 local outcome, task = 'kept', ''
 if taker then
-  task = redis.call('HGET', dk, taker[1] .. 'N')
+  task = redis.call('HGET', dk, taker[1] .. D_NAME)
   apply_signal(wid, wk, taker[1], taker[2], name, sig)
   outcome = 'delivered'
 elseif open then

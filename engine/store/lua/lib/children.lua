@@ -8,7 +8,7 @@ local function parent_outputs(wk, parents_csv)
   local fields = output_fields[parents_csv]
   if fields == nil then
     fields = split_csv(parents_csv)
-    for k, p in ipairs(fields) do fields[k] = p .. 'o' end
+    for k, p in ipairs(fields) do fields[k] = p .. T_OUTPUT end
     output_fields[parents_csv] = fields
   end
   local outs = hmget_all(wk, fields)
@@ -21,7 +21,7 @@ end
 -- CHILDREN[dk][i] is that list.
 local CHILDREN = setmetatable({}, {__index = function(t, dk)
   local of = setmetatable({}, {__index = function(o, i)
-    local kids = split_csv(redis.call('HGET', dk, i .. 'C'))
+    local kids = split_csv(redis.call('HGET', dk, i .. D_CHILDREN))
     o[i] = kids
     return kids
   end})
@@ -46,7 +46,7 @@ end
 -- fan-out.
 local function release_children(wid, wk, kids, ct, queue)
   local dk = dkey(wk)
-  local delays = has_feature(dk, 'H')
+  local delays = has_feature(dk, D_DELAY)
   local rated = has_feature(dk, D_RATE)
   local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
   -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call)
@@ -54,10 +54,10 @@ local function release_children(wid, wk, kids, ct, queue)
   if info == nil or info.dk ~= dk then
     local fields = {}
     for _, c in ipairs(kids) do
-      fields[#fields + 1] = c .. 'W'
-      fields[#fields + 1] = c .. 'T'
-      fields[#fields + 1] = c .. 'R'
-      if delays then fields[#fields + 1] = c .. 'H' end
+      fields[#fields + 1] = c .. D_WAIT_FOR
+      fields[#fields + 1] = c .. D_TYPE
+      fields[#fields + 1] = c .. D_PRIORITY
+      if delays then fields[#fields + 1] = c .. D_DELAY end
     end
     info = {dk = dk, v = hmget_all(dk, fields), score = {}}
     kids.defs = info
@@ -74,7 +74,7 @@ local function release_children(wid, wk, kids, ct, queue)
     local w = info[1]
     local last = w and string.byte(w, -1)
     if last and last ~= 114 and last ~= 109 and w ~= '1' then
-      counted_v = redis.call('HINCRBY', wk, kids[1] .. 'w', 1)
+      counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1)
       if counted_v < tonumber(w) then return end
     end
   end
@@ -94,7 +94,7 @@ local function release_children(wid, wk, kids, ct, queue)
       local verdict = hear(wk, dk, c, w, 's')
       go = verdict == 'run'
       if go then
-        redis.call('HDEL', wk, c .. 'w')
+        redis.call('HDEL', wk, c .. T_PARENTS_OK)
       elseif verdict then
         settle(wid, wk, c, rec, verdict, ct, nil)
         decided[#decided + 1] = {c, verdict}
@@ -103,11 +103,11 @@ local function release_children(wid, wk, kids, ct, queue)
       if is_map then w = string.sub(w, 1, -2) end
       local need = tonumber(w)
       if need > 1 then
-        local v = counted_v or redis.call('HINCRBY', wk, c .. 'w', 1)
+        local v = counted_v or redis.call('HINCRBY', wk, c .. T_PARENTS_OK, 1)
         go = v >= need
         if go then
           if v < RB then
-            redis.call('HDEL', wk, c .. 'w')
+            redis.call('HDEL', wk, c .. T_PARENTS_OK)
           else  -- some parent was skipped: every parent has ended, so it is skipped
             go = false
             local s, _, sk = rule_counts(v)

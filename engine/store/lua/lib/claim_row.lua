@@ -33,7 +33,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local d
   local plain = plain_defs[dk]
   if plain == nil then
-    plain = not has_feature(dk, 'K') and not has_feature(dk, 'Y') and not has_feature(dk, 'F')
+    plain = not has_feature(dk, D_GATHERS) and not has_feature(dk, D_TIMEOUT) and not has_feature(dk, D_WHEN)
     plain_defs[dk] = plain
   end
   -- a definition never changes under a claim: its fields are read once per task index
@@ -45,13 +45,13 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   d = defs[di]
   if d == nil then
     if h == wk and plain then
-      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V')
+      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES)
     elseif h == wk then
-      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
-        di .. 'Y', di .. D_WHEN)
+      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES, di .. D_GATHERS,
+        di .. D_TIMEOUT, di .. D_WHEN)
     else
-      d = redis.call('HMGET', dk, di .. 'N', di .. 'T', di .. 'P', di .. 'U', di .. 'V', di .. 'K',
-        di .. 'Y')
+      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES, di .. D_GATHERS,
+        di .. D_TIMEOUT)
     end
     defs[di] = d
   end
@@ -76,9 +76,9 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     local item, s = step_key(fld)
     if s == nil then
       local names, given = '[]', {}
-      if has_feature(dk, 'J') then names, given = seed002_given(wk, dk, c) end
+      if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
       local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
-        redis.call('HGET', h, fld .. 'p') or 'null'}
+        redis.call('HGET', h, fld .. I_ELEMENT) or 'null'}
       if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
       row[#row + 1] = waited
       return row
@@ -87,14 +87,14 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     local outs, names = {}, d[5] or '[]'
     local ups = split_csv(d[4])
     if #ups > 0 then
-      for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. 'o' end
+      for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. T_OUTPUT end
       outs = redis.call('HMGET', h, unpack(ups))
       for n = 1, #outs do outs[n] = outs[n] or '' end
-    elseif has_feature(dk, 'J') then
+    elseif has_feature(dk, D_GATHER) then
       names, outs = seed002_given(wk, dk, c)
     end
     local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
-      redis.call('HGET', h, item .. 'p') or 'null'}
+      redis.call('HGET', h, item .. I_ELEMENT) or 'null'}
     if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
     row[#row + 1] = waited
     return row
@@ -110,12 +110,12 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     for _, p in ipairs(split_csv(d[6])) do
       local map = string.byte(p, -1) == 109
       if map then p = string.sub(p, 1, -2) end
-      local name = redis.call('HGET', dk, p .. 'N') or p
+      local name = redis.call('HGET', dk, p .. D_NAME) or p
       local e
       if map then
-        e = redis.call('HGET', wk, p .. 'q') or '{}'
+        e = redis.call('HGET', wk, p .. M_ERRORS) or '{}'
       else
-        e = redis.call('HGET', wk, p .. 'e')
+        e = redis.call('HGET', wk, p .. T_ERROR)
         e = e and cjson.encode(e) or 'null'
       end
       errs[#errs + 1] = cjson.encode(name) .. ':' .. e

@@ -6,7 +6,7 @@
 -- not count. O(tasks + edges), only for a workflow with failures that has such tasks.
 local function failed_result(wk)
   local dk = dkey(wk)
-  local h = redis.call('HMGET', dk, 'hf', 'fy')
+  local h = redis.call('HMGET', dk, D_HANDLERS, D_FINALLY)
   if not h[1] and not h[2] then return 'failed' end
   local n = tonumber(redis.call('HGET', wk, F_COUNT))
   local fields = {}
@@ -27,7 +27,7 @@ local function failed_result(wk)
     if tstate(recs[tonumber(x) + 1]) == 'succeeded' then stack[#stack + 1] = x end
   end
   while #stack > 0 and left > 0 do
-    for _, p in ipairs(split_csv(redis.call('HGET', dk, table.remove(stack) .. 'U'))) do
+    for _, p in ipairs(split_csv(redis.call('HGET', dk, table.remove(stack) .. D_PARENTS))) do
       if not seen[p] then
         seen[p] = true
         if open[p] then
@@ -58,7 +58,7 @@ end
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
 local function workflow_ended(wid, wk, prev, final)
-  local m = redis.call('HMGET', wk, F_GATES, 'sn', 'tl', F_PARENT, F_TEMPLATE, F_CREATED)
+  local m = redis.call('HMGET', wk, F_GATES, F_SCHEDULE, F_TTL, F_PARENT, F_TEMPLATE, F_CREATED)
   if m[1] then
     local gates = cjson.decode(m[1])
     if prev == 'queued' then

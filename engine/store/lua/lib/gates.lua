@@ -39,7 +39,7 @@ local function start_held(wid, wk, who)
   redis.call('ZREM', K_SCHEDULED, wid)
   if m[1] ~= 'scheduled' and m[1] ~= 'queued' then return 0 end
   if m[1] == 'scheduled' then
-    redis.call('HDEL', wk, 'at')
+    redis.call('HDEL', wk, F_START_AT)
     if m[4] and not admit(wid, cjson.decode(m[4])) then
       set_wstate(wid, wk, 'scheduled', 'queued', tonumber(m[3]))
       emit('queued', wid, -1)
@@ -47,16 +47,16 @@ local function start_held(wid, wk, who)
     end
   end
   set_wstate(wid, wk, m[1], 'running', tonumber(m[3]))
-  local dl = redis.call('HGET', wk, 'dl')
+  local dl = redis.call('HGET', wk, F_DEADLINE)
   if dl then
     redis.call('ZADD', K_DEADLINES, NOW + tonumber(dl), wid)
-    redis.call('HSET', wk, 'due', NOW + tonumber(dl))
+    redis.call('HSET', wk, F_DUE, NOW + tonumber(dl))
   end
   local started = 0
   for i = 0, tonumber(m[2]) - 1 do
     local rec = redis.call('HGET', wk, i)
     if tstate(rec) == 'ready' then
-      local delay = tonumber(redis.call('HGET', dkey(wk), i .. 'H') or '0')
+      local delay = tonumber(redis.call('HGET', dkey(wk), i .. D_DELAY) or '0')
       if delay > 0 then
         redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. i)
         local t = tparse(rec)

@@ -26,7 +26,7 @@ local function timed_out(limit)
     local s, ra, _, _, _, g = tparts(f[3])
     if f[1] and s == 'running' and ra == a then
       local _, _, di = rec_at(wk, i)
-      out[#out + 1] = {wid, i, a, g, redis.call('HGET', dkey(wk, f[4]), di .. 'Y') or '0'}
+      out[#out + 1] = {wid, i, a, g, redis.call('HGET', dkey(wk, f[4]), di .. D_TIMEOUT) or '0'}
     else
       redis.call('ZREM', K_TIMEOUTS, member)
     end

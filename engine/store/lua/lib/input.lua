@@ -10,7 +10,7 @@
 -- (k_input); past 4 pieces that costs less Redis time to read and no more memory.
 local INPUT_PIECE = 64  -- Redis's default hash-max-listpack-value
 local INPUT_PIECES_MAX = 4
-local INPUT_FIELDS = {'in1', 'in2', 'in3', 'in4'}
+local INPUT_FIELDS = {'in1', 'in2', 'in3', 'in4'}  -- F_INPUT .. n, spelled out once
 local LISTPACK_ENTRIES = 128  -- Redis's default hash-max-listpack-entries
 
 -- How push.lua stores input JSON `input` of a workflow of `ntasks` tasks: the value of
@@ -31,7 +31,7 @@ local function input_layout(input, ntasks)
       to, back = to - 1, back + 1
     end
     n = n + 1
-    fields[2 * n - 1] = INPUT_FIELDS[n] or ('in' .. n)
+    fields[2 * n - 1] = INPUT_FIELDS[n] or (F_INPUT .. n)
     fields[2 * n] = string.sub(input, from, to)
     from = to + 1
   end

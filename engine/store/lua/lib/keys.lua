@@ -7,8 +7,14 @@
 -- Every script validates before its first write; errors are returned as
 -- "RFSTATE ..." (operation not allowed in this state) or "RFNOTFOUND ..." replies.
 --
--- Field names are declared in engine/store/codec/fields.py only: a script's F_LEFT is
--- written as 'left' when it is built (scripts.py, with_fields).
+-- Field names are declared in engine/store/codec/fields.py only, and the Lua says every
+-- field of a workflow, definition or map hash by its name there: F_* a workflow's own
+-- fields, T_* a task's suffix fields (its record's field plus the suffix: `i .. T_OUTPUT`,
+-- an item's or a step's in its map's hash), D_* a definition's (per task, `di .. D_NAME`;
+-- or its own, D_BACKOFF...; also the feature letters of has_feature), M_* a map's runtime
+-- fields in the workflow hash (`c .. M_TOTAL`), I_* an item's in its map's hash. When a
+-- script is built each name is written as its value (F_LEFT as 'left'; scripts.py,
+-- with_fields). The values, and what they hold:
 -- Workflow hash fields (P:w:<wid>):
 --   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
 --                                            tasks not terminal, succeeded, failed,
@@ -20,11 +26,20 @@
 --                                            ready/begin/done times as ms after ct,
 --                                            agent; absent: waiting, never started
 --   <i>f <i>l <i>o <i>e                      failures, leases lost, output JSON, error
+--   <i>v <i>a <i>u                           why it was skipped, what ended a wait task,
+--                                            a run: task's child run
 --   <i>w                                     its parents' ends so far, for a waiting task:
 --                                            s + RB * k + RB2 * f (succeeded, skipped,
 --                                            failed or upstream_failed; absent: none).
 --                                            The default rule keeps none for one parent
 --                                            and never counts f (a failure decides it)
+--   <c>h <c>n <c>x <c>y <c>k <c>z <c>c       map c: elements stored, items in all (once
+--                                            expanded), started, in flight, succeeded,
+--                                            failed, cancelled
+--   <c>q <c>j                                its failed items' errors (tolerated), what its
+--                                            items are given (seed 002's gather)
+-- A map's hash (P:w:<wid>:m:<c>): per item k its record k, then k .. T_* as a task's,
+-- kp its element, kd its sinks succeeded; per step s of item k the same as "k.s".
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
 -- never changed once written. Every script reaches it through the workflow's `d` field
 -- (dkey below), so a workflow that must change its tasks at run time, e.g. a fan-out
@@ -132,8 +147,8 @@ local function k_rate_queue(b) return P .. ':rq:' .. b end
 local function k_bucket(b) return P .. ':rb:' .. b end
 
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
--- named by k (record), k .. 'o' / 'e' / 'f' / 'l' / 'p' (output, error, failures, leases
--- lost, element). item_of("c.k") is c, k; nil for a plain task.
+-- named by k (record), k .. T_OUTPUT / T_ERROR / T_FAILURES / T_LOST / I_ELEMENT (output,
+-- error, failures, leases lost, element). item_of("c.k") is c, k; nil for a plain task.
 local function item_of(i)
   local d = string.find(i, '.', 1, true)
   if d == nil then return nil end

@@ -4,10 +4,10 @@
 -- in flight; queued unless `queue` is false (the workflow is paused). Each call does at
 -- most a window's work, and each item's end starts one more.
 local function materialize(wid, wk, c, queue)
-  local f = redis.call('HMGET', wk, c .. 'x', c .. 'y', c .. 'h', F_CREATED)
+  local f = redis.call('HMGET', wk, c .. M_STARTED, c .. M_FLYING, c .. M_STORED, F_CREATED)
   local x, y, h = tonumber(f[1] or '0'), tonumber(f[2] or '0'), tonumber(f[3] or '0')
   local dk = dkey(wk)
-  local d = redis.call('HMGET', dk, c .. 'X', c .. 'T', c .. 'R', c .. 'Q')
+  local d = redis.call('HMGET', dk, c .. D_WINDOW, c .. D_TYPE, c .. D_PRIORITY, c .. D_FIRST_STEPS)
   local take = math.min(tonumber(d[1] or '1000') - y, h - x)
   if take <= 0 then return 0 end
   local els = redis.call('LPOP', k_pending(wk, c), take)
@@ -19,7 +19,7 @@ local function materialize(wid, wk, c, queue)
   if d[4] then
     -- several steps per item: the item is running, its first steps are ready
     for _, st in ipairs(split_csv(d[4])) do
-      local sd = redis.call('HMGET', dk, step_def(c, st) .. 'T', step_def(c, st) .. 'R')
+      local sd = redis.call('HMGET', dk, step_def(c, st) .. D_TYPE, step_def(c, st) .. D_PRIORITY)
       starts[#starts + 1] = {'.' .. st, sd[1] or '', queue_score(tonumber(sd[2] or '0'), wid)}
     end
     record = trec('running', 0, at, at, '', '')
@@ -32,7 +32,7 @@ local function materialize(wid, wk, c, queue)
     local k = x + n - 1
     fields[#fields + 1] = k
     fields[#fields + 1] = record
-    fields[#fields + 1] = k .. 'p'
+    fields[#fields + 1] = k .. I_ELEMENT
     fields[#fields + 1] = els[n]
     ks[#ks + 1] = k
     for _, sp in ipairs(starts) do
@@ -54,7 +54,7 @@ local function materialize(wid, wk, c, queue)
       wake[typ] = true
     end
   end
-  redis.call('HSET', wk, c .. 'x', x + take, c .. 'y', y + take)
+  redis.call('HSET', wk, c .. M_STARTED, x + take, c .. M_FLYING, y + take)
   count('t:waiting', 0 - take)
   if d[4] then count('t:running', take) else count('t:ready', take) end
   return take
@@ -148,10 +148,10 @@ end
 -- name (field <c>j, written once by expand.lua), as seed 002's manager sends its sub-task
 -- items the rest of the message. A native map's items are given none.
 local function seed002_given(wk, dk, c)
-  local rest = redis.call('HGET', wk, c .. 'j')
+  local rest = redis.call('HGET', wk, c .. M_GIVEN)
   if not rest then return '[]', {} end
-  local over = string.match(redis.call('HGET', dk, c .. 'm') or '', '^(%d+)|')
-  local name = over and redis.call('HGET', dk, over .. 'N') or ''
+  local over = string.match(redis.call('HGET', dk, c .. D_MAP) or '', '^(%d+)|')
+  local name = over and redis.call('HGET', dk, over .. D_NAME) or ''
   return cjson.encode({name}), {rest}
 end
 
@@ -161,10 +161,10 @@ end
 local MAP_INLINE = 10000
 local function map_output(wid, wk, c, n)
   local dk = dkey(wk)
-  local key = has_feature(dk, 'J') and redis.call('HGET', dk, c .. 'J')
+  local key = has_feature(dk, D_GATHER) and redis.call('HGET', dk, c .. D_GATHER)
   if key then
     local fields = {}
-    for k = 0, n - 1 do fields[#fields + 1] = k .. 'o' end
+    for k = 0, n - 1 do fields[#fields + 1] = k .. T_OUTPUT end
     local elem = key
     if #key > 1 and string.sub(key, -1) == 's' then elem = string.sub(key, 1, -2) end
     return seed002_gather(hmget_all(k_items(wk, c), fields), key, elem)
@@ -173,7 +173,7 @@ local function map_output(wid, wk, c, n)
     return cjson.encode({map = tonumber(c), items = n, workflow = tonumber(wid)})
   end
   local fields = {}
-  for k = 0, n - 1 do fields[#fields + 1] = k .. 'o' end
+  for k = 0, n - 1 do fields[#fields + 1] = k .. T_OUTPUT end
   local outs = hmget_all(k_items(wk, c), fields)
   for k = 1, n do outs[k] = outs[k] or 'null' end
   return '[' .. table.concat(outs, ',') .. ']'
@@ -186,7 +186,7 @@ local function map_errors(wk, c)
   for n = 1, #ks do ks[n] = tonumber(ks[n]) end
   table.sort(ks)
   local fields = {}
-  for n = 1, math.min(#ks, MAP_INLINE) do fields[n] = ks[n] .. 'e' end
+  for n = 1, math.min(#ks, MAP_INLINE) do fields[n] = ks[n] .. T_ERROR end
   local errs = hmget_all(k_items(wk, c), fields)
   local parts = {}
   for n = 1, #fields do
@@ -211,21 +211,21 @@ local function map_finished(wid, wk, c, n, bad, live)
   local ct = tonumber(redis.call('HGET', wk, F_CREATED))
   t.d = NOW - ct
   local dk = dkey(wk)
-  if bad <= tolerated(redis.call('HGET', dk, c .. 'O'), n) then
+  if bad <= tolerated(redis.call('HGET', dk, c .. D_TOLERATE), n) then
     t.s = 'succeeded'
-    redis.call('HSET', wk, c, tpack(t), c .. 'o', map_output(wid, wk, c, n))
-    if bad > 0 then redis.call('HSET', wk, c .. 'q', map_errors(wk, c)) end
+    redis.call('HSET', wk, c, tpack(t), c .. T_OUTPUT, map_output(wid, wk, c, n))
+    if bad > 0 then redis.call('HSET', wk, c .. M_ERRORS, map_errors(wk, c)) end
     move_count('running', 'succeeded')
     redis.call('HINCRBY', wk, F_OK, 1)
     redis.call('HINCRBY', wk, F_LEFT, -1)
     emit('succeeded', wid, c)
-    local kids = split_csv(redis.call('HGET', dk, c .. 'C'))
+    local kids = split_csv(redis.call('HGET', dk, c .. D_CHILDREN))
     local st = redis.call('HGET', wk, F_STATE)
     if #kids > 0 and live then release_children(wid, wk, kids, ct, st == 'running') end
   else
     t.s = 'failed'
     local err = bad .. ' of ' .. n .. ' items failed'
-    redis.call('HSET', wk, c, tpack(t), c .. 'e', err)
+    redis.call('HSET', wk, c, tpack(t), c .. T_ERROR, err)
     move_count('running', 'failed')
     redis.call('HINCRBY', wk, F_BAD, 1)
     redis.call('HINCRBY', wk, F_LEFT, -1)
@@ -245,11 +245,11 @@ local function items_ended(wid, wk, c, ok, bad_ks, live, queue)
   for _, k in ipairs(ok) do ended[#ended + 1] = k end
   for _, k in ipairs(bad_ks) do ended[#ended + 1] = k end
   write_all('SREM', k_flying(wk, c), ended)
-  redis.call('HINCRBY', wk, c .. 'y', 0 - #ended)
-  local done = redis.call('HINCRBY', wk, c .. 'k', #ok)
-  local bad = redis.call('HINCRBY', wk, c .. 'z', #bad_ks)
+  redis.call('HINCRBY', wk, c .. M_FLYING, 0 - #ended)
+  local done = redis.call('HINCRBY', wk, c .. M_OK, #ok)
+  local bad = redis.call('HINCRBY', wk, c .. M_BAD, #bad_ks)
   if #bad_ks > 0 then write_all('SADD', k_failed(wk, c), bad_ks) end
-  local f = redis.call('HMGET', wk, c, c .. 'n')
+  local f = redis.call('HMGET', wk, c, c .. M_TOTAL)
   if tstate(f[1]) ~= 'running' then return end  -- the map was cancelled meanwhile
   if live then materialize(wid, wk, c, queue) end
   local n = tonumber(f[2] or '-1')
@@ -292,28 +292,28 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
   local dk = dkey(wk)
   local _, a, q, b = tparts(rec)
   if not ok then
-    local name = redis.call('HGET', dk, step_def(c, s) .. 'N') or s
-    redis.call('HSET', mk, k, trec('failed', a, q, b, done_at, ''), k .. 'e',
+    local name = redis.call('HGET', dk, step_def(c, s) .. D_NAME) or s
+    redis.call('HSET', mk, k, trec('failed', a, q, b, done_at, ''), k .. T_ERROR,
       'step ' .. name .. ': ' .. value)
-    cancel_ready_steps(wid, wk, c, k, tonumber(redis.call('HGET', dk, c .. 'S')))
+    cancel_ready_steps(wid, wk, c, k, tonumber(redis.call('HGET', dk, c .. D_STEPS)))
     ended(false)
     return
   end
-  local kids = split_csv(redis.call('HGET', dk, step_def(c, s) .. 'C'))
+  local kids = split_csv(redis.call('HGET', dk, step_def(c, s) .. D_CHILDREN))
   if #kids == 0 then
-    local last = split_csv(redis.call('HGET', dk, c .. 'Z'))
+    local last = split_csv(redis.call('HGET', dk, c .. D_LAST_STEPS))
     local out = value
     if #last > 1 then
-      if redis.call('HINCRBY', mk, k .. 'd', 1) < #last then return end
+      if redis.call('HINCRBY', mk, k .. I_STEPS_DONE, 1) < #last then return end
       local parts = {}
-      if has_feature(dk, 'J') and redis.call('HEXISTS', dk, c .. 'J') == 1 then
+      if has_feature(dk, D_GATHER) and redis.call('HEXISTS', dk, c .. D_GATHER) == 1 then
         -- seed 002: the item's output is its last steps' outputs merged (the first wins)
-        for n, t in ipairs(last) do parts[n] = redis.call('HGET', mk, k .. '.' .. t .. 'o') end
+        for n, t in ipairs(last) do parts[n] = redis.call('HGET', mk, k .. '.' .. t .. T_OUTPUT) end
         out = seed002_gather(parts)
       else
         for n, t in ipairs(last) do
-          local f = redis.call('HMGET', mk, k .. '.' .. t .. 'o')
-          local name = redis.call('HGET', dk, step_def(c, t) .. 'N') or t
+          local f = redis.call('HMGET', mk, k .. '.' .. t .. T_OUTPUT)
+          local name = redis.call('HGET', dk, step_def(c, t) .. D_NAME) or t
           parts[n] = cjson.encode(name) .. ':' .. (f[1] or 'null')
         end
         out = '{' .. table.concat(parts, ',') .. '}'
@@ -321,22 +321,22 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
     end
     local done = trec('succeeded', a, q, b, done_at, '')
     if out ~= '' then
-      redis.call('HSET', mk, k, done, k .. 'o', out)
+      redis.call('HSET', mk, k, done, k .. T_OUTPUT, out)
     else
       redis.call('HSET', mk, k, done)
     end
-    redis.call('HDEL', mk, k .. 'p', k .. 'e')
+    redis.call('HDEL', mk, k .. I_ELEMENT, k .. T_ERROR)
     ended(true)
     return
   end
   local at = NOW - tonumber(redis.call('HGET', wk, F_CREATED))
   for _, t in ipairs(kids) do
     local sd = step_def(c, t)
-    local d = redis.call('HMGET', dk, sd .. 'W', sd .. 'T', sd .. 'R')
+    local d = redis.call('HMGET', dk, sd .. D_WAIT_FOR, sd .. D_TYPE, sd .. D_PRIORITY)
     local go = true
     if d[1] then
-      go = redis.call('HINCRBY', mk, k .. '.' .. t .. 'w', 1) >= tonumber(d[1])
-      if go then redis.call('HDEL', mk, k .. '.' .. t .. 'w') end
+      go = redis.call('HINCRBY', mk, k .. '.' .. t .. T_PARENTS_OK, 1) >= tonumber(d[1])
+      if go then redis.call('HDEL', mk, k .. '.' .. t .. T_PARENTS_OK) end
     end
     if go then
       local old = redis.call('HGET', mk, k .. '.' .. t)
@@ -363,9 +363,9 @@ end
 local function rerun_item(wid, wk, c, k, ct, queue)
   local mk = k_items(wk, c)
   local at = NOW - ct
-  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. D_STEPS) or '0')
   local r = tparse(redis.call('HGET', mk, k))
-  redis.call('HDEL', mk, k .. 'f', k .. 'e')
+  redis.call('HDEL', mk, k .. T_FAILURES, k .. T_ERROR)
   if n == 0 then
     r.s, r.q, r.d = 'ready', at, ''
     redis.call('HSET', mk, k, tpack(r))
@@ -384,10 +384,10 @@ local function rerun_item(wid, wk, c, k, ct, queue)
     local sr = redis.call('HGET', mk, f)
     local st = tstate(sr)
     if st ~= 'succeeded' and st ~= 'running' then
-      local ups = split_csv(redis.call('HGET', dk, step_def(c, t) .. 'U'))
+      local ups = split_csv(redis.call('HGET', dk, step_def(c, t) .. D_PARENTS))
       local ready = 0
       for _, p in ipairs(ups) do if done[tonumber(p)] then ready = ready + 1 end end
-      redis.call('HDEL', mk, f .. 'f', f .. 'e', f .. 'w')
+      redis.call('HDEL', mk, f .. T_FAILURES, f .. T_ERROR, f .. T_PARENTS_OK)
       if ready == #ups then
         local pr = tparse(sr)
         pr.s, pr.q, pr.b, pr.d, pr.g = 'ready', at, '', '', ''
@@ -400,15 +400,15 @@ local function rerun_item(wid, wk, c, k, ct, queue)
           pr.s, pr.q, pr.b, pr.d, pr.g = 'waiting', '', '', '', ''
           redis.call('HSET', mk, f, tpack(pr))
         end
-        if ready > 0 then redis.call('HSET', mk, f .. 'w', ready) end
+        if ready > 0 then redis.call('HSET', mk, f .. T_PARENTS_OK, ready) end
       end
     end
   end
-  local last = split_csv(redis.call('HGET', dk, c .. 'Z'))
+  local last = split_csv(redis.call('HGET', dk, c .. D_LAST_STEPS))
   if #last > 1 then
     local got = 0
     for _, t in ipairs(last) do if done[tonumber(t)] then got = got + 1 end end
-    redis.call('HSET', mk, k .. 'd', got)
+    redis.call('HSET', mk, k .. I_STEPS_DONE, got)
   end
 end
 
@@ -418,7 +418,7 @@ end
 local function items_in(wk, c, st)
   local out = {}
   local mk = k_items(wk, c)
-  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. D_STEPS) or '0')
   for _, k in ipairs(redis.call('SMEMBERS', k_flying(wk, c))) do
     if n == 0 then
       if tstate(redis.call('HGET', mk, k)) == st then out[#out + 1] = c .. '.' .. k end
@@ -436,7 +436,7 @@ end
 -- Take every item of map c out of the counters, queues and agents' sets, and delete its
 -- keys (UNLINK: a big map is freed in the background): for cleanup.
 local function forget_items(wid, wk, c)
-  local f = redis.call('HMGET', wk, c .. 'h', c .. 'x', c .. 'k', c .. 'z', c .. 'c')
+  local f = redis.call('HMGET', wk, c .. M_STORED, c .. M_STARTED, c .. M_OK, c .. M_BAD, c .. M_CANCELLED)
   local h, x = tonumber(f[1] or '0'), tonumber(f[2] or '0')
   count('t:waiting', x - h)
   count('t:succeeded', 0 - tonumber(f[3] or '0'))
@@ -448,7 +448,7 @@ local function forget_items(wid, wk, c)
   -- the tasks that may be queued or held by an agent: items in flight, or their steps
   -- (and the steps of failed items, which may still run)
   local tasks = {}
-  local n = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+  local n = tonumber(redis.call('HGET', dkey(wk), c .. D_STEPS) or '0')
   if n == 0 then
     for _, k in ipairs(flying) do tasks[#tasks + 1] = k end
   else

@@ -19,15 +19,15 @@ local function remove_workflow(wid, wk, st, who)
       redis.call('ZREM', K_TIMERS, wid .. ':' .. i)
       redis.call('ZREM', K_SPAWN, wid .. ':' .. i)
     end
-    if redis.call('HEXISTS', wk, i .. 'h') == 1 then forget_items(wid, wk, i) end
+    if redis.call('HEXISTS', wk, i .. M_STORED) == 1 then forget_items(wid, wk, i) end
   end
-  local o = redis.call('HMGET', wk, 'ik', 'tp')
+  local o = redis.call('HMGET', wk, F_IDEM_KEY, F_TEMPLATE)
   if o[1] and redis.call('GET', k_idem(o[1])) == wid then redis.call('DEL', k_idem(o[1])) end
   if o[2] then redis.call('ZREM', k_by_template(o[2]), wid) end
   redis.call('ZREM', K_EXPIRE, wid)
   redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk), k_logs(wk), k_progress(wk))
   if m[4] then redis.call('HINCRBY', K_LOGS, 'bytes', 0 - tonumber(m[4])) end
-  if redis.call('HINCRBY', dk, 'r', -1) <= 0 then redis.call('DEL', dk) end
+  if redis.call('HINCRBY', dk, D_USERS, -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
   redis.call('ZREM', k_state(st), wid)
   redis.call('ZREM', k_name(m[1]), wid)
@@ -78,15 +78,15 @@ local function end_workflow(wid, wk, st, n, final, who, why)
       end
       t.s = 'cancelled'
       redis.call('HSET', wk, i, tpack(t))
-      redis.call('HDEL', wk, i .. 'w')
+      redis.call('HDEL', wk, i .. T_PARENTS_OK)
       move_count(s, 'cancelled')
       cancelled = cancelled + 1
-    elseif s == 'running' and redis.call('HEXISTS', wk, i .. 'h') == 1 then
+    elseif s == 'running' and redis.call('HEXISTS', wk, i .. M_STORED) == 1 then
       -- a map: its items not started are cancelled with it; running ones finish
       local c = tostring(i)
       local mk = k_items(wk, c)
       local gone = 0
-      local steps = tonumber(redis.call('HGET', dkey(wk), c .. 'S') or '0')
+      local steps = tonumber(redis.call('HGET', dkey(wk), c .. D_STEPS) or '0')
       if steps > 0 then
         -- items of several steps: each in flight ends cancelled now (a step running goes
         -- on, its outcome recorded, and starts nothing); their ready steps leave the queues
@@ -110,14 +110,14 @@ local function end_workflow(wid, wk, st, n, final, who, why)
         move_count('ready', 'cancelled')
         gone = gone + 1
       end
-      local f = redis.call('HMGET', wk, c .. 'h', c .. 'x')
+      local f = redis.call('HMGET', wk, c .. M_STORED, c .. M_STARTED)
       local pending = tonumber(f[1] or '0') - tonumber(f[2] or '0')
       count('t:waiting', 0 - pending)
       count('t:cancelled', pending)
       redis.call('UNLINK', k_pending(wk, c))
-      redis.call('HSET', wk, c .. 'x', f[1] or '0')
-      redis.call('HINCRBY', wk, c .. 'c', gone + pending)
-      redis.call('HINCRBY', wk, c .. 'y', 0 - gone)
+      redis.call('HSET', wk, c .. M_STARTED, f[1] or '0')
+      redis.call('HINCRBY', wk, c .. M_CANCELLED, gone + pending)
+      redis.call('HINCRBY', wk, c .. M_FLYING, 0 - gone)
       redis.call('ZREM', K_EXPAND, wid .. ':' .. c)
       t.s = 'cancelled'
       redis.call('HSET', wk, i, tpack(t))
@@ -131,7 +131,7 @@ local function end_workflow(wid, wk, st, n, final, who, why)
   redis.call('HSET', wk, F_FINISHED, NOW)
   workflow_ended(wid, wk, st, final)
   if why then
-    redis.call('HSET', wk, 'why', why)
+    redis.call('HSET', wk, F_REASON, why)
     emit(final, wid, -1, why)
   else
     emit(final, wid, -1, {cancelled, who})

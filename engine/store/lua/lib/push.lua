@@ -49,13 +49,13 @@ local function push_workflows(a, token)
     local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, now_s, F_DIGEST, digest,
       F_COUNT, ntasks_s, F_LEFT, ntasks_s, F_OK, '0', F_BAD, '0', F_SKIP, '0'}
     if st0 == 'scheduled' then
-      fields[#fields + 1] = 'at'
+      fields[#fields + 1] = F_START_AT
       fields[#fields + 1] = start_at
     end
     local deadline = nil  -- ms after its start (init field dl)
     for k = pos + 1, pos + 2 * ninit do
       fields[#fields + 1] = a[k]
-      if a[k] == 'dl' and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
+      if a[k] == F_DEADLINE and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
     end
     pos = pos + 2 * ninit + 1
     local roots = {}
@@ -105,20 +105,20 @@ local function push_workflows(a, token)
       if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
       if o then  -- its options' fields in one write
         local extra = {}
-        if o.g then extra[#extra + 1] = 'g'; extra[#extra + 1] = cjson.encode(o.g) end
+        if o.g then extra[#extra + 1] = F_GATES; extra[#extra + 1] = cjson.encode(o.g) end
         if o.key then
-          extra[#extra + 1] = 'ik'; extra[#extra + 1] = o.key
+          extra[#extra + 1] = F_IDEM_KEY; extra[#extra + 1] = o.key
           redis.call('APPEND', k_idem(o.key), wid)
         end
         if o.tp then
-          extra[#extra + 1] = 'tp'; extra[#extra + 1] = o.tp
-          extra[#extra + 1] = 'tv'; extra[#extra + 1] = o.tv
+          extra[#extra + 1] = F_TEMPLATE; extra[#extra + 1] = o.tp
+          extra[#extra + 1] = F_TEMPLATE_VERSION; extra[#extra + 1] = o.tv
           redis.call('ZADD', k_by_template(o.tp), tonumber(wid), wid)
           redis.call('HINCRBY', K_TRUNS, o.tp, 1)
         end
         if o.sn then
-          extra[#extra + 1] = 'sn'; extra[#extra + 1] = o.sn
-          extra[#extra + 1] = 'tk'; extra[#extra + 1] = o.tk
+          extra[#extra + 1] = F_SCHEDULE; extra[#extra + 1] = o.sn
+          extra[#extra + 1] = F_TICK; extra[#extra + 1] = o.tk
         end
         if o.pa then  -- a child run: its parent task and how deep it nests
           extra[#extra + 1] = F_PARENT; extra[#extra + 1] = o.pa
@@ -170,7 +170,7 @@ local function push_workflows(a, token)
         if def.deadline then  -- a held one's counts from its start
           deadlines[#deadlines + 1] = NOW + def.deadline
           deadlines[#deadlines + 1] = wid
-          redis.call('HSET', wk, 'due', NOW + def.deadline)
+          redis.call('HSET', wk, F_DUE, NOW + def.deadline)
         end
       end
       emit_json('pushed', wid, -1, name_json[name])
@@ -206,7 +206,7 @@ local function push_workflows(a, token)
   end
   for _, def in ipairs(defs) do
     if def.uses > 0 then
-      redis.call('HINCRBY', def.key, 'r', def.uses)
+      redis.call('HINCRBY', def.key, D_USERS, def.uses)
       local nroots = #def.roots
       count('t:ready', nroots * def.uses)
       count('t:waiting', (def.ntasks - nroots) * def.uses)

@@ -49,7 +49,7 @@ end
 local function enqueue(wid, wk, i)
   local _, _, di = rec_at(wk, i)
   local dk = dkey(wk)
-  local f = redis.call('HMGET', dk, di .. 'T', di .. 'R')
+  local f = redis.call('HMGET', dk, di .. D_TYPE, di .. D_PRIORITY)
   local typ = f[1] or ''
   local score = queue_score(tonumber(f[2] or '0'), wid)
   if has_feature(dk, D_RATE) and rate_enqueue(wk, dk, wid .. ':' .. i, i, di, typ, score) then
@@ -64,7 +64,7 @@ local function dequeue(wid, wk, i)
   local member = wid .. ':' .. i
   local _, _, di = rec_at(wk, i)
   local dk = dkey(wk)
-  local typ = redis.call('HGET', dk, di .. 'T') or ''
+  local typ = redis.call('HGET', dk, di .. D_TYPE) or ''
   if has_feature(dk, D_RATE) and rate_dequeue(wk, dk, member, i, di, typ) then return end
   redis.call('ZREM', k_queue(typ), member)
   redis.call('ZREM', K_DELAYED, member)

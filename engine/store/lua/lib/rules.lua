@@ -57,8 +57,8 @@ local function hear(wk, dk, c, w, cls)
   if last == 114 then  -- "<parents>r": a rule other than all_success
     local inc = 1
     if cls == 'k' then inc = RB elseif cls == 'f' then inc = RB2 end
-    local s, f, k = rule_counts(redis.call('HINCRBY', wk, c .. 'w', inc))
-    return rule_decide(redis.call('HGET', dk, c .. 'G'), tonumber(string.sub(w, 1, -2)), s, f, k)
+    local s, f, k = rule_counts(redis.call('HINCRBY', wk, c .. T_PARENTS_OK, inc))
+    return rule_decide(redis.call('HGET', dk, c .. D_RULE), tonumber(string.sub(w, 1, -2)), s, f, k)
   end
   if cls == 'f' then return 'upstream_failed' end
   if last == 109 then w = string.sub(w, 1, -2) end  -- a map: "<parents>m"
@@ -69,7 +69,7 @@ local function hear(wk, dk, c, w, cls)
   end
   local inc = 1
   if cls == 'k' then inc = RB end
-  local s, _, k = rule_counts(redis.call('HINCRBY', wk, c .. 'w', inc))
+  local s, _, k = rule_counts(redis.call('HINCRBY', wk, c .. T_PARENTS_OK, inc))
   if s == need then return 'run' end
   if s + k == need then return 'skipped' end
   return nil
@@ -85,7 +85,7 @@ local function settle(wid, wk, c, rec, st, ct, p)
   local t = tparse(rec)
   t.s, t.d = st, NOW - ct
   redis.call('HSET', wk, c, tpack(t))
-  redis.call('HDEL', wk, c .. 'w')
+  redis.call('HDEL', wk, c .. T_PARENTS_OK)
   move_count('waiting', st)
   if decided_events < MAX_DECIDED_EVENTS then
     decided_events = decided_events + 1
@@ -114,17 +114,17 @@ local function skip_descendants(wid, wk, i, ends)
   while #stack > 0 do
     local top = table.remove(stack)
     local p, cls = top[1], top[2]
-    for _, c in ipairs(split_csv(redis.call('HGET', dk, p .. 'C'))) do
+    for _, c in ipairs(split_csv(redis.call('HGET', dk, p .. D_CHILDREN))) do
       local rec = redis.call('HGET', wk, c)
       if tstate(rec) == 'waiting' then
-        local verdict = hear(wk, dk, c, redis.call('HGET', dk, c .. 'W'), cls)
+        local verdict = hear(wk, dk, c, redis.call('HGET', dk, c .. D_WAIT_FOR), cls)
         if verdict == 'run' then
           -- a rule met by this end (never a map: maps take the default rule)
           local t = tparse(rec)
-          local delay = tonumber(redis.call('HGET', dk, c .. 'H') or '0')
+          local delay = tonumber(redis.call('HGET', dk, c .. D_DELAY) or '0')
           t.s, t.q = 'ready', NOW - ct + delay
           redis.call('HSET', wk, c, tpack(t))
-          redis.call('HDEL', wk, c .. 'w')
+          redis.call('HDEL', wk, c .. T_PARENTS_OK)
           move_count('waiting', 'ready')
           if delay > 0 then
             redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)

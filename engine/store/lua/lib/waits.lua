@@ -12,7 +12,7 @@ local MAX_KEPT_SIGNALS = 100
 
 -- The wait spec of task i (its definition's <i>A, decoded), or nil.
 local function wait_spec(wk, i, digest)
-  local raw = redis.call('HGET', dkey(wk, digest), i .. 'A')
+  local raw = redis.call('HGET', dkey(wk, digest), i .. D_WAIT)
   if not raw then return nil end
   return cjson.decode(raw)
 end
@@ -35,19 +35,19 @@ local function end_wait(wid, wk, i, from, how, value, meta)
   move_count(from, how)
   if how == 'succeeded' then
     if value ~= '' then
-      redis.call('HSET', wk, i, tpack(t), i .. 'o', value)
+      redis.call('HSET', wk, i, tpack(t), i .. T_OUTPUT, value)
     else
       redis.call('HSET', wk, i, tpack(t))
     end
-    redis.call('HDEL', wk, i .. 'e')
+    redis.call('HDEL', wk, i .. T_ERROR)
     redis.call('HINCRBY', wk, F_OK, 1)
     redis.call('HINCRBY', wk, F_LEFT, -1)
     emit('succeeded', wid, i)
-    local kids = split_csv(redis.call('HGET', dkey(wk), i .. 'C'))
+    local kids = split_csv(redis.call('HGET', dkey(wk), i .. D_CHILDREN))
     if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
   else
     if how == 'failed' then
-      redis.call('HSET', wk, i, tpack(t), i .. 'e', value)
+      redis.call('HSET', wk, i, tpack(t), i .. T_ERROR, value)
       redis.call('HINCRBY', wk, F_BAD, 1)
       emit('failed', wid, i, value)
     else
