@@ -34,7 +34,7 @@ F_DUE = "due"  # ... that time, epoch ms, once it started
 F_REASON = "why"  # why it ended so, when the state alone does not say ("deadline")
 F_TTL = "tl"  # ms it is kept once finished, when not the deployment's retention (-1: never)
 F_TEMPLATE, F_TEMPLATE_VERSION = "tp", "tv"  # the template (and version) it runs
-# field "ik": its idempotency key (P:ik:<key> names it while it exists)
+F_IDEM_KEY = "ik"  # its idempotency key (P:ik:<key> names it while it exists)
 F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
 F_LOG_BYTES = "lb"  # bytes of its task logs kept (P:w:<wid>:log), for the log budget
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
@@ -49,8 +49,8 @@ SUMMARY_FIELDS = (
 # `<i>w` counts its parents' ends: s + RULE_BASE * k + RULE_BASE**2 * f (succeeded,
 # skipped, failed or upstream_failed so far); absent 0. A task with the default rule
 # and one parent has none; with the default rule, f is never counted (its first failed
-# parent decides it). Failures, output, error; "l" counts the leases it lost.
-T_FAILURES, T_OUTPUT, T_ERROR = "f", "o", "e"
+# parent decides it).
+T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
 T_WHY = "v"  # why a task was skipped by its condition or its handler (engine.conditions)
 RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PARENTS)
 
@@ -84,16 +84,18 @@ D_STEPS, D_FIRST_STEPS, D_LAST_STEPS = "S", "Q", "Z"
 # items ("<p>m"), the parents of a failure branch (one_failed, all_failed).
 D_GATHERS = "K"
 # A map's runtime fields in the workflow hash: elements stored, items in all (once
-# expanded), started, succeeded, failed, cancelled; "y": in flight.
-M_STORED, M_TOTAL, M_STARTED, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "k", "z", "c"
-# ... and "q", once it succeeded with failed items tolerated: their errors by index (JSON);
-# "j" for a map with seed 002's gather: what its items are given as their parent's output,
-# the map's parent's output less the list (written by expand.lua).
+# expanded), started, in flight, succeeded, failed, cancelled.
+M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
+# ... and, once it succeeded with failed items tolerated, their errors by index (JSON).
+M_ERRORS = "q"
+# ... and for a map with seed 002's gather, what its items are given as their parent's
+# output: the map's parent's output less the list (written by expand.lua).
+M_GIVEN = "j"
 # An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
 # output, error, failures and leases lost take the task suffixes; then its element JSON.
 # A step s of item k: the same fields, named "k.s" (step_field); the item's sinks
-# succeeded so far (field "d") when it has several.
-I_ELEMENT = "p"
+# succeeded so far (I_STEPS_DONE) when it has several.
+I_ELEMENT, I_STEPS_DONE = "p", "d"
 
 
 def step_prefix(c: int | str, s: int | str) -> str:
