@@ -639,7 +639,12 @@ def _native_task(node: Any, source: str) -> TaskDef:
         if len(nodes) > MAX_STEPS:
             raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
         spec.steps = [_native_task(n, source) for n in nodes]
-    timeout = _seconds(get("timeout"), f"{here}: task {show_value(get('name'))}: timeout")
+    timeout = get("timeout")
+    if isinstance(timeout, str):  # the message is built only for a duration to read
+        timeout = _seconds(timeout, f"{here}: task {show_value(get('name'))}: timeout")
+    delay = get("delay")
+    if isinstance(delay, str):
+        delay = _seconds(delay, f"{here}: task {show_value(get('name'))}: delay")
     handles = get("on_failure")
     task = TaskDef(
         get("name") or "",
@@ -654,7 +659,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
         None if handles is None else _names(handles, "on_failure", here),
         get("finally", False),
         timeout,
-        _seconds(get("delay"), f"{here}: task {show_value(get('name'))}: delay"),
+        delay,
         _names(get("before"), "before", here),
         get("when"),
     )

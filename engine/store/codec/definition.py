@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -102,6 +103,10 @@ class CompiledWorkflow:
         return int(self.definition[1])
 
 
+# A definition with more fields than this (field and value count apart) is sent packed.
+PACKED_FIELDS = 4000
+
+
 def compile_workflow(
     wf: Workflow,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
@@ -187,7 +192,7 @@ def compile_workflow(
             static += [f"{i}{D_GATHERS}", ",".join(gathered)]
         if after:
             static += [f"{i}{D_PARENTS}", ",".join(str(index[p]) for p in after)]
-            static += [f"{i}{D_PARENT_NAMES}", _encode(after)]
+            static += [f"{i}{D_PARENT_NAMES}", _names_json(after)]
             # a map or a rule says so where release_children already reads
             if t.map is not None:
                 static += [f"{i}{D_WAIT_FOR}", f"{len(after)}m"]
@@ -211,9 +216,16 @@ def compile_workflow(
         init += [F_DEADLINE, round(wf.deadline * 1000)]
     if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
         init += [F_TTL, round(wf.ttl * 1000)]
-    digest = definition_digest(static) + _features(wf, static)
+    static_json = _encode(static)
+    digest = _digest(static_json) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
-    definition += [len(static) // 2, *static, len(init) // 2, *init]
+    if len(static) > PACKED_FIELDS:
+        # one argument, the JSON array the digest is taken of: packing a million
+        # arguments one by one costs the client more than Redis spends storing them
+        definition += [-1, static_json]
+    else:
+        definition += [len(static) // 2, *static]
+    definition += [len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
     schema = getattr(wf, "input_schema", None)
     validator = None
@@ -332,11 +344,26 @@ FEATURE_FIELDS = (D_GATHERS, D_TIMEOUT, D_DELAY, D_GATHER, D_WHEN, D_RATE)
 
 
 def _features(wf: Workflow, static: Sequence[Any]) -> str:
-    names = {str(f)[-1] for f in static[::2] if str(f)[:1].isdigit() or str(f)[:1] == "s"}
+    names = {f[-1] for f in static[::2] if f[:1].isdigit() or f[:1] == "s"}
     used = "".join(f for f in FEATURE_FIELDS if f in names)
     return f"+{used}" if used else ""
 
 
 def definition_digest(static: Sequence[Any]) -> str:
     """The content address of a definition's static fields (as a JSON array: unambiguous)."""
-    return hashlib.blake2b(_encode(list(static)).encode(), digest_size=12).hexdigest()
+    return _digest(_encode(list(static)))
+
+
+_QUOTED = re.compile(r'["\\]')
+
+
+def _names_json(names: list[str]) -> str:
+    """``names`` as a JSON array, as ``_encode`` writes it: a name holds no control
+    character (check_name), so one without a quote or a backslash is written as it is."""
+    if any(_QUOTED.search(n) for n in names):
+        return _encode(names)
+    return '["' + '","'.join(names) + '"]'
+
+
+def _digest(static_json: str) -> str:
+    return hashlib.blake2b(static_json.encode(), digest_size=12).hexdigest()

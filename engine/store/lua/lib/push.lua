@@ -35,13 +35,17 @@ local function push_workflows(a, token)
     local ntypes = tonumber(a[pos])
     for t = 1, ntypes do redis.call('SADD', K_TYPES, a[pos + t]) end
     pos = pos + ntypes + 1
-    local nstatic = tonumber(a[pos])
+    local nstatic = tonumber(a[pos])  -- -1: they come packed, one JSON array of strings
     if redis.call('EXISTS', dk) == 0 then
       local static = {}
-      for k = pos + 1, pos + 2 * nstatic do static[#static + 1] = a[k] end
+      if nstatic < 0 then
+        static = cjson.decode(a[pos + 1])
+      else
+        for k = pos + 1, pos + 2 * nstatic do static[#static + 1] = a[k] end
+      end
       write_all('HSET', dk, static)
     end
-    pos = pos + 2 * nstatic + 1
+    if nstatic < 0 then pos = pos + 2 else pos = pos + 2 * nstatic + 1 end
     local ninit = tonumber(a[pos])
     -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
     -- workflow. `in` early and always there (empty: no input): a claim reads it for
