@@ -15,6 +15,7 @@ from engine_helpers import (
 
 from engine import Engine, NotFoundError, StateError, Task, Workflow
 from engine.store import reads as client_module
+from engine.store.codec import definition as definition_codec
 
 
 def diamond(name: str = "diamond", **kw: object) -> Workflow:
@@ -528,6 +529,33 @@ def test_big_workflows_are_read_in_slices_and_definitions_once(
             fresh.status(wid)
     finally:
         fresh.close()
+
+
+def test_a_big_definition_sent_packed_is_stored_as_one_sent_field_by_field(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over PACKED_FIELDS fields a definition goes as one JSON argument: the same hash."""
+
+    wf = Workflow("wide")
+    root = wf.task("root", payload={"n": 1, "s": 'q"uo\\te é'})
+    for i in range(40):
+        wf.task(f'le"af{i}', payload=[i, 0.5, None], after=[root], priority=i % 3)
+
+    def stored() -> dict[str, str]:
+        wid = engine.push(wf)
+        shard = engine.keys.shard_of(wid)
+        return engine.redis.hgetall(shard.definition(engine.redis.hget(shard.workflow(wid), "d")))
+
+    whole = stored()
+    engine.redis.delete(*engine.redis.keys("*:d:*"))  # the next push stores it again
+    monkeypatch.setattr(definition_codec, "PACKED_FIELDS", 10)
+    assert stored() == whole and len(whole) > 150
+    hand = Hand(engine)
+    for t in hand.claim(count=2):
+        hand.succeed(t, "r")
+    leaves = hand.claim(count=100)
+    assert len(leaves) == 80 and {t.payload[1:] == [0.5, None] for t in leaves} == {True}
+    assert {t.name for t in leaves} == {f'le"af{i}' for i in range(40)}
 
 
 def test_a_fan_out_and_fan_in_wider_than_a_lua_unpack(engine: Engine) -> None:
