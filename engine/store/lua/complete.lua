@@ -11,6 +11,7 @@
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
 item_meta = {}  -- see read_for_task: nothing in the loop below ends a workflow
+pending_joins = {}  -- joins counted once per call, after the loop (release_joins)
 local out = {}
 local agent_json = cjson.encode(agent)
 local done = {}        -- members leaving the agent's running set
@@ -151,6 +152,7 @@ for r = 0, nres - 1 do
     end
   end
 end
+release_joins()
 write_all('SREM', k_running(agent), done)
 -- every reported attempt of a task with a timeout is over: its deadline with it
 write_all('ZREM', K_TIMEOUTS, over)

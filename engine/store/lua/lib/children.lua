@@ -44,7 +44,11 @@ end
 -- (W ends in "r") reads its rule too (hear), and may be decided not to run: that goes
 -- on down the graph (skip_descendants). Reads and writes go in slices, whatever the
 -- fan-out.
-local function release_children(wid, wk, kids, ct, queue)
+-- A completion counts a join's parents' ends once per call (release_joins, after its
+-- loop over outcomes): join key -> {wid, wk, kids, ct, queue, ends}, in order too; nil:
+-- counted at once.
+local pending_joins = nil
+local function release_children(wid, wk, kids, ct, queue, counted)
   local dk = dkey(wk)
   local delays = has_feature(dk, D_DELAY)
   local rated = has_feature(dk, D_RATE)
@@ -69,12 +73,23 @@ local function release_children(wid, wk, kids, ct, queue)
   -- record read only once every parent has ended: the other parents' ends cost one
   -- increment each. (A child a failed parent decided already keeps a count nobody reads;
   -- a retry sets it again.)
-  local counted_v = nil
+  local counted_v = counted
   if #kids == 1 then
     local w = info[1]
     local last = w and string.byte(w, -1)
     if last and last ~= 114 and last ~= 109 and w ~= '1' then
-      counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1)
+      if counted_v == nil and pending_joins then
+        local key = wk .. '|' .. kids[1]
+        local j = pending_joins[key]
+        if j == nil then
+          j = {wid, wk, kids, ct, queue, 0}
+          pending_joins[key] = j
+          pending_joins[#pending_joins + 1] = j
+        end
+        j[6] = j[6] + 1
+        return
+      end
+      if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1) end
       if counted_v < tonumber(w) then return end
     end
   end
@@ -187,5 +202,16 @@ local function release_children(wid, wk, kids, ct, queue)
     if upstream > 0 then redis.call('HINCRBY', wk, F_UPSTREAM, upstream) end
     redis.call('HINCRBY', wk, F_LEFT, 0 - skipped - upstream)
     skip_descendants(wid, wk, nil, ends)
+  end
+end
+
+-- The joins a completion's outcomes reached, counted: one increment per join and call,
+-- then released as release_children does once every parent has ended.
+local function release_joins()
+  local joins = pending_joins
+  pending_joins = nil
+  for _, j in ipairs(joins) do
+    local v = redis.call('HINCRBY', j[2], j[3][1] .. T_PARENTS_OK, j[6])
+    release_children(j[1], j[2], j[3], j[4], j[5], v)
   end
 end
