@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import re
 import shutil
 import socket
@@ -25,12 +26,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis  # noqa: E402
 
 from demos import shapes  # noqa: E402
+from demos.map_bench import map_workflow  # noqa: E402
 from engine import Engine  # noqa: E402
 
 
@@ -70,10 +73,21 @@ def _summary(path: Path) -> int:
     return 0
 
 
+def _key(t: Any) -> str:
+    """The task's key in an outcome: its index, "c.k" for item k of map c."""
+    return str(t.index) if t.item_index is None else f"{t.index}.{t.item_index}"
+
+
+def _output(t: Any, items: int) -> str:
+    """What the task returns: the list a map is over for the map shape's first task."""
+    return json.dumps(list(range(items))) if t.name == "split" else '"o"'
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workflows", "-w", type=int, default=500)
-    ap.add_argument("--shape", default="fan10", choices=["fan10", "chain9", "diamond4"])
+    ap.add_argument("--shape", default="fan10", choices=["fan10", "chain9", "diamond4", "map"])
+    ap.add_argument("--items", type=int, default=20000, help="items of --shape map's one map")
     ap.add_argument("--batch", type=int, default=128, help="tasks per claim (default 128)")
     ap.add_argument("--top", type=int, default=0, help="show the N costliest functions")
     args = ap.parse_args()
@@ -98,9 +112,13 @@ def main() -> int:
                 except redis.ConnectionError:
                     time.sleep(0.2)
             engine = Engine.connect(f"redis://127.0.0.1:{port}/0")
-            wf = getattr(shapes, args.shape)()
-            for k in range(0, args.workflows, 1000):
-                engine.push_many([wf] * min(1000, args.workflows - k))
+            if args.shape == "map":  # one workflow: split -> an item per element -> gather
+                wf = map_workflow(args.items, 1000)
+                engine.push(wf)
+            else:
+                wf = getattr(shapes, args.shape)()
+                for k in range(0, args.workflows, 1000):
+                    engine.push_many([wf] * min(1000, args.workflows - k))
             store, shard, agent = engine.store, engine.keys.shard(0), "cost-agent"
             store.register(shard, agent, "{}", 600_000)
             subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
@@ -117,10 +135,12 @@ def main() -> int:
                 waves.append((f"claim, wave {wave}", len(tasks)))
                 for k in range(0, len(tasks), args.batch):
                     outcomes = [
-                        (t.workflow_id, str(t.index), t.attempt, "ok", '"o"')
+                        (t.workflow_id, _key(t), t.attempt, "ok", _output(t, args.items))
                         for t in tasks[k : k + args.batch]
                     ]
-                    store.scripts.run(store.complete_call(shard, agent, outcomes))
+                    reply = store.scripts.run(store.complete_call(shard, agent, outcomes))
+                    for wid, c in reply.expand:
+                        store.expand(wid, c)
                 subprocess.run(["callgrind_control", "-d", f"complete{wave}", pid], check=True,
                                capture_output=True)  # fmt: skip
                 waves.append((f"complete, wave {wave}", len(tasks)))

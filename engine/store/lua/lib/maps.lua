@@ -29,7 +29,7 @@ local function materialize(wid, wk, c, queue)
   local fields, ks, members = {}, {}, {}
   local ready = trec('ready', 0, at, '', '', '')
   for n = 1, take do
-    local k = x + n - 1
+    local k = tostring(x + n - 1)  -- formatted once: it is in four places
     fields[#fields + 1] = k
     fields[#fields + 1] = record
     fields[#fields + 1] = k .. I_ELEMENT
