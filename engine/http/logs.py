@@ -51,8 +51,10 @@ async def task_logs(api: Api, request: Request) -> Response:
 
     def read() -> tuple[list[Any], str]:
         lines, cursor = read_logs(api.engine, wid, name, after, limit)
-        if lines or not wait or api.engine.state(wid).finished:
+        if lines or not wait:
             return lines, cursor
+        if api.engine.state(wid).finished:  # its last lines may have come since the read
+            return read_logs(api.engine, wid, name, after, limit)
         # wait for the workflow's next flush (any task's), then read again
         api.engine.store.wait_log_entries(wid, "$" if cursor == "-" else cursor, wait * 1000, 1)
         return read_logs(api.engine, wid, name, after, limit)
