@@ -80,7 +80,7 @@ def _key(t: Any) -> str:
 
 def _output(t: Any, items: int) -> str:
     """What the task returns: the list a map is over for the map shape's first task."""
-    return json.dumps(list(range(items))) if t.name == "split" else '"o"'
+    return json.dumps(list(range(items))) if items and t.name == "split" else '"o"'
 
 
 def main() -> int:
@@ -135,7 +135,13 @@ def main() -> int:
                 waves.append((f"claim, wave {wave}", len(tasks)))
                 for k in range(0, len(tasks), args.batch):
                     outcomes = [
-                        (t.workflow_id, _key(t), t.attempt, "ok", _output(t, args.items))
+                        (
+                            t.workflow_id,
+                            _key(t),
+                            t.attempt,
+                            "ok",
+                            _output(t, args.items if args.shape == "map" else 0),
+                        )
                         for t in tasks[k : k + args.batch]
                     ]
                     reply = store.scripts.run(store.complete_call(shard, agent, outcomes))
