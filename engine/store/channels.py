@@ -68,6 +68,12 @@ class ShardedPubSub:
                     msg = self._ps.get_sharded_message(timeout=slice_s)
                 except (redis.exceptions.MovedError, redis.exceptions.AskError):
                     return self._resubscribe()
+                except redis.exceptions.ResponseError as e:
+                    # A connection redis-py opened again under the subscription: the
+                    # reply to its CLIENT SETINFO (Redis < 7.2 knows none) came to us.
+                    if "SETINFO" not in str(e):
+                        raise
+                    return self._resubscribe()
             if msg is not None:
                 kind = msg.get("type")
                 if kind == "smessage":
