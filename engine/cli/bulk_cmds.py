@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .. import bulk
 from ..errors import DefinitionError
 from ..model import WorkflowState
-from .common import EXIT_FAILED, EXIT_OK, KEY_PREFIX, _ago_arg, name_arg, print_json
+from .common import EXIT_FAILED, EXIT_OK, KEY_PREFIX, _ago_arg, name_arg, print_json, time_window
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -68,14 +68,7 @@ def wants_bulk(args: argparse.Namespace) -> bool:
 
 
 def _filter(engine: Engine, args: argparse.Namespace) -> bulk.Filter:
-    now = engine.server_time()
-    after = None if args.since is None else now - args.since
-    before = None if args.until is None else now - args.until
-    if after is not None and before is not None and before <= after:
-        raise DefinitionError(
-            f"--until {args.until.text} is not later than --since {args.since.text}: "
-            "no workflow can be in that window"
-        )
+    after, before = time_window(engine.server_time(), args)
     return bulk.Filter(args.state, args.name, args.template, after, before)
 
 

@@ -447,6 +447,19 @@ def _ago_arg(text: str) -> Ago:  # its name shows in argparse's "invalid _ago_ar
     return value
 
 
+def time_window(now: float, args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """``--since`` / ``--until`` as epoch seconds before ``now`` (Redis's clock; None: not
+    given); a window that cannot hold a workflow is refused."""
+    after = None if args.since is None else now - args.since
+    before = None if args.until is None else now - args.until
+    if after is not None and before is not None and before <= after:
+        raise DefinitionError(
+            f"--until {args.until.text} is not later than --since {args.since.text}: "
+            "no workflow can be in that window"
+        )
+    return after, before
+
+
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time or a time of day (see :func:`engine.timing.parse_time`)."""
     try:

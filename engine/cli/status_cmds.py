@@ -26,6 +26,7 @@ from .common import (
     print_json,
     span,
     styled,
+    time_window,
     wide_table,
     workflow_id,
 )
@@ -206,13 +207,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
     offset = (args.page - 1) * args.limit
     now = engine.server_time()
-    after = None if args.since is None else now - args.since
-    before = None if args.until is None else now - args.until
-    if after is not None and before is not None and before <= after:
-        raise DefinitionError(
-            f"--until {args.until.text} is not later than --since {args.since.text}: "
-            "no workflow can be in that window"
-        )
+    after, before = time_window(now, args)
     rows = engine.list(
         args.state,
         args.name,
