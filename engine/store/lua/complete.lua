@@ -32,15 +32,6 @@ local function item_end(wid, wk, c, k, ok, live, queue)
   end
   if ok then table.insert(e[4], k) else table.insert(e[5], k) end
 end
-local timed = {}  -- definition digest -> some task has a timeout ("Y" among its features)
-local function has_timeouts(digest)
-  local t = timed[digest]
-  if t == nil then
-    t = string.find(digest, D_TIMEOUT, 1, true) ~= nil
-    timed[digest] = t
-  end
-  return t
-end
 local function touch(wid, wk, live)
   if wf_ok[wk] == nil then
     wf_ok[wk] = 0
@@ -55,7 +46,7 @@ for r = 0, nres - 1 do
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
   local m = read_for_task(wk, i)
-  if m[4] and has_timeouts(m[4]) then  -- a timeout: its deadline goes
+  if m[4] and has_feature(m[4], D_TIMEOUT) then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
   -- the record's parts (a hot path: no table)
@@ -97,7 +88,8 @@ for r = 0, nres - 1 do
       else
         redis.call('HSET', h, fld, rec)
       end
-      if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end  -- an earlier attempt's error
+      -- an earlier attempt's error goes
+      if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
       move_task(i, 'running', 'succeeded')
       if step ~= nil then
         emit_item('succeeded', wid, c, k)

@@ -37,7 +37,8 @@ if from == 0 then
     -- seed 002's gather: what its items are given of the parent's output (seed002_given)
     local over, key = string.match(redis.call('HGET', dk, c .. D_MAP) or '', '^(%d+)|(.*)$')
     local parts = {}
-    for _, mb in ipairs(json_members(redis.call('HGET', wk, (over or '') .. T_OUTPUT) or '') or {}) do
+    local output = redis.call('HGET', wk, (over or '') .. T_OUTPUT) or ''
+    for _, mb in ipairs(json_members(output) or {}) do
       if mb[2] ~= key then parts[#parts + 1] = mb[1] .. ':' .. mb[3] end
     end
     redis.call('HSET', wk, c .. M_GIVEN, '{' .. table.concat(parts, ',') .. '}')

@@ -147,7 +147,11 @@ end
 for _, c in ipairs(recount) do
   if not reset[c] and state_of(c) == 'waiting' then
     local _, v = counted(c)
-    if v > 0 then redis.call('HSET', wk, c .. T_PARENTS_OK, v) else redis.call('HDEL', wk, c .. T_PARENTS_OK) end
+    if v > 0 then
+      redis.call('HSET', wk, c .. T_PARENTS_OK, v)
+    else
+      redis.call('HDEL', wk, c .. T_PARENTS_OK)
+    end
   end
 end
 local live = (st == 'running')
@@ -183,7 +187,8 @@ for _, i in ipairs(order) do
     -- expanded again from its parent's output (which may have changed)
     if redis.call('HEXISTS', wk, i .. M_STORED) == 1 then
       forget_items(wid, wk, i)
-      redis.call('HDEL', wk, i .. M_STORED, i .. M_TOTAL, i .. M_STARTED, i .. M_FLYING, i .. M_OK, i .. M_BAD, i .. M_CANCELLED)
+      redis.call('HDEL', wk, i .. M_STORED, i .. M_TOTAL, i .. M_STARTED, i .. M_FLYING, i .. M_OK,
+        i .. M_BAD, i .. M_CANCELLED)
     end
   end
   if failed_items then

@@ -63,11 +63,9 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       fields[#fields + 1] = c .. D_PRIORITY
       if delays then fields[#fields + 1] = c .. D_DELAY end
     end
-    info = {dk = dk, v = hmget_all(dk, fields), score = {}}
+    info = {dk = dk, v = hmget_all(dk, fields)}
     kids.defs = info
   end
-  local scores = info.score  -- queue score per priority, for this workflow
-  if info.wid ~= wid then scores = {}; info.score = scores; info.wid = wid end
   info = info.v
   -- A single child that counts its parents' ends (a fan-in's join) is counted first and its
   -- record read only once every parent has ended: the other parents' ends cost one
@@ -97,6 +95,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
   local ready = {}
   local decided = {}  -- {child, class} of children decided not to run
   local queued = nil  -- per queue key, its new members with their scores (one ZADD each)
+  local scores = {}  -- queue score per priority
   local at = NOW - ct
   local at_s = nil
   for k, c in ipairs(kids) do
@@ -162,7 +161,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       elseif queue then
         local typ = info[n * k - n + 2] or ''
         local pri = info[n * k - n + 3] or '0'
-        local score = scores[pri]
+        local score = scores[pri]  -- the same for the children of one priority
         if score == nil then
           score = queue_score(tonumber(pri), wid)
           scores[pri] = score

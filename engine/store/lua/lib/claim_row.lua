@@ -33,7 +33,8 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   local d
   local plain = plain_defs[dk]
   if plain == nil then
-    plain = not has_feature(dk, D_GATHERS) and not has_feature(dk, D_TIMEOUT) and not has_feature(dk, D_WHEN)
+    plain = not has_feature(dk, D_GATHERS) and not has_feature(dk, D_TIMEOUT)
+      and not has_feature(dk, D_WHEN)
     plain_defs[dk] = plain
   end
   -- a definition never changes under a claim: its fields are read once per task index
@@ -44,15 +45,13 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   end
   d = defs[di]
   if d == nil then
-    if h == wk and plain then
-      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES)
-    elseif h == wk then
-      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES, di .. D_GATHERS,
-        di .. D_TIMEOUT, di .. D_WHEN)
-    else
-      d = redis.call('HMGET', dk, di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS, di .. D_PARENT_NAMES, di .. D_GATHERS,
-        di .. D_TIMEOUT)
+    local fields = {di .. D_NAME, di .. D_TYPE, di .. D_PAYLOAD, di .. D_PARENTS,
+      di .. D_PARENT_NAMES}
+    if h ~= wk or not plain then  -- d[6], d[7]: gathers, timeout; d[8]: a plain task's when
+      fields[6], fields[7] = di .. D_GATHERS, di .. D_TIMEOUT
+      if h == wk then fields[8] = di .. D_WHEN end
     end
+    d = redis.call('HMGET', dk, unpack(fields))
     defs[di] = d
   end
   local a, q = '0', ''

@@ -436,7 +436,8 @@ end
 -- Take every item of map c out of the counters, queues and agents' sets, and delete its
 -- keys (UNLINK: a big map is freed in the background): for cleanup.
 local function forget_items(wid, wk, c)
-  local f = redis.call('HMGET', wk, c .. M_STORED, c .. M_STARTED, c .. M_OK, c .. M_BAD, c .. M_CANCELLED)
+  local f = redis.call('HMGET', wk, c .. M_STORED, c .. M_STARTED, c .. M_OK, c .. M_BAD,
+    c .. M_CANCELLED)
   local h, x = tonumber(f[1] or '0'), tonumber(f[2] or '0')
   count('t:waiting', x - h)
   count('t:succeeded', 0 - tonumber(f[3] or '0'))
