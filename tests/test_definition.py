@@ -135,10 +135,14 @@ def test_compiled_layout() -> None:
     nstatic = d[9]
     static = dict(zip(d[10 : 10 + 2 * nstatic : 2], d[11 : 11 + 2 * nstatic : 2], strict=True))
     rest = d[10 + 2 * nstatic :]
+    payloads = dict(zip(rest[1 : 1 + 2 * rest[0] : 2], rest[2 : 2 + 2 * rest[0] : 2], strict=True))
+    rest = rest[1 + 2 * rest[0] :]
     assert rest[0] * 2 == len(rest) - 1
     init = dict(zip(rest[1::2], rest[2::2], strict=True))
     assert static["bk"] == 250
-    assert static["0N"] == "a" and static["0T"] == "io" and static["0P"] == '"x"'
+    assert static["0N"] == "a" and static["0T"] == "io" and "0P" not in static
+    assert payloads == {"0P": '"x"'}  # apart: runs that differ in payloads alone share one
+    assert c.payload_sig == '"x"'
     assert static["0C"] == "1" and static["1U"] == "0" and static["1M"] == 2
     assert "1T" not in static and "1R" not in static  # defaults are not stored
     assert static["1V"] == '["a"]'  # the parents' names, as the agent hands them over
@@ -153,11 +157,17 @@ def test_digest_depends_on_tasks_not_on_the_workflow_name() -> None:
         return wf
 
     assert compile_workflow(build("x", "p")).digest == compile_workflow(build("y", "p")).digest
-    assert compile_workflow(build("x", "p")).digest != compile_workflow(build("x", "q")).digest
+    # payloads are the run's: which tasks have one is the definition's
+    p, q = compile_workflow(build("x", "p")), compile_workflow(build("x", "q"))
+    assert p.digest == q.digest and p.payload_sig != q.payload_sig
+    none = Workflow("x")
+    none.task("a")
+    none.task("b", after=["a"])
+    assert compile_workflow(none).digest != p.digest
     # length-prefixed: moving a character between two values changes the digest
     one, two = Workflow("w"), Workflow("w")
-    one.task("ab", payload="c")
-    two.task("a", payload="bc")
+    one.task("ab", type="c")
+    two.task("a", type="bc")
     assert compile_workflow(one).digest != compile_workflow(two).digest
 
 

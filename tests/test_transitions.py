@@ -467,7 +467,7 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
     a, b = engine.push(one), engine.push(diamond("two"))  # same tasks, another name
     c, d = engine.push_many([one, one])
     other = diamond("other")
-    other.tasks[0].payload = "different"
+    other.tasks[0].type = "different"
     e = engine.push(other)
     digests = {
         w: engine.redis.hget(engine.keys.shard_of(w).workflow(w), "d") for w in (a, b, c, d, e)
@@ -480,7 +480,7 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
         return sum(int(r) for r in counts if r is not None)
 
     assert refs(digests[a]) == 4
-    assert engine.status(b).name == "two" and engine.status(e).tasks[0].payload == "different"
+    assert engine.status(b).name == "two" and engine.status(e).tasks[0].type == "different"
     hand = Hand(engine)
     while tasks := hand.claim():
         for t in tasks:
@@ -494,6 +494,49 @@ def test_workflows_with_the_same_tasks_share_one_definition(engine: Engine) -> N
     # its last user took it along
     assert not any(engine.redis.exists(s.definition(digests[a])) for s in every)
     assert engine.redis.exists(engine.keys.shard_of(e).definition(digests[e]))
+    assert_stats_agree(engine)
+
+
+def test_runs_that_differ_in_payloads_alone_share_a_definition(engine: Engine) -> None:
+    """A task's payload is the run's: one definition for the tasks, each run's payloads
+    in its own hash where they differ from the stored ones, and every claim and status
+    gives each run its own."""
+
+    def run(payload: str | None) -> Workflow:
+        wf = diamond("paid")
+        for t in wf.tasks:
+            t.payload = None if payload is None else f"{payload}-{t.name}"
+        return wf
+
+    first = engine.push(run("one"))
+    same, two, three = engine.push_many([run("one"), run("two"), run("three")])
+    shard = engine.keys.shard_of(first)
+    digest = engine.redis.hget(shard.workflow(first), "d")
+    assert {engine.redis.hget(engine.keys.shard_of(w).workflow(w), "d")
+            for w in (same, two, three)} == {digest}  # fmt: skip
+    assert engine.redis.hget(shard.definition(digest), "r") == "4"
+    # the first run's payloads are the definition's: a run with those stores none
+    for w in (first, same):
+        assert engine.redis.hget(engine.keys.shard_of(w).workflow(w), "0P") is None
+    assert engine.redis.hget(engine.keys.shard_of(two).workflow(two), "0P") == '"two-a"'
+    bare = engine.push(run(None))  # no payloads: another definition
+    assert engine.redis.hget(engine.keys.shard_of(bare).workflow(bare), "d") != digest
+    expected = {first: "one", same: "one", two: "two", three: "three", bare: None}
+    for w, p in expected.items():
+        assert [t.payload for t in engine.status(w).tasks] == [
+            None if p is None else f"{p}-{n}" for n in "abcd"
+        ]
+    hand = Hand(engine)
+    seen: dict[tuple[str, str], object] = {}
+    while tasks := hand.claim():
+        for t in tasks:
+            seen[(t.workflow_id, t.name)] = t.payload
+            hand.succeed(t)
+    assert seen == {
+        (w, n): None if p is None else f"{p}-{n}" for w, p in expected.items() for n in "abcd"
+    }
+    for w in expected:
+        assert engine.state(w) == "succeeded"
     assert_stats_agree(engine)
 
 

@@ -214,14 +214,15 @@ class Calls:
         """The arguments push.lua takes from ``ARGV[4]`` on (who, shard count, shard,
         delay, definitions, workflows): what any script that pushes (push_workflows in
         lib/push.lua) is given after its own."""
-        numbers: dict[str, int] = {}
+        numbers: dict[tuple[str, str], int] = {}
         defs: list[Any] = []
         rows: list[Any] = []
         for entry in batch:
             c, given = entry[0], entry[1]
-            n = numbers.get(c.digest)
+            same = (c.digest, c.payload_sig)  # one entry per definition and payloads
+            n = numbers.get(same)
             if n is None:
-                n = numbers[c.digest] = len(numbers) + 1
+                n = numbers[same] = len(numbers) + 1
                 defs.extend(c.definition)
             rows += (n, c.name, given, entry[2] if len(entry) > 2 else "")
         args: list[Any] = [who, self.keys.shards, shard.shard, later_ms, len(numbers), *defs]

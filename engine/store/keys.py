@@ -15,7 +15,10 @@ key                           type    holds
                                       fields (see ``codec/fields.py`` for the field names)
 ``P:d:<digest>``              hash    one workflow definition, shared by every workflow
                                       pushed with the same tasks: each task's static
-                                      fields, and ``r``, how many workflows use it
+                                      fields, and ``r``, how many workflows use it; the
+                                      payloads of the first run pushed with it (a run
+                                      with others keeps them in ``P:w:<wid>``, ``pp``
+                                      set here once one does)
 ``P:q:<type>``                zset    ready tasks of one type, ``<wid>:<idx>``, scored by
                                       priority then workflow age (lowest pops first)
 ``P:delayed``                 zset    tasks waiting out a retry backoff, scored by due ms;

@@ -81,7 +81,10 @@ class CompiledWorkflow:
     """A validated workflow in the flat form ``push.lua`` takes.
 
     ``definition`` holds what every workflow pushed with the same tasks shares (stored once
-    per shard under ``digest``); only ``name`` is the workflow's own.
+    per shard under ``digest``) and its tasks' payloads: those are not part of the digest
+    (only which tasks have one is), so runs that differ in payloads alone share a
+    definition, and a run whose payloads differ from the stored ones keeps them in its own
+    hash (push.lua). ``payload_sig`` tells payloads apart without comparing them.
     """
 
     name: str
@@ -96,6 +99,8 @@ class CompiledWorkflow:
     # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
     # computed per run at push (engine.ratelimit.rate_keys)
     rate_keys: list[tuple[int, str, str]] | None = None
+    # the payloads' JSON texts joined (a JSON text holds no raw control character)
+    payload_sig: str = ""
 
     @property
     def tasks(self) -> int:
@@ -149,8 +154,13 @@ def compile_workflow(
     waiters: dict[str, list[str]] = {}
     runs: list[tuple[str, int | None]] = []  # the templates its run: tasks start
     rate_keys: list[tuple[int, str, str]] = []
+    own: list[Any] = []  # the tasks' payloads: per run (a map's items share its map's)
     for i, t in enumerate(wf.tasks):
-        static += _task_fields(str(i), t, payloads[i], children[i])
+        if t.map is None and payloads[i]:
+            static += _task_fields(str(i), t, "", children[i])
+            own += [f"{i}{D_PAYLOAD}", payloads[i]]
+        else:
+            static += _task_fields(str(i), t, payloads[i], children[i])
         if t.run is not None:
             static += [f"{i}{D_WAIT}", _encode(t.run.encoded())]
             runs.append((t.run.template, t.run.version))
@@ -217,14 +227,15 @@ def compile_workflow(
     if wf.ttl is not None:  # ms it is kept once finished (workflow_ended in lib/ends.lua)
         init += [F_TTL, round(wf.ttl * 1000)]
     static_json = _encode(static)
-    digest = _digest(static_json) + _features(wf, static)
+    # which tasks have a payload is part of the definition, not what the payloads are
+    digest = _digest(static_json + _encode(own[::2])) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
-    if len(static) > PACKED_FIELDS:
-        # one argument, the JSON array the digest is taken of: packing a million
-        # arguments one by one costs the client more than Redis spends storing them
-        definition += [-1, static_json]
+    if len(static) + len(own) > PACKED_FIELDS:
+        # one argument each, JSON arrays: packing a million arguments one by one costs
+        # the client more than Redis spends storing them
+        definition += [-1, static_json, -1, _encode(own)]
     else:
-        definition += [len(static) // 2, *static]
+        definition += [len(static) // 2, *static, len(own) // 2, *own]
     definition += [len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
     schema = getattr(wf, "input_schema", None)
@@ -232,7 +243,10 @@ def compile_workflow(
     if schema is not None:
         where = f"{wf.where}: " if wf.where else ""
         validator = compile_schema(schema, f"{where}workflow {wf.name!r}")
-    return CompiledWorkflow(wf.name, digest, definition, gate, validator, runs, rate_keys or None)
+    return CompiledWorkflow(
+        wf.name, digest, definition, gate, validator, runs, rate_keys or None,
+        "\x1f".join(own[1::2]),
+    )  # fmt: skip
 
 
 def _rate_limit_of(

@@ -59,6 +59,10 @@ RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PA
 # tasks that handle failures (rules one_failed, all_failed) and the finally tasks, as
 # index csvs (absent: none; read only when a workflow with failures ends).
 D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
+# Set once some run of the definition keeps payloads of its own: a task's payload is its
+# definition's field i P unless the run's hash has a field of that name (push.lua writes
+# one for each payload that differs from the stored one); a claim reads the run's only then.
+D_OWN_PAYLOADS = "pp"
 D_HANDLERS, D_FINALLY = "hf", "fy"
 # Per task i, suffixes: name, type, payload JSON, priority, max attempts, children csv,
 # parents csv, parents' names JSON, how many parents (when more than one; "<n>m" for a

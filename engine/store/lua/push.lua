@@ -10,6 +10,10 @@
 --   digest, ntasks, nroots, then per root (idx, type, priority; idx "<i>@<ms>" for a
 --   root with a delay: held in P:delayed that long), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),
+--   npayloads, the tasks' payloads as field/value pairs (<i>P: stored with a new
+--   definition; a workflow whose payloads differ from the stored ones keeps those in its
+--   own hash under the same names, and the definition is marked pp);
+--   (nstatic and npayloads -1: the pairs come packed, one JSON array of strings)
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
 -- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
 -- input JSON ("" for none; stored once per workflow as input_layout in lib/input.lua says: field

@@ -10,6 +10,7 @@
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
+local own_payloads = {}  -- definition key -> some run keeps payloads of its own
 -- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
 -- claim (nothing a claim does changes an output): a fan-out's tasks share their parent's.
 -- OUTPUTS[wk][parents csv] are those outputs.
@@ -36,6 +37,7 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     plain = not has_feature(dk, D_GATHERS) and not has_feature(dk, D_TIMEOUT)
       and not has_feature(dk, D_WHEN)
     plain_defs[dk] = plain
+    own_payloads[dk] = redis.call('HGET', dk, D_OWN_PAYLOADS) ~= false
   end
   -- a definition never changes under a claim: its fields are read once per task index
   local defs = item_defs[dk]
@@ -99,7 +101,11 @@ local function start_task(wid, wk, i, agent, agent_json, f)
     return row
   end
   emit_json('claimed', wid, i, agent_json)
-  local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, d[5] or '[]',
+  local payload = d[3]
+  if payload and own_payloads[dk] then  -- the run's own, if it has one
+    payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload
+  end
+  local row = {wid, i, d[1], d[2] or '', payload or 'null', a, d[5] or '[]',
     d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or ''}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that

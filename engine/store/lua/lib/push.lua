@@ -23,6 +23,7 @@ local function push_workflows(a, token)
     start_at = NOW + later
   end
   local defs = {}
+  local stored = {}  -- definition key -> its payloads as stored, by field (read once)
   local now_s = tostring(NOW)  -- numbers formatted once per call, not per workflow
   for d = 1, ndefs do
     local digest = a[pos]
@@ -36,7 +37,8 @@ local function push_workflows(a, token)
     for t = 1, ntypes do redis.call('SADD', K_TYPES, a[pos + t]) end
     pos = pos + ntypes + 1
     local nstatic = tonumber(a[pos])  -- -1: they come packed, one JSON array of strings
-    if redis.call('EXISTS', dk) == 0 then
+    local new = redis.call('EXISTS', dk) == 0
+    if new then
       local static = {}
       if nstatic < 0 then
         static = cjson.decode(a[pos + 1])
@@ -46,6 +48,43 @@ local function push_workflows(a, token)
       write_all('HSET', dk, static)
     end
     if nstatic < 0 then pos = pos + 2 else pos = pos + 2 * nstatic + 1 end
+    -- The payloads: stored with a new definition; else those that differ from the stored
+    -- ones go in each workflow's own hash (the same field names)
+    local npay = tonumber(a[pos])
+    local pays = {}
+    if npay < 0 then
+      pays = cjson.decode(a[pos + 1])
+      pos = pos + 2
+    else
+      for k = pos + 1, pos + 2 * npay do pays[#pays + 1] = a[k] end
+      pos = pos + 2 * npay + 1
+    end
+    local own = nil
+    if new then
+      write_all('HSET', dk, pays)
+    elseif #pays > 0 then
+      local was = stored[dk]
+      if was == nil then
+        local names = {}
+        for k = 1, #pays, 2 do names[#names + 1] = pays[k] end
+        names[#names + 1] = D_OWN_PAYLOADS
+        was = {}
+        local got = hmget_all(dk, names)
+        for k = 1, #names do was[names[k]] = got[k] end
+        stored[dk] = was
+      end
+      for k = 1, #pays, 2 do
+        if was[pays[k]] ~= pays[k + 1] then
+          own = own or {}
+          own[#own + 1] = pays[k]
+          own[#own + 1] = pays[k + 1]
+        end
+      end
+      if own and not was[D_OWN_PAYLOADS] then
+        redis.call('HSET', dk, D_OWN_PAYLOADS, '1')
+        was[D_OWN_PAYLOADS] = true
+      end
+    end
     local ninit = tonumber(a[pos])
     -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
     -- workflow. `in` early and always there (empty: no input): a claim reads it for
@@ -60,6 +99,9 @@ local function push_workflows(a, token)
     for k = pos + 1, pos + 2 * ninit do
       fields[#fields + 1] = a[k]
       if a[k] == F_DEADLINE and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
+    end
+    if own then
+      for k = 1, #own do fields[#fields + 1] = own[k] end
     end
     pos = pos + 2 * ninit + 1
     local roots = {}
