@@ -135,6 +135,11 @@ BACK = r"is too far back \(at most [\d,]+d: no workflow is older than 1970-01-01
         (["serve", "--workers", "9" * 5000], r"--workers: not a worker count \(1 to 64\)"),
         (["serve", "--max-connections", "9" * 5000], r"--max-connections: not a connection"),
         (["serve", "--max-wait", "1e400"], r"--max-wait '1e400' is too long"),
+        (
+            ["list", "--wait-replicas", "1", "--wait-timeout", "9" * 23],
+            r"--wait-timeout: not a number of milliseconds from 0 to 86400000 \(a day\)",
+        ),
+        (["list", "--wait-timeout=-5"], r"--wait-timeout: not a number of milliseconds"),
     ],
 )
 def test_an_out_of_range_duration_or_time_is_one_line_exit_2(
@@ -212,6 +217,7 @@ def test_a_backfill_before_1970_is_refused(engine: Engine, cli_env: dict[str, st
 TYPES: list[Callable[[str], Any]] = [
     common.positive_int,
     common.max_tasks,
+    common.wait_ms,
     common.workflow_id,
     common.name_arg,
     common.positive_float,

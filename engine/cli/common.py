@@ -97,7 +97,7 @@ def connection_options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--wait-timeout",
-        type=int,
+        type=wait_ms,
         default=os.environ.get("REDISFLOW_WAIT_TIMEOUT") or 1000,
         metavar="MS",
         help="with --wait-replicas: how long each write waits for its replicas "
@@ -352,6 +352,19 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+MAX_WAIT_MS = 86_400_000  # --wait-timeout: a write waits for its replicas at most a day
+
+
+def wait_ms(text: str) -> int:
+    """``--wait-timeout``: whole milliseconds, 0 to :data:`MAX_WAIT_MS`."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit()) or len(s) > 9 or int(s) > MAX_WAIT_MS:
+        raise argparse.ArgumentTypeError(
+            f"not a number of milliseconds from 0 to {MAX_WAIT_MS} (a day): {quoted(text)}"
+        )
+    return int(s)
 
 
 def max_tasks(text: str) -> int:
