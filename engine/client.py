@@ -31,6 +31,7 @@ from .errors import (
     PartialWriteError,
     StateError,
     UnreachableError,
+    no_such_task,
 )
 from .events import EventListener
 from .flow import Pushed, RunRequest, check_key, check_template_name
@@ -704,7 +705,7 @@ class Engine:
                     continue
                 item = ITEM_NAME.match(name)
                 if item is None or item.group(1) not in names:
-                    raise NotFoundError(f"workflow {wid} has no task named {name!r}")
+                    raise no_such_task(wid, name, names)
                 number = item.group(2) or item.group(3)
                 indexes.append(f"{names.index(item.group(1))}.{int(number)}")
         reset = self.store.retry(wid, indexes, self.actor)

@@ -29,6 +29,18 @@ class NotFoundError(RedisflowError):
     exit_code = 2
 
 
+SHOWN_NAMES = 8  # a missing task's message lists at most this many of the others
+
+
+def no_such_task(wid: str | int, name: str, names: list[str]) -> NotFoundError:
+    """The error for a task name workflow ``wid`` has none of, listing a few of the ones
+    it has: ``workflow 12 has no task 'nosuch' (its tasks: a, b, c)``."""
+    shown = ", ".join(names[:SHOWN_NAMES])
+    if len(names) > SHOWN_NAMES:
+        shown += f"… ({len(names):,} in all)"
+    return NotFoundError(f"workflow {wid} has no task {name!r} (its tasks: {shown})")
+
+
 class LeaseLostError(RedisflowError):
     """The agent's lease expired and its tasks were handed on."""
 

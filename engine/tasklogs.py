@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import NotFoundError
+from .errors import NotFoundError, no_such_task
 from .rollups import Rollups
 
 if TYPE_CHECKING:
@@ -416,7 +416,7 @@ def _task_filter(engine: Deployment, wid: str, task: str | None) -> str | None:
         return task
     if task.isdigit() and int(task) < len(names):
         return task
-    raise NotFoundError(f"workflow {wid} has no task {task!r}")
+    raise no_such_task(wid, task, names)
 
 
 def read_logs(

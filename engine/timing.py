@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -13,9 +14,14 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 MAX_DELAY_S = 366 * 86400.0  # a start more than a year away is a mistake
 
 
+class TooLong(DefinitionError):
+    """A duration past any finite number of seconds (``1e400``, ``inf``)."""
+
+
 def parse_duration(text: str, what: str = "a duration") -> float:
     """Seconds in ``"90"``, ``"90s"``, ``"10m"``, ``"1h30m"``, ``"2d"``, ``"500ms"``;
-    :class:`DefinitionError` naming ``what`` otherwise."""
+    :class:`DefinitionError` naming ``what`` otherwise (:class:`TooLong` for an
+    infinite one)."""
     s = text.strip().lower().replace(" ", "")
     try:
         value = float(s)
@@ -32,6 +38,8 @@ def parse_duration(text: str, what: str = "a duration") -> float:
             ) from None
     if value < 0 or value != value:
         raise DefinitionError(f"{what} {text!r} must not be negative")
+    if math.isinf(value):
+        raise TooLong(f"{what} {text!r} is too long (not a finite number of seconds)")
     return value
 
 
@@ -50,7 +58,14 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         raise DefinitionError(
             f"--at {text!r} is not a time (like 2026-12-01T06:00, 2026-12-01 06:00+01:00 or 06:00)"
         ) from None
-    return at if at.tzinfo is not None else at.astimezone()
+    if at.tzinfo is not None:
+        return at
+    try:
+        return at.astimezone()  # the local zone's offset can carry it past year 1 or 9999
+    except (ValueError, OverflowError):
+        raise DefinitionError(
+            f"--at {text!r} is out of range: this machine's time zone cannot place it"
+        ) from None
 
 
 def start_delay_ms(start_in: Any = None, start_at: datetime | None = None) -> int:

@@ -145,7 +145,7 @@ def test_wrong_state_operations_exit_2(engine: Engine, cli_env: dict[str, str]) 
         (["release", wid], r"only a paused or scheduled workflow can be released"),
         (["retry", wid], r"only a failed workflow can be retried"),
         (["retry", wid, "--task", "a"], r"only a failed task can be retried"),
-        (["retry", wid, "--task", "zz"], r"has no task named 'zz'"),
+        (["retry", wid, "--task", "zz"], r"has no task 'zz' \(its tasks: a\)"),
         (["cleanup", wid], r"only a finished workflow can be cleaned up"),
     ):
         before = snapshot(engine.redis)

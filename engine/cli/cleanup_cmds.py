@@ -13,7 +13,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     Parents,
-    parse_duration,
+    age,
     print_json,
     resolve_key,
     span,
@@ -63,6 +63,6 @@ def register(sub: Any, parents: Parents) -> None:
     p = sub.add_parser("cleanup", parents=parents, help="delete finished workflows")
     p.add_argument("ids", nargs="*", type=workflow_id, metavar="WID|key:KEY", help="one or several")
     p.add_argument("--finished", action="store_true", help="every finished workflow")
-    p.add_argument("--older-than", type=parse_duration, help="with --finished: e.g. 7d")
+    p.add_argument("--older-than", type=age, help="with --finished: e.g. 7d")
     add_filter_options(p)
     p.set_defaults(run=cmd_cleanup)

@@ -7,6 +7,7 @@ import argparse
 import copy
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -96,7 +97,7 @@ def connection_options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--wait-timeout",
-        type=int,
+        type=wait_ms,
         default=os.environ.get("REDISFLOW_WAIT_TIMEOUT") or 1000,
         metavar="MS",
         help="with --wait-replicas: how long each write waits for its replicas "
@@ -353,6 +354,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_WAIT_MS = 86_400_000  # --wait-timeout: a write waits for its replicas at most a day
+
+
+def wait_ms(text: str) -> int:
+    """``--wait-timeout``: whole milliseconds, 0 to :data:`MAX_WAIT_MS`."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit()) or len(s) > 9 or int(s) > MAX_WAIT_MS:
+        raise argparse.ArgumentTypeError(
+            f"not a number of milliseconds from 0 to {MAX_WAIT_MS} (a day): {quoted(text)}"
+        )
+    return int(s)
+
+
 def max_tasks(text: str) -> int:
     """A limit on tasks per workflow, up to the engine's own (push_many checks that one)."""
     value = positive_int(text)
@@ -400,14 +414,26 @@ def quoted(text: str) -> str:
     return repr(text) if text.isprintable() else ascii(text)
 
 
+# A type function given to argparse raises ArgumentTypeError with a message that says
+# what is wrong: on a ValueError or TypeError argparse says "invalid <function name>
+# value", and on anything else the command ends in a traceback.
+
+
+MAX_SECONDS = timing.MAX_DELAY_S  # a number of seconds (a lease, a timeout): at most 366d
+
+
 def positive_float(text: str) -> float:
-    """A number of seconds above zero."""
+    """A number of seconds above zero, at most :data:`MAX_SECONDS`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {quoted(text)}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        raise argparse.ArgumentTypeError(f"must be above 0, not {quoted(text)}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)} is too long: at most {MAX_SECONDS:.0f} seconds ({span(MAX_SECONDS)})"
+        )
     return value
 
 
@@ -415,10 +441,27 @@ def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``1h30m``, ``7d`` or ``2w`` in seconds."""
     try:
         return timing.parse_duration(text)
+    except timing.TooLong:
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)} is too long (not a finite number of seconds)"
+        ) from None
     except DefinitionError:
         raise argparse.ArgumentTypeError(
             f"not a duration: {quoted(text)} (e.g. 90s, 15m, 1h30m, 7d)"
         ) from None
+
+
+def age(text: str) -> float:
+    """A duration back from now (``--older-than 7d``): at most back to 1970-01-01."""
+    seconds = parse_duration(text)
+    now = time.time()
+    if seconds > now:
+        raise argparse.ArgumentTypeError(_too_far_back(text, now))
+    return seconds
+
+
+def _too_far_back(text: str, now: float) -> str:
+    return f"{quoted(text)} is too far back (at most {int(now // 86400):,}d: {TOO_FAR_BACK})"
 
 
 class Ago(float):
@@ -427,24 +470,55 @@ class Ago(float):
     text: str
 
 
-def _ago_arg(text: str) -> Ago:  # its name shows in argparse's "invalid _ago_arg value"
+FUTURE_SLACK_S = 60.0  # --since/--until a time later than now: refused past this (clocks)
+TOO_FAR_BACK = "no workflow is older than 1970-01-01"
+
+
+def _ago_arg(text: str) -> Ago:
     """``--since`` / ``--until``: a duration before now (``2h``) or a time
-    (``2026-12-01T06:00``, ``06:00``: the last one), as seconds before now."""
+    (``2026-12-01T06:00``, ``06:00``: the last one), as seconds before now; one before
+    1970-01-01 (no workflow is older) or later than now is refused, in words."""
+    now = time.time()
     try:
         seconds = timing.parse_duration(text)
+    except timing.TooLong:
+        seconds = math.inf
     except DefinitionError:
         try:
             when = timing.parse_time(text)
         except DefinitionError:
-            raise argparse.ArgumentTypeError(
-                f"not a duration or a time: {quoted(text)} (e.g. 2h, 30m, 2026-12-01T06:00)"
-            ) from None
-        seconds = time.time() - when.timestamp()
+            raise argparse.ArgumentTypeError(_not_ago(text)) from None
+        seconds = now - when.timestamp()
         if seconds < 0 and "-" not in text:  # a time of day: the last one, not the next
             seconds += 86400
-    value = Ago(seconds)
+        if seconds < -FUTURE_SLACK_S:
+            raise argparse.ArgumentTypeError(
+                f"{quoted(text)} is in the future (give a time before now)"
+            ) from None
+        if seconds > now:
+            raise argparse.ArgumentTypeError(
+                f"{quoted(text)} is too far back ({TOO_FAR_BACK})"
+            ) from None
+    if not seconds <= now:  # a duration, infinite too
+        raise argparse.ArgumentTypeError(_too_far_back(text, now))
+    value = Ago(max(0.0, seconds))
     value.text = text
     return value
+
+
+def _not_ago(text: str) -> str:
+    """Why ``text`` is neither a duration nor a time, for :func:`_ago_arg`."""
+    s = text.strip()
+    if s.startswith("-"):
+        return f"{quoted(text)} is negative: give how long ago (e.g. 2h) or a time"
+    try:
+        year = datetime.fromisoformat(s).year
+    except ValueError:
+        return f"not a duration or a time: {quoted(text)} (e.g. 2h, 30m, 2026-12-01T06:00)"
+    # a date the local time zone cannot place: next to year 1 or year 9999
+    if year < 1970:
+        return f"{quoted(text)} is too far back ({TOO_FAR_BACK})"
+    return f"{quoted(text)} is in the future (give a time before now)"
 
 
 def time_window(now: float, args: argparse.Namespace) -> tuple[float | None, float | None]:
@@ -465,7 +539,8 @@ def parse_time(text: str) -> datetime:
     try:
         return timing.parse_time(text)
     except DefinitionError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--at {text!r} ")) from None
+        why = str(e).removeprefix(f"--at {text!r} ")
+        raise argparse.ArgumentTypeError(f"{quoted(text)} {why}") from None
 
 
 def add_wait_options(p: argparse.ArgumentParser) -> None:

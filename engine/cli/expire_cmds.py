@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from typing import Any
 
 from .. import timing
 from ..client import Engine
+from ..definition import MAX_TTL
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, print_json, quoted, span, workflow_id
 
@@ -18,12 +20,18 @@ def _retention(text: str) -> float | None:
         return None
     try:
         seconds = timing.parse_duration(text)
+    except timing.TooLong:
+        seconds = math.inf
     except DefinitionError:
         raise argparse.ArgumentTypeError(
             f"not a duration or 'never': {quoted(text)} (e.g. 12h, 7d, 2w, never)"
         ) from None
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"a retention must be above 0, not {quoted(text)}")
+    if seconds > MAX_TTL:
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)} is too long: a retention is at most {MAX_TTL / 86400:.0f}d (or never)"
+        )
     return seconds
 
 

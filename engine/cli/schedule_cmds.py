@@ -202,7 +202,10 @@ def _time_arg(text: str, zone: ZoneInfo, flag: str) -> datetime:
             f"{flag} {text!r} is not a time (like 2026-03-01T00:00, in the schedule's time zone"
             " unless it says its offset)"
         ) from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=zone)
+    at = at if at.tzinfo is not None else at.replace(tzinfo=zone)
+    if at.timestamp() < 0:  # near year 1, the zone's offset would carry it out of range
+        raise DefinitionError(f"{flag} {text!r} is before 1970-01-01: no schedule ticked then")
+    return at
 
 
 def cmd_backfill(engine: Engine, args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..client import Engine
-from ..errors import DefinitionError
+from ..errors import DefinitionError, no_such_task
 from ..model import TaskState, WorkflowState, WorkflowStatus
 from ..waits import wait_line
 from . import log_cmds
@@ -68,7 +68,10 @@ def _steps_line(steps: dict[str, TaskState] | None) -> str:
 
 def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
     """``status WID --task MAP``: a page of a map's items."""
-    task = engine.status(args.wid).task(args.task)
+    st = engine.status(args.wid)
+    task = next((t for t in st.tasks if t.name == args.task), None)
+    if task is None:
+        raise no_such_task(args.wid, args.task, [t.name for t in st.tasks])
     if task.items is None:
         raise DefinitionError(f"task {args.task!r} of workflow {args.wid} is not a map")
     state = "failed" if args.failed else None

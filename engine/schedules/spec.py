@@ -36,6 +36,7 @@ MOST_CATCHUP = 1000
 MOST_JITTER_MS = 86_400_000
 LEAST_EVERY_MS = 1000
 MOST_EVERY_MS = 366 * 86_400_000
+MOST_DURATION_S = 100 * 366 * 86_400.0  # any duration of a schedule: at most a century
 MAX_SCHEDULE_NAME = 200
 MAX_INPUT_BYTES = 64 * 1024
 
@@ -149,6 +150,8 @@ def _duration(value: Any, key: str, where: str) -> int:
         seconds = float(value)
         if not math.isfinite(seconds) or seconds < 0:
             raise _problem(where, f"{key}: {show_value(value)} must be a duration of 0 or more")
+    if seconds > MOST_DURATION_S:
+        raise _problem(where, f"{key}: {show_value(value)} is too long (over a century)")
     return round(seconds * 1000)
 
 
