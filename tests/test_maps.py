@@ -434,7 +434,7 @@ def test_one_failed_item_runs_again(engine: Engine) -> None:
     assert engine.status(strict).task("count").state == "failed"
     with pytest.raises(StateError, match="only a failed item can be retried"):
         engine.retry(strict, ["count[1]"])
-    with pytest.raises(NotFoundError, match="no task named 'nope\\[1\\]'"):
+    with pytest.raises(NotFoundError, match="has no task 'nope\\[1\\]'"):
         engine.retry(strict, ["nope[1]"])
     seen: list[int] = []
     assert engine.retry(strict, ["count[2]"]) >= 1  # the map runs again for it

@@ -743,7 +743,7 @@ def test_wrong_state_operations_are_refused(engine: Engine) -> None:
         with pytest.raises(NotFoundError, match=f"workflow {wid} does not exist"):
             op(wid)
     other = engine.push(Workflow_one("w"))
-    with pytest.raises(NotFoundError, match="no task named 'nope'"):
+    with pytest.raises(NotFoundError, match="has no task 'nope'"):
         engine.retry(other, tasks=["nope"])
     engine.cancel(other)
     with pytest.raises(StateError, match="is cancelled"):
