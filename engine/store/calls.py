@@ -215,6 +215,7 @@ class Calls:
         delay, definitions, workflows): what any script that pushes (push_workflows in
         lib/push.lua) is given after its own."""
         numbers: dict[tuple[str, str], int] = {}
+        digests: set[str] = set()
         defs: list[Any] = []
         rows: list[Any] = []
         for entry in batch:
@@ -223,7 +224,14 @@ class Calls:
             n = numbers.get(same)
             if n is None:
                 n = numbers[same] = len(numbers) + 1
-                defs.extend(c.definition)
+                if c.digest in digests:  # stored by an earlier entry: its payloads alone
+                    lo, hi = c.static_span
+                    defs += c.definition[:lo]
+                    defs.append(0)
+                    defs += c.definition[hi:]
+                else:
+                    digests.add(c.digest)
+                    defs.extend(c.definition)
             rows += (n, c.name, given, entry[2] if len(entry) > 2 else "")
         args: list[Any] = [who, self.keys.shards, shard.shard, later_ms, len(numbers), *defs]
         args += [len(batch), *rows]

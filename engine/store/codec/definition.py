@@ -101,6 +101,9 @@ class CompiledWorkflow:
     rate_keys: list[tuple[int, str, str]] | None = None
     # the payloads' JSON texts joined (a JSON text holds no raw control character)
     payload_sig: str = ""
+    # where the static fields are in ``definition`` (their count first): another entry
+    # of the same digest in one push call leaves them out
+    static_span: tuple[int, int] = (0, 0)
 
     @property
     def tasks(self) -> int:
@@ -230,12 +233,17 @@ def compile_workflow(
     # which tasks have a payload is part of the definition, not what the payloads are
     digest = _digest(static_json + _encode(own[::2])) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
+    at = len(definition)
     if len(static) + len(own) > PACKED_FIELDS:
         # one argument each, JSON arrays: packing a million arguments one by one costs
         # the client more than Redis spends storing them
-        definition += [-1, static_json, -1, _encode(own)]
+        definition += [-1, static_json]
+        span = (at, len(definition))
+        definition += [-1, _encode(own)]
     else:
-        definition += [len(static) // 2, *static, len(own) // 2, *own]
+        definition += [len(static) // 2, *static]
+        span = (at, len(definition))
+        definition += [len(own) // 2, *own]
     definition += [len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
     schema = getattr(wf, "input_schema", None)
@@ -245,7 +253,7 @@ def compile_workflow(
         validator = compile_schema(schema, f"{where}workflow {wf.name!r}")
     return CompiledWorkflow(
         wf.name, digest, definition, gate, validator, runs, rate_keys or None,
-        "\x1f".join(own[1::2]),
+        "\x1f".join(own[1::2]), span,
     )  # fmt: skip
 
 

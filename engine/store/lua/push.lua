@@ -13,7 +13,8 @@
 --   npayloads, the tasks' payloads as field/value pairs (<i>P: stored with a new
 --   definition; a workflow whose payloads differ from the stored ones keeps those in its
 --   own hash under the same names, and the definition is marked pp);
---   (nstatic and npayloads -1: the pairs come packed, one JSON array of strings)
+--   (nstatic and npayloads -1: the pairs come packed, one JSON array of strings;
+--   nstatic 0: an earlier definition of this call has the same digest, and stored it)
 --   ninit, initial runtime field/value pairs (every task's s and w or q).
 -- Then how many workflows follow, and per workflow: its definition's number (1-based), name,
 -- input JSON ("" for none; stored once per workflow as input_layout in lib/input.lua says: field
