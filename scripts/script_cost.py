@@ -8,9 +8,18 @@ the commands and C functions that took the most. Compare two builds by running i
 
     python scripts/script_cost.py --workflows 500 --shape fan10
     python scripts/script_cost.py --workflows 500 --shape fan10 --top 15
+    python scripts/script_cost.py --workflows 500 --shape fan10 --busy
 
 Needs valgrind (Debian's package). A claim takes ``--batch`` tasks at a time, as an agent
 with that many free slots does.
+
+With ``--busy`` the same Redis also holds workflows that use every feature (trigger
+rules, a map, timeouts, a deadline, waits and signals, concurrency gates, rate limits,
+``when`` conditions, child runs, a schedule, a start later, idempotency keys), partly run
+by another agent and left running, suspended, queued, throttled and scheduled, their tasks
+of other types than the measured shape's (a line says what they are). The counts are still
+the measured shape's tasks alone: compared with a run without ``--busy`` they say whether
+a feature costs anything to the workflows that do not use it.
 """
 
 from __future__ import annotations
@@ -34,7 +43,18 @@ import redis  # noqa: E402
 
 from demos import shapes  # noqa: E402
 from demos.map_bench import map_workflow  # noqa: E402
-from engine import Engine  # noqa: E402
+from engine import Engine, Task, Workflow  # noqa: E402
+from engine.conditions import gate  # noqa: E402
+from engine.schedules import parse_schedule  # noqa: E402
+from engine.wait_keeper import WaitKeeper  # noqa: E402
+
+BUSY_TYPES = ["busy", "busy-rl", "busy-rl2", "busy-rl3"]  # the busy set's own task types
+BUSY_CHILD = """
+name: busy-child
+tasks:
+  - {name: lookup, type: busy}
+  - {name: score, type: busy, after: [lookup]}
+"""
 
 
 def _free_port() -> int:
@@ -83,6 +103,127 @@ def _output(t: Any, items: int) -> str:
     return json.dumps(list(range(items))) if items and t.name == "split" else '"o"'
 
 
+def _busy_workflows() -> dict[str, Workflow]:
+    """Workflows using every feature, none of their tasks of type "" (the shapes'). Their
+    times are an hour: no retry, timer, deadline or token comes due while the measured
+    claims run (they would promote it: work for the busy set, not a cost of the plain)."""
+    rules = Workflow(
+        "busy-rules", deadline=3600, retry_backoff=3600, concurrency={"key": "scope", "limit": 3},
+        rate_limits={"busy-rl2": {"key": "input.customer", "limit": 1, "per": "1h"}},
+    )  # fmt: skip
+    build = rules.task("build", type="busy")
+    deploy = rules.task("deploy", type="busy", after=[build], timeout=3600, max_attempts=2)
+    announce = rules.task("announce", type="busy", after=[deploy])
+    rules.task("rollback", type="busy", on_failure=[deploy])
+    check = rules.task("check", type="busy", after=[build], when='input.env == "prod"')
+    rules.task("either", type="busy", after=[announce, check], trigger="one_success")
+    rules.task("all-done", type="busy", after=[announce, check], trigger="all_done")
+    rules.task(
+        "limited", type="busy-rl", after=[build],
+        rate_limit={"key": "input.customer", "limit": 1, "per": "1h", "burst": 1},
+    )  # fmt: skip
+    rules.task("limited2", type="busy-rl2", after=[build])
+    rules.task("report", type="busy", finally_=True)
+
+    fan = Workflow("busy-map")
+    split = fan.task("split", type="busy")
+    count = fan.task("count", type="busy", map=split, concurrency=5, tolerate="50%")
+    fan.task("total", type="busy", after=[count])
+
+    waits = Workflow("busy-wait")
+    build = waits.task("build", type="busy")
+    approve = waits.task("approve", after=[build], wait={"signal": "approve", "timeout": "1d"})
+    waits.task("nap", after=[build], wait={"sleep": "1h"})
+    waits.task("ship", type="busy", after=[approve])
+    waits.task("tell", type="busy", on_failure=[approve])
+    waits.task("limited3", type="busy-rl3", after=[build])  # the deployment's rate limit
+
+    child = Workflow("busy-parent")
+    fetch = child.task("fetch", type="busy")
+    run = child.task("enrich", after=[fetch], run={"template": "busy-child",
+                                                    "input": {"id": "$input.id"}})  # fmt: skip
+    child.task("ship", type="busy", after=[run])
+    return {"rules": rules, "map": fan, "wait": waits, "child": child}
+
+
+def _busy_outcome(t: Task) -> tuple[str, str]:
+    """How the busy agent ends a task: conditions decided, some deploys failing."""
+    decided = gate(t)
+    if decided is not None:
+        return decided
+    if t.name == "deploy" and (t.input or {}).get("fail"):
+        return "err", '"deploy broke"'
+    if t.name == "split":
+        return "ok", json.dumps(list(range(12)))
+    if t.item is not None and t.item % 4 == 3:
+        return "err", '"item broke"'
+    return "ok", '"o"'
+
+
+def _busy(engine: Engine, runs: int) -> str:
+    """Fill the Redis with ``runs`` workflows of each feature set, left in every state:
+    rounds of claims and completions by another agent (its last claims not reported),
+    waits reached, signals sent and kept, child runs started, runs behind a gate,
+    throttled, scheduled for later; then more runs pushed, their roots queued. What the
+    Redis then holds, as a line."""
+    before = engine.stats()  # the measured workflows'
+    engine.put_template(BUSY_CHILD)
+    engine.put_rate_limit("busy-rl3", key="input.customer", limit=1, per="1h")
+    engine.put_schedule(parse_schedule({"name": "busy-hourly", "template": "busy-child",
+                                        "every": "1h"}))  # fmt: skip
+    engine.trigger_schedule("busy-hourly")
+    wfs = _busy_workflows()
+
+    def push(k0: int) -> dict[str, list[str]]:
+        wids: dict[str, list[str]] = {kind: [] for kind in wfs}
+        for k in range(k0, k0 + runs):
+            given = {"scope": f"s{k % 4}", "env": "prod" if k % 2 else "qa",
+                     "customer": f"c{k % 5}", "fail": k % 3 == 0, "id": k}  # fmt: skip
+            for kind, wf in wfs.items():
+                key = f"busy-{kind}-{k}" if k % 2 else None
+                wids[kind].append(engine.push(wf, given, key=key))
+        return wids
+
+    waiting = push(0)["wait"]
+    engine.push(wfs["rules"], {"scope": "later", "customer": "c0"}, start_in=3600)
+    store, shard, agent = engine.store, engine.keys.shard(0), "busy-agent"
+    store.register(shard, agent, "{}", 3_600_000)
+    keeper = WaitKeeper(engine)
+    held = 0
+    for rnd in range(4):
+        keeper.step()
+        for n, wid in enumerate(waiting):  # kept before its wait is reached, or delivered
+            if n % 3 == rnd + 1:
+                engine.signal(wid, "approve", {"ok": True}, reject=n % 2 == 0)
+        tasks = store.scripts.run(store.claim_call(shard, agent, BUSY_TYPES, 64))
+        if rnd == 3:
+            held = len(tasks)  # claimed, never reported: running on the busy agent
+            break
+        outcomes = [(t.workflow_id, _key(t), t.attempt, *_busy_outcome(t)) for t in tasks]
+        if outcomes:
+            reply = store.scripts.run(store.complete_call(shard, agent, outcomes))
+            for wid, c in reply.expand:
+                store.expand(wid, c)
+    push(runs)
+    st = engine.stats()
+
+    def added(now: dict[str, int], was: dict[str, int]) -> str:
+        return ", ".join(
+            f"{n - was.get(s, 0)} {s}" for s, n in sorted(now.items()) if n > was.get(s, 0)
+        )
+
+    states, tasks = added(st.workflows, before.workflows), added(st.tasks, before.tasks)
+    queued = added(st.queued, before.queued).replace(" ", " of type ")
+    return (
+        f"busy: {sum(st.workflows.values()) - sum(before.workflows.values())} more workflows "
+        f"({', '.join(wf.name for wf in wfs.values())}, their child "
+        "runs, a schedule's run, one to start later) with trigger rules, a map, timeouts, "
+        "a deadline, waits and signals, concurrency gates, rate limits, when conditions, "
+        f"idempotency keys: {states}; tasks {tasks} ({held} running on {agent}); "
+        f"queued {queued}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workflows", "-w", type=int, default=500)
@@ -90,6 +231,12 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=20000, help="items of --shape map's one map")
     ap.add_argument("--batch", type=int, default=128, help="tasks per claim (default 128)")
     ap.add_argument("--top", type=int, default=0, help="show the N costliest functions")
+    ap.add_argument(
+        "--busy",
+        action="store_true",
+        help="the Redis also holds workflows using every feature, of other task types",
+    )
+    ap.add_argument("--busy-runs", type=int, default=24, help="--busy's runs of each kind")
     args = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         print("script_cost: needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -102,7 +249,7 @@ def main() -> int:
              "--port", str(port), "--save", "", "--appendonly", "no", "--dir", tmp],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        pid = str(server.pid)
+        pid, busy = str(server.pid), ""
         try:
             client = redis.Redis(port=port)
             for _ in range(100):
@@ -119,8 +266,16 @@ def main() -> int:
                 wf = getattr(shapes, args.shape)()
                 for k in range(0, args.workflows, 1000):
                     engine.push_many([wf] * min(1000, args.workflows - k))
+            # after the measured workflows: they get the ids they get without --busy (an id's
+            # digits change what Redis spends on it: the state indexes order equal scores
+            # by id)
+            busy = _busy(engine, args.busy_runs) if args.busy else ""
             store, shard, agent = engine.store, engine.keys.shard(0), "cost-agent"
             store.register(shard, agent, "{}", 600_000)
+            # a fresh Lua state holding only the scripts: what ran before (--busy's calls)
+            # leaves no garbage for the measured calls to collect
+            client.script_flush()
+            store.scripts.load_all()
             subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
             waves: list[tuple[str, int]] = []
             while True:
@@ -153,6 +308,8 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait()
+        if busy:
+            print(busy)
         dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
         total_instr = total_tasks = 0
         for (label, n), dump in zip(waves, dumps, strict=False):
