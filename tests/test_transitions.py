@@ -540,6 +540,31 @@ def test_runs_that_differ_in_payloads_alone_share_a_definition(engine: Engine) -
     assert_stats_agree(engine)
 
 
+def test_big_definitions_keep_payloads_per_run_when_packed(engine: Engine) -> None:
+    """A definition over PACKED_FIELDS goes to push.lua as JSON, its payloads too; runs
+    that differ in payloads share it all the same."""
+    from engine.store.codec.definition import PACKED_FIELDS
+
+    def run(tag: str) -> Workflow:
+        wf = Workflow("big")
+        root = wf.task("root", payload=f"{tag}-root")
+        for k in range(PACKED_FIELDS // 4):
+            wf.task(f"t{k}", payload={"k": k, "tag": tag}, after=[root])
+        return wf
+
+    a, b = engine.push_many([run("a"), run("b")])
+    c = engine.push(run("c"))
+    digests = {engine.redis.hget(engine.keys.shard_of(w).workflow(w), "d") for w in (a, b, c)}
+    assert len(digests) == 1
+    for w, tag in ((a, "a"), (b, "b"), (c, "c")):
+        status = engine.status(w)
+        assert status.tasks[0].payload == f"{tag}-root"
+        assert status.tasks[-1].payload == {"k": PACKED_FIELDS // 4 - 1, "tag": tag}
+    hand = Hand(engine)
+    roots = {t.workflow_id: t.payload for t in hand.claim()}
+    assert roots == {a: "a-root", b: "b-root", c: "c-root"}
+
+
 def test_big_workflows_are_read_in_slices_and_definitions_once(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
