@@ -540,6 +540,27 @@ def test_runs_that_differ_in_payloads_alone_share_a_definition(engine: Engine) -
     assert_stats_agree(engine)
 
 
+def test_a_definition_stored_anew_shows_its_new_payloads(engine: Engine) -> None:
+    """A status keeps definitions between reads, but not their payloads: cleaned up with
+    its last run and stored again by a run with other payloads, the definition (same
+    digest) shows the new ones."""
+
+    def run(tag: str) -> Workflow:
+        wf = Workflow("again")
+        wf.task("a", payload=tag)
+        return wf
+
+    first = engine.push(run("old"))
+    assert engine.status(first).tasks[0].payload == "old"  # its definition kept
+    hand = Hand(engine)
+    hand.succeed(hand.claim_one())
+    engine.cleanup(first)
+    second = engine.push(run("new"))
+    shard = engine.keys.shard_of(second)
+    assert engine.redis.hget(shard.workflow(second), "0P") is None  # the definition's own
+    assert engine.status(second).tasks[0].payload == "new"
+
+
 def test_big_definitions_keep_payloads_per_run_when_packed(engine: Engine) -> None:
     """A definition over PACKED_FIELDS goes to push.lua as JSON, its payloads too; runs
     that differ in payloads share it all the same."""

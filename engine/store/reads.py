@@ -39,6 +39,7 @@ from .codec import (
     BATCH_FIELD,
     D_MAP,
     D_NAME,
+    D_PAYLOAD,
     D_RATE,
     D_STEPS,
     D_USERS,
@@ -95,7 +96,8 @@ class Reads:
         self.keys = keys
         self._def_of: dict[str, tuple[str, int]] = {}  # wid -> (digest, task count)
         self._names_of: dict[str, list[str]] = {}  # digest -> task names
-        self._definitions: dict[str, dict[str, str]] = {}  # digest -> fields, oldest first
+        # digest -> (fields but the tasks' payloads, the payloads' names), oldest first
+        self._definitions: dict[str, tuple[dict[str, str], builtins.list[str]]] = {}
         self._definition_fields = 0
         self._lock = threading.Lock()
         self._sharded: bool | None = None
@@ -145,9 +147,13 @@ class Reads:
                 raw = {}
         if not raw:  # cleaned up meanwhile
             raise NotFoundError(f"workflow {wid} does not exist")
-        definition = self._definitions.get(digest)
-        if definition is None:
-            dkey = shard.definition(digest)
+        dkey = shard.definition(digest)
+        known = self._definitions.get(digest)
+        if known is not None:
+            # its payloads read again: a definition cleaned up and stored anew under the
+            # same digest holds its new first run's (payloads are not part of a digest)
+            definition = {**known[0], **self._payloads(dkey, known[1])}
+        else:
             fields = int(self.redis.hlen(dkey))
             definition = self._read_hash(dkey, fields)
             if not definition:  # cleaned up between the reads
@@ -383,16 +389,32 @@ class Reads:
             return cast("dict[str, str]", self.redis.hgetall(key))
         return dict(cast(Iterator[tuple[str, str]], self.redis.hscan_iter(key, count=BIG_HASH)))
 
+    def _payloads(self, dkey: str, names: builtins.list[str]) -> dict[str, str]:
+        """The definition's task payloads ``names``, read in slices of :data:`BIG_HASH`."""
+        out: dict[str, str] = {}
+        for at in range(0, len(names), BIG_HASH):
+            part = names[at : at + BIG_HASH]
+            got = cast("list[str | None]", self.redis.hmget(dkey, part))
+            out.update((f, v) for f, v in zip(part, got, strict=True) if v is not None)
+        return out
+
     def _remember_definition(self, digest: str, definition: dict[str, str]) -> None:
+        """Keep a definition's fields but its tasks' payloads (kept by name, read again
+        with each status): a digest names the tasks, not their payloads."""
+        payloads = [f for f in definition if f[-1:] == D_PAYLOAD and f[:-1].isdigit()]
+        kept = dict(definition)
+        for f in payloads:
+            del kept[f]
         with self._lock:
             cache = self._definitions
             if digest in cache:
                 return
             self._definition_fields += len(definition)
-            cache[digest] = definition
+            cache[digest] = (kept, payloads)
             while self._definition_fields > DEFINITION_CACHE and len(cache) > 1:
                 oldest = next(iter(cache))
-                self._definition_fields -= len(cache.pop(oldest))
+                dropped, names = cache.pop(oldest)
+                self._definition_fields -= len(dropped) + len(names)
 
     def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""

@@ -233,16 +233,16 @@ def compile_workflow(
     # which tasks have a payload is part of the definition, not what the payloads are
     digest = _digest(static_json + _encode(own[::2])) + _features(wf, static)
     definition: list[Any] = [digest, len(wf.tasks), len(roots) // 3, *roots, len(types), *types]
-    at = len(definition)
+    static_at = len(definition)
     if len(static) + len(own) > PACKED_FIELDS:
         # one argument each, JSON arrays: packing a million arguments one by one costs
         # the client more than Redis spends storing them
         definition += [-1, static_json]
-        span = (at, len(definition))
+        span = (static_at, len(definition))
         definition += [-1, _encode(own)]
     else:
         definition += [len(static) // 2, *static]
-        span = (at, len(definition))
+        span = (static_at, len(definition))
         definition += [len(own) // 2, *own]
     definition += [len(init) // 2, *init]
     gate = wf.concurrency if isinstance(wf.concurrency, Concurrency) else None
