@@ -356,17 +356,24 @@ class Engine:
         for run in runs:
             text = "" if run.input is None else encode_input(run.input, self.max_payload)
             wf = run.workflow
-            if isinstance(wf, CompiledWorkflow):
-                c = wf
-            elif id(wf) in seen:
-                c = seen[id(wf)]
-            else:
-                c = seen[id(wf)] = self._compile(wf, limits)
+            c = seen.get(id(wf))
+            if c is None:
+                if isinstance(wf, CompiledWorkflow):
+                    c = seen[id(wf)] = wf
+                else:
+                    c = seen[id(wf)] = self._compile(wf, limits)
             if c.input_schema is not None:
                 check_input(c.input_schema, run.input, c.name)
             if c.runs and c.digest not in checked:
                 check_templates(self, c)
                 checked.add(c.digest)
+            if (
+                c.concurrency is None and not run.gates and run.key is None
+                and run.template is None and run.parent is None and not c.rate_keys
+            ):  # fmt: skip
+                rows.append((c, text, ""))  # no options (most pushes): no route either
+                routes.append(None)
+                continue
             gates: builtins.list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
