@@ -45,7 +45,7 @@ for r = 0, nres - 1 do
   local member = wid .. ':' .. i
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = read_for_task(wk, i)
+  local m = read_for_task(wk, i, c == nil)
   if m[4] and has_feature(m[4], D_TIMEOUT) then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
@@ -74,6 +74,7 @@ for r = 0, nres - 1 do
     if c ~= nil then h, fld, di = rec_at(wk, i) end
     local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
     if c ~= nil then item, step = step_key(k) end
+    local counts = step == nil  -- counted(i), as found above: a step's item counts instead
     if step ~= nil then
       -- a step's end may end its item: counted then as the item's end
       step_end = function(ok)
@@ -90,7 +91,7 @@ for r = 0, nres - 1 do
       end
       -- an earlier attempt's error goes
       if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
-      move_task(i, 'running', 'succeeded')
+      if counts then move_count('running', 'succeeded') end
       if step ~= nil then
         emit_item('succeeded', wid, c, k)
         step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
@@ -119,7 +120,7 @@ for r = 0, nres - 1 do
         redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
           fld .. T_ERROR, value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
-        move_task(i, 'running', 'ready')
+        if counts then move_count('running', 'ready') end
         if c == nil then
           emit('retrying', wid, i, {failures, delay})
         else
@@ -127,7 +128,7 @@ for r = 0, nres - 1 do
         end
       else
         redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. T_ERROR, value)
-        move_task(i, 'running', 'failed')
+        if counts then move_count('running', 'failed') end
         if step ~= nil then
           emit_item('failed', wid, c, k, cjson.encode(value))
           step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)

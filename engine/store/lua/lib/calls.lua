@@ -24,6 +24,7 @@ end
 
 -- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
 local function flush()
+  apply_moves()
   for field, delta in pairs(counters) do
     if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
   end

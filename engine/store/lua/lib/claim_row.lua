@@ -3,7 +3,7 @@
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
 -- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
 -- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
--- once per call.
+-- once per call; `not_item`: i is a plain task's index, as the caller found (read_for_task).
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
@@ -24,13 +24,14 @@ local OUTPUTS = setmetatable({}, {__index = function(t, wk)
   return of
 end})
 
-local function start_task(wid, wk, i, agent, agent_json, f)
+local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local rec = f[3]
   local o = OFFSET[f[2]]
   local since, since_s = o[1], o[2]
   local dk = dkey(wk, f[4])
-  local h, fld, di = rec_at(wk, i)
+  local h, fld, di = wk, i, i
+  if not not_item then h, fld, di = rec_at(wk, i) end
   local d
   local plain = plain_defs[dk]
   if plain == nil then
@@ -137,14 +138,16 @@ local function start_task(wid, wk, i, agent, agent_json, f)
 end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
--- i, d, in} (an item's record from its map's hash).
+-- i, d, in} (an item's record from its map's hash). `plain`: the caller knows i is a plain
+-- task's index (no "."; a hot path: one string.find less).
 -- A claim or a completion reads a workflow's fields once for all its tasks: nothing they
 -- do changes them before their last step (other steps read them per task, as they may end
 -- the workflow on the way).
 local item_meta = nil
-local function read_for_task(wk, i)
+local function read_for_task(wk, i, plain)
   local m = item_meta and item_meta[wk]
-  local c, k = item_of(i)
+  local c, k = nil, nil
+  if not plain then c, k = item_of(i) end
   if m == nil then
     if c == nil then
       m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
