@@ -22,6 +22,7 @@ local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- queue}, in order of first end.
 local ends, end_order = {}, {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
+local timed_of = {}  -- definition digest -> whether it has timeouts
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
   local e = ends[key]
@@ -46,7 +47,12 @@ for r = 0, nres - 1 do
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
   local m = read_for_task(wk, i, c == nil)
-  if m[4] and has_feature(m[4], D_TIMEOUT) then  -- a timeout: its deadline goes
+  local timed = m[4] and timed_of[m[4]]
+  if timed == nil then  -- has_feature once per digest and call
+    timed = has_feature(m[4], D_TIMEOUT)
+    timed_of[m[4]] = timed
+  end
+  if timed then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
   -- the record's parts (a hot path: no table)

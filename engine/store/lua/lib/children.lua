@@ -50,12 +50,11 @@ end
 local pending_joins = nil
 local function release_children(wid, wk, kids, ct, queue, counted)
   local dk = dkey(wk)
-  local delays = has_feature(dk, D_DELAY)
-  local rated = has_feature(dk, D_RATE)
-  local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
-  -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call)
+  -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call) with
+  -- whether the definition has delays and rate limits
   local info = kids.defs
   if info == nil or info.dk ~= dk then
+    local delays = has_feature(dk, D_DELAY)
     local fields = {}
     for _, c in ipairs(kids) do
       fields[#fields + 1] = c .. D_WAIT_FOR
@@ -63,9 +62,12 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       fields[#fields + 1] = c .. D_PRIORITY
       if delays then fields[#fields + 1] = c .. D_DELAY end
     end
-    info = {dk = dk, v = hmget_all(dk, fields)}
+    info = {dk = dk, v = hmget_all(dk, fields), delays = delays,
+      rated = has_feature(dk, D_RATE)}
     kids.defs = info
   end
+  local delays, rated = info.delays, info.rated
+  local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
   info = info.v
   -- A single child that counts its parents' ends (a fan-in's join) is counted first and its
   -- record read only once every parent has ended: the other parents' ends cost one
