@@ -62,36 +62,41 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       fields[#fields + 1] = c .. D_PRIORITY
       if delays then fields[#fields + 1] = c .. D_DELAY end
     end
-    info = {dk = dk, v = hmget_all(dk, fields), delays = delays,
-      rated = has_feature(dk, D_RATE)}
+    local v = hmget_all(dk, fields)
+    -- A single child that counts its parents' ends (a fan-in's join: W a count, no rule)
+    local w = #kids == 1 and v[1]
+    local last = w and string.byte(w, -1)
+    info = {dk = dk, v = v, delays = delays, rated = has_feature(dk, D_RATE),
+      join = last and last ~= 114 and last ~= 109 and w ~= '1'}
     kids.defs = info
   end
   local delays, rated = info.delays, info.rated
   local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
+  local join = info.join
   info = info.v
-  -- A single child that counts its parents' ends (a fan-in's join) is counted first and its
-  -- record read only once every parent has ended: the other parents' ends cost one
-  -- increment each. (A child a failed parent decided already keeps a count nobody reads;
-  -- a retry sets it again.)
+  -- A join is counted first and its record read only once every parent has ended: the
+  -- other parents' ends cost one increment each. (A child a failed parent decided already
+  -- keeps a count nobody reads; a retry sets it again.)
   local counted_v = counted
-  if #kids == 1 then
+  if join then
     local w = info[1]
-    local last = w and string.byte(w, -1)
-    if last and last ~= 114 and last ~= 109 and w ~= '1' then
-      if counted_v == nil and pending_joins then
-        local key = wk .. '|' .. kids[1]
-        local j = pending_joins[key]
-        if j == nil then
-          j = {wid, wk, kids, ct, queue, 0}
-          pending_joins[key] = j
-          pending_joins[#pending_joins + 1] = j
-        end
-        j[6] = j[6] + 1
-        return
+    if counted_v == nil and pending_joins then
+      local of = pending_joins[wk]  -- this workflow's joins, by child
+      if of == nil then
+        of = {}
+        pending_joins[wk] = of
       end
-      if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1) end
-      if counted_v < tonumber(w) then return end
+      local j = of[kids[1]]
+      if j == nil then
+        j = {wid, wk, kids, ct, queue, 0}
+        of[kids[1]] = j
+        pending_joins[#pending_joins + 1] = j
+      end
+      j[6] = j[6] + 1
+      return
     end
+    if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1) end
+    if counted_v < tonumber(w) then return end
   end
   local recs = hmget_all(wk, kids)
   local ready = {}

@@ -63,7 +63,10 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   redis.call('HSET', h, fld, 'running|' .. a .. '|' .. q .. '|' .. since_s .. '||' .. agent)
   -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
   local waited = 0
-  if q ~= '' then waited = math.max(0, since - tonumber(q)) end
+  if q ~= '' then
+    waited = since - tonumber(q)
+    if waited < 0 then waited = 0 end
+  end
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
