@@ -163,8 +163,8 @@ for _, w in ipairs(wf_order) do
   local ok = wf_ok[wk]
   local left = nil
   if ok > 0 then
-    redis.call('HINCRBY', wk, F_OK, ok)
-    left = redis.call('HINCRBY', wk, F_LEFT, -ok)
+    redis.call('HINCRBY', wk, F_OK, NUM[ok])
+    left = redis.call('HINCRBY', wk, F_LEFT, NUM[-ok])
   end
   -- Only failures (their counts were written above): read the workflow back to decide.
   if live and (left == nil or left <= 0) then finish_if_done(wid, wk) end

@@ -26,7 +26,7 @@ end
 local function flush()
   apply_moves()
   for field, delta in pairs(counters) do
-    if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
+    if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, NUM[delta]) end
   end
   if grouped then
     for n, e in ipairs(events) do

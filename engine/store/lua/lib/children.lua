@@ -95,7 +95,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       j[6] = j[6] + 1
       return
     end
-    if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1) end
+    if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, '1') end
     if counted_v < tonumber(w) then return end
   end
   local recs = hmget_all(wk, kids)
@@ -124,7 +124,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       if is_map then w = string.sub(w, 1, -2) end
       local need = tonumber(w)
       if need > 1 then
-        local v = counted_v or redis.call('HINCRBY', wk, c .. T_PARENTS_OK, 1)
+        local v = counted_v or redis.call('HINCRBY', wk, c .. T_PARENTS_OK, '1')
         go = v >= need
         if go then
           if v < RB then
@@ -217,7 +217,7 @@ local function release_joins()
   local joins = pending_joins
   pending_joins = nil
   for _, j in ipairs(joins) do
-    local v = redis.call('HINCRBY', j[2], j[3][1] .. T_PARENTS_OK, j[6])
+    local v = redis.call('HINCRBY', j[2], j[3][1] .. T_PARENTS_OK, NUM[j[6]])
     release_children(j[1], j[2], j[3], j[4], j[5], v)
   end
 end
