@@ -83,9 +83,8 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
       local names, given = '[]', {}
       if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
       local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
-        redis.call('HGET', h, fld .. I_ELEMENT) or 'null'}
-      if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
-      row[#row + 1] = waited
+        redis.call('HGET', h, fld .. I_ELEMENT) or 'null', waited}
+      if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
       return row
     end
     -- a step: the element of its item, and the outputs of its parents in the item
@@ -99,9 +98,8 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
       names, outs = seed002_given(wk, dk, c)
     end
     local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
-      redis.call('HGET', h, item .. I_ELEMENT) or 'null'}
-    if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
-    row[#row + 1] = waited
+      redis.call('HGET', h, item .. I_ELEMENT) or 'null', waited}
+    if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
     return row
   end
   emit_json('claimed', wid, i, agent_json)
@@ -109,8 +107,9 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload
   end
+  -- built whole (a table grown by one more member is sized again)
   local row = {wid, i, d[1], d[2] or '', payload or 'null', a, d[5] or '[]',
-    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or ''}
+    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or '', waited}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
@@ -135,8 +134,8 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   if #extras > 0 then
     row[10] = ''
     row[11] = '{' .. table.concat(extras, ',') .. '}'
+    row[12] = waited
   end
-  row[#row + 1] = waited
   return row
 end
 
