@@ -48,6 +48,7 @@ end
 -- loop over outcomes): join key -> {wid, wk, kids, ct, queue, ends}, in order too; nil:
 -- counted at once.
 local pending_joins = nil
+local NO_DECIDED = {}  -- shared and never written
 local function release_children(wid, wk, kids, ct, queue, counted)
   local dk = dkey(wk)
   -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call) with
@@ -100,9 +101,9 @@ local function release_children(wid, wk, kids, ct, queue, counted)
   end
   local recs = hmget_all(wk, kids)
   local ready = {}
-  local decided = {}  -- {child, class} of children decided not to run
+  local decided = NO_DECIDED  -- {child, class} decided not to run (own list from the first)
   local queued = nil  -- per queue key, its new members with their scores (one ZADD each)
-  local scores = {}  -- queue score per priority
+  local score_of, score = nil, nil  -- the last priority's queue score
   local at = NOW - ct
   local at_s = nil
   for k, c in ipairs(kids) do
@@ -118,6 +119,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
         redis.call('HDEL', wk, c .. T_PARENTS_OK)
       elseif verdict then
         settle(wid, wk, c, rec, verdict, ct, nil)
+        if decided == NO_DECIDED then decided = {} end
         decided[#decided + 1] = {c, verdict}
       end
     elseif go and w then
@@ -134,6 +136,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
             local s, _, sk = rule_counts(v)
             if s + sk == need then
               settle(wid, wk, c, rec, 'skipped', ct, nil)
+              if decided == NO_DECIDED then decided = {} end
               decided[#decided + 1] = {c, 'skipped'}
             end
           end
@@ -168,10 +171,8 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       elseif queue then
         local typ = info[n * k - n + 2] or ''
         local pri = info[n * k - n + 3] or '0'
-        local score = scores[pri]  -- the same for the children of one priority
-        if score == nil then
-          score = queue_score(tonumber(pri), wid)
-          scores[pri] = score
+        if pri ~= score_of then  -- the same for the children of one priority
+          score_of, score = pri, queue_score(tonumber(pri), wid)
         end
         local member = wid .. ':' .. c
         if not (rated and rate_enqueue(wk, dk, member, c, c, typ, score)) then
