@@ -54,12 +54,13 @@ local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
   local wid, i = split_member(member)
   local wk = wkey(wid)
-  local f = read_for_task(wk, i)
+  local plain = string.find(i, '.', 1, true) == nil  -- not an item: found once per task
+  local f = read_for_task(wk, i, plain)
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
   if f[1] == 'running' and tstate(f[3]) == 'ready' then
-    move_task(i, 'ready', 'running')
-    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f)
+    if plain then move_count('ready', 'running') else move_task(i, 'ready', 'running') end
+    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f, plain)
     started[#started + 1] = member
   end
 end

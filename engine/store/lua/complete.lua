@@ -22,6 +22,7 @@ local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- queue}, in order of first end.
 local ends, end_order = {}, {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
+local timed_of = {}  -- definition digest -> whether it has timeouts
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
   local e = ends[key]
@@ -45,8 +46,13 @@ for r = 0, nres - 1 do
   local member = wid .. ':' .. i
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = read_for_task(wk, i)
-  if m[4] and has_feature(m[4], D_TIMEOUT) then  -- a timeout: its deadline goes
+  local m = read_for_task(wk, i, c == nil)
+  local timed = m[4] and timed_of[m[4]]
+  if timed == nil then  -- has_feature once per digest and call
+    timed = has_feature(m[4], D_TIMEOUT)
+    timed_of[m[4]] = timed
+  end
+  if timed then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
   -- the record's parts (a hot path: no table)
@@ -74,6 +80,7 @@ for r = 0, nres - 1 do
     if c ~= nil then h, fld, di = rec_at(wk, i) end
     local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
     if c ~= nil then item, step = step_key(k) end
+    local counts = step == nil  -- counted(i), as found above: a step's item counts instead
     if step ~= nil then
       -- a step's end may end its item: counted then as the item's end
       step_end = function(ok)
@@ -90,7 +97,7 @@ for r = 0, nres - 1 do
       end
       -- an earlier attempt's error goes
       if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
-      move_task(i, 'running', 'succeeded')
+      if counts then move_count('running', 'succeeded') end
       if step ~= nil then
         emit_item('succeeded', wid, c, k)
         step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
@@ -119,7 +126,7 @@ for r = 0, nres - 1 do
         redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
           fld .. T_ERROR, value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
-        move_task(i, 'running', 'ready')
+        if counts then move_count('running', 'ready') end
         if c == nil then
           emit('retrying', wid, i, {failures, delay})
         else
@@ -127,7 +134,7 @@ for r = 0, nres - 1 do
         end
       else
         redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. T_ERROR, value)
-        move_task(i, 'running', 'failed')
+        if counts then move_count('running', 'failed') end
         if step ~= nil then
           emit_item('failed', wid, c, k, cjson.encode(value))
           step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)
@@ -156,8 +163,8 @@ for _, w in ipairs(wf_order) do
   local ok = wf_ok[wk]
   local left = nil
   if ok > 0 then
-    redis.call('HINCRBY', wk, F_OK, ok)
-    left = redis.call('HINCRBY', wk, F_LEFT, -ok)
+    redis.call('HINCRBY', wk, F_OK, NUM[ok])
+    left = redis.call('HINCRBY', wk, F_LEFT, NUM[-ok])
   end
   -- Only failures (their counts were written above): read the workflow back to decide.
   if live and (left == nil or left <= 0) then finish_if_done(wid, wk) end

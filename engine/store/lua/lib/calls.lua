@@ -24,8 +24,9 @@ end
 
 -- Apply counters, write the coalesced event batch, and send wake-ups. Call once, last.
 local function flush()
+  apply_moves()
   for field, delta in pairs(counters) do
-    if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, delta) end
+    if delta ~= 0 then redis.call('HINCRBY', K_STATS, field, NUM[delta]) end
   end
   if grouped then
     for n, e in ipairs(events) do

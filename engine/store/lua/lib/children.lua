@@ -48,14 +48,14 @@ end
 -- loop over outcomes): join key -> {wid, wk, kids, ct, queue, ends}, in order too; nil:
 -- counted at once.
 local pending_joins = nil
+local NO_DECIDED = {}  -- shared and never written
 local function release_children(wid, wk, kids, ct, queue, counted)
   local dk = dkey(wk)
-  local delays = has_feature(dk, D_DELAY)
-  local rated = has_feature(dk, D_RATE)
-  local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
-  -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call)
+  -- their W T R (H), kept on the list (CHILDREN keeps one list per task and call) with
+  -- whether the definition has delays and rate limits
   local info = kids.defs
   if info == nil or info.dk ~= dk then
+    local delays = has_feature(dk, D_DELAY)
     local fields = {}
     for _, c in ipairs(kids) do
       fields[#fields + 1] = c .. D_WAIT_FOR
@@ -63,39 +63,47 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       fields[#fields + 1] = c .. D_PRIORITY
       if delays then fields[#fields + 1] = c .. D_DELAY end
     end
-    info = {dk = dk, v = hmget_all(dk, fields)}
+    local v = hmget_all(dk, fields)
+    -- A single child that counts its parents' ends (a fan-in's join: W a count, no rule)
+    local w = #kids == 1 and v[1]
+    local last = w and string.byte(w, -1)
+    info = {dk = dk, v = v, delays = delays, rated = has_feature(dk, D_RATE),
+      join = last and last ~= 114 and last ~= 109 and w ~= '1'}
     kids.defs = info
   end
+  local delays, rated = info.delays, info.rated
+  local n = delays and 4 or 3  -- fields read per child: W T R, and H when it may be delayed
+  local join = info.join
   info = info.v
-  -- A single child that counts its parents' ends (a fan-in's join) is counted first and its
-  -- record read only once every parent has ended: the other parents' ends cost one
-  -- increment each. (A child a failed parent decided already keeps a count nobody reads;
-  -- a retry sets it again.)
+  -- A join is counted first and its record read only once every parent has ended: the
+  -- other parents' ends cost one increment each. (A child a failed parent decided already
+  -- keeps a count nobody reads; a retry sets it again.)
   local counted_v = counted
-  if #kids == 1 then
+  if join then
     local w = info[1]
-    local last = w and string.byte(w, -1)
-    if last and last ~= 114 and last ~= 109 and w ~= '1' then
-      if counted_v == nil and pending_joins then
-        local key = wk .. '|' .. kids[1]
-        local j = pending_joins[key]
-        if j == nil then
-          j = {wid, wk, kids, ct, queue, 0}
-          pending_joins[key] = j
-          pending_joins[#pending_joins + 1] = j
-        end
-        j[6] = j[6] + 1
-        return
+    if counted_v == nil and pending_joins then
+      local of = pending_joins[wk]  -- this workflow's joins, by child
+      if of == nil then
+        of = {}
+        pending_joins[wk] = of
       end
-      if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, 1) end
-      if counted_v < tonumber(w) then return end
+      local j = of[kids[1]]
+      if j == nil then
+        j = {wid, wk, kids, ct, queue, 0}
+        of[kids[1]] = j
+        pending_joins[#pending_joins + 1] = j
+      end
+      j[6] = j[6] + 1
+      return
     end
+    if counted_v == nil then counted_v = redis.call('HINCRBY', wk, kids[1] .. T_PARENTS_OK, '1') end
+    if counted_v < tonumber(w) then return end
   end
   local recs = hmget_all(wk, kids)
   local ready = {}
-  local decided = {}  -- {child, class} of children decided not to run
+  local decided = NO_DECIDED  -- {child, class} decided not to run (own list from the first)
   local queued = nil  -- per queue key, its new members with their scores (one ZADD each)
-  local scores = {}  -- queue score per priority
+  local score_of, score = nil, nil  -- the last priority's queue score
   local at = NOW - ct
   local at_s = nil
   for k, c in ipairs(kids) do
@@ -111,13 +119,14 @@ local function release_children(wid, wk, kids, ct, queue, counted)
         redis.call('HDEL', wk, c .. T_PARENTS_OK)
       elseif verdict then
         settle(wid, wk, c, rec, verdict, ct, nil)
+        if decided == NO_DECIDED then decided = {} end
         decided[#decided + 1] = {c, verdict}
       end
     elseif go and w then
       if is_map then w = string.sub(w, 1, -2) end
       local need = tonumber(w)
       if need > 1 then
-        local v = counted_v or redis.call('HINCRBY', wk, c .. T_PARENTS_OK, 1)
+        local v = counted_v or redis.call('HINCRBY', wk, c .. T_PARENTS_OK, '1')
         go = v >= need
         if go then
           if v < RB then
@@ -127,6 +136,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
             local s, _, sk = rule_counts(v)
             if s + sk == need then
               settle(wid, wk, c, rec, 'skipped', ct, nil)
+              if decided == NO_DECIDED then decided = {} end
               decided[#decided + 1] = {c, 'skipped'}
             end
           end
@@ -161,10 +171,8 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       elseif queue then
         local typ = info[n * k - n + 2] or ''
         local pri = info[n * k - n + 3] or '0'
-        local score = scores[pri]  -- the same for the children of one priority
-        if score == nil then
-          score = queue_score(tonumber(pri), wid)
-          scores[pri] = score
+        if pri ~= score_of then  -- the same for the children of one priority
+          score_of, score = pri, queue_score(tonumber(pri), wid)
         end
         local member = wid .. ':' .. c
         if not (rated and rate_enqueue(wk, dk, member, c, c, typ, score)) then
@@ -210,7 +218,7 @@ local function release_joins()
   local joins = pending_joins
   pending_joins = nil
   for _, j in ipairs(joins) do
-    local v = redis.call('HINCRBY', j[2], j[3][1] .. T_PARENTS_OK, j[6])
+    local v = redis.call('HINCRBY', j[2], j[3][1] .. T_PARENTS_OK, NUM[j[6]])
     release_children(j[1], j[2], j[3], j[4], j[5], v)
   end
 end

@@ -3,7 +3,7 @@
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
 -- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
 -- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
--- once per call.
+-- once per call; `not_item`: i is a plain task's index, as the caller found (read_for_task).
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
@@ -24,13 +24,14 @@ local OUTPUTS = setmetatable({}, {__index = function(t, wk)
   return of
 end})
 
-local function start_task(wid, wk, i, agent, agent_json, f)
+local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
   local rec = f[3]
   local o = OFFSET[f[2]]
   local since, since_s = o[1], o[2]
   local dk = dkey(wk, f[4])
-  local h, fld, di = rec_at(wk, i)
+  local h, fld, di = wk, i, i
+  if not not_item then h, fld, di = rec_at(wk, i) end
   local d
   local plain = plain_defs[dk]
   if plain == nil then
@@ -62,7 +63,10 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   redis.call('HSET', h, fld, 'running|' .. a .. '|' .. q .. '|' .. since_s .. '||' .. agent)
   -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
   local waited = 0
-  if q ~= '' then waited = math.max(0, since - tonumber(q)) end
+  if q ~= '' then
+    waited = since - tonumber(q)
+    if waited < 0 then waited = 0 end
+  end
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
@@ -79,9 +83,8 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       local names, given = '[]', {}
       if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
       local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
-        redis.call('HGET', h, fld .. I_ELEMENT) or 'null'}
-      if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
-      row[#row + 1] = waited
+        redis.call('HGET', h, fld .. I_ELEMENT) or 'null', waited}
+      if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
       return row
     end
     -- a step: the element of its item, and the outputs of its parents in the item
@@ -95,9 +98,8 @@ local function start_task(wid, wk, i, agent, agent_json, f)
       names, outs = seed002_given(wk, dk, c)
     end
     local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
-      redis.call('HGET', h, item .. I_ELEMENT) or 'null'}
-    if #extras > 0 then row[11] = '{' .. table.concat(extras, ',') .. '}' end
-    row[#row + 1] = waited
+      redis.call('HGET', h, item .. I_ELEMENT) or 'null', waited}
+    if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
     return row
   end
   emit_json('claimed', wid, i, agent_json)
@@ -105,8 +107,9 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload
   end
+  -- built whole (a table grown by one more member is sized again)
   local row = {wid, i, d[1], d[2] or '', payload or 'null', a, d[5] or '[]',
-    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or ''}
+    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or '', waited}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
@@ -131,20 +134,22 @@ local function start_task(wid, wk, i, agent, agent_json, f)
   if #extras > 0 then
     row[10] = ''
     row[11] = '{' .. table.concat(extras, ',') .. '}'
+    row[12] = waited
   end
-  row[#row + 1] = waited
   return row
 end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
--- i, d, in} (an item's record from its map's hash).
+-- i, d, in} (an item's record from its map's hash). `plain`: the caller knows i is a plain
+-- task's index (no "."; a hot path: one string.find less).
 -- A claim or a completion reads a workflow's fields once for all its tasks: nothing they
 -- do changes them before their last step (other steps read them per task, as they may end
 -- the workflow on the way).
 local item_meta = nil
-local function read_for_task(wk, i)
+local function read_for_task(wk, i, plain)
   local m = item_meta and item_meta[wk]
-  local c, k = item_of(i)
+  local c, k = nil, nil
+  if not plain then c, k = item_of(i) end
   if m == nil then
     if c == nil then
       m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)

@@ -9,25 +9,30 @@ local function count(field, delta)
   counters[field] = (counters[field] or 0) + delta
 end
 
--- A task moves from state old to new (the counter fields t:<state> are built once per
--- state and call).
-local move_count = (function()
-  local t = setmetatable({}, {__index = function(names, st)
-    local f = 't:' .. st
-    names[st] = f
-    return f
-  end})
-  return function(old, new)
-    counters[t[old]] = (counters[t[old]] or 0) - 1
-    counters[t[new]] = (counters[t[new]] or 0) + 1
-    -- n:<state>: tasks that ever ended so, never decreased (rates for /metrics)
-    if new == 'succeeded' then
-      counters['n:succeeded'] = (counters['n:succeeded'] or 0) + 1
-    elseif new == 'failed' then
-      counters['n:failed'] = (counters['n:failed'] or 0) + 1
+-- A task moves from state old to new. Moves are counted per pair of states (a hot path: one
+-- table update per task) and turned into the counter fields t:<state> once per call
+-- (apply_moves, from flush).
+local moves = {}  -- old -> new -> tasks moved
+local function move_count(old, new)
+  local m = moves[old]
+  if m == nil then
+    m = {}
+    moves[old] = m
+  end
+  m[new] = (m[new] or 0) + 1
+end
+
+local function apply_moves()
+  for old, m in pairs(moves) do
+    for new, n in pairs(m) do
+      count('t:' .. old, -n)
+      count('t:' .. new, n)
+      -- n:<state>: tasks that ever ended so, never decreased (rates for /metrics)
+      if new == 'succeeded' or new == 'failed' then count('n:' .. new, n) end
     end
   end
-end)()
+  moves = {}
+end
 
 -- move_count for task i: nothing for a step (see counted).
 local function move_task(i, old, new)

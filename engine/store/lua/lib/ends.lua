@@ -87,9 +87,10 @@ local function finish_if_done(wid, wk)
     -- unless handled (failed_result)
     local final = 'succeeded'
     if tonumber(m[3] or '0') > 0 then final = failed_result(wk) end
-    set_wstate(wid, wk, m[1], final, NOW)
-    redis.call('HSET', wk, F_FINISHED, NOW)
-    emit(final, wid, -1)
+    local now = NUM[NOW]
+    set_wstate(wid, wk, m[1], final, now)
+    redis.call('HSET', wk, F_FINISHED, now)
+    emit(final, wid, '-1')
     workflow_ended(wid, wk, m[1], final)
   end
 end

@@ -42,6 +42,14 @@ local NEXT_ATTEMPT = setmetatable({['0'] = '1', [''] = '1'}, {__index = function
   return v
 end})
 
+-- NUM[n]: integer n as a command's argument, formatted once per value and call (Redis
+-- formats a number argument with printf's %.17g, which costs more than the command).
+local NUM = setmetatable({}, {__index = function(t, n)
+  local v = n % 1 == 0 and string.format('%d', n) or string.format('%.17g', n)
+  t[n] = v
+  return v
+end})
+
 -- Only the state of a record, as read.
 local function tstate(v)
   if not v then return 'waiting' end
