@@ -706,6 +706,7 @@ class Engine:
         indexes: list[str] = []
         if tasks is not None:
             names = self.store.task_names(wid)
+            items: dict[int, str] = {}  # map index -> a name given of one of its items
             for name in tasks:
                 if name in names:
                     indexes.append(str(names.index(name)))
@@ -714,7 +715,17 @@ class Engine:
                 if item is None or item.group(1) not in names:
                     raise no_such_task(wid, name, names)
                 number = item.group(2) or item.group(3)
-                indexes.append(f"{names.index(item.group(1))}.{int(number)}")
+                c = names.index(item.group(1))
+                items.setdefault(c, name)
+                indexes.append(f"{c}.{int(number)}")
+            if items:
+                maps = self.store.maps_among(wid, items)
+                for c, name in items.items():
+                    if c not in maps:
+                        raise NotFoundError(
+                            f"workflow {wid}: task {names[c]!r} is not a map, so "
+                            f"{name!r} names no item"
+                        )
         reset = self.store.retry(wid, indexes, self.actor)
         self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
         return reset

@@ -436,6 +436,8 @@ def test_one_failed_item_runs_again(engine: Engine) -> None:
         engine.retry(strict, ["count[1]"])
     with pytest.raises(NotFoundError, match="has no task 'nope\\[1\\]'"):
         engine.retry(strict, ["nope[1]"])
+    with pytest.raises(NotFoundError, match="task 'split' is not a map, so 'split\\[1\\]'"):
+        engine.retry(strict, ["split[1]"])
     seen: list[int] = []
     assert engine.retry(strict, ["count[2]"]) >= 1  # the map runs again for it
     run_agent(engine, {"": handler({"items": list(range(6))}, fail={4}, seen=seen)})

@@ -111,6 +111,18 @@ class Reads:
     def task_names(self, wid: str | int) -> builtins.list[str]:
         return self._names(wid)[1]
 
+    def maps_among(self, wid: str | int, indexes: Iterable[int]) -> set[int]:
+        """Which of the tasks ``indexes`` of workflow ``wid`` are maps."""
+        shard = self.keys.shard_of(wid)
+        digest = cast("str | None", self.redis.hget(shard.workflow(wid), F_DIGEST))
+        if digest is None:
+            raise NotFoundError(f"workflow {wid} does not exist")
+        wanted = sorted(set(indexes))
+        if not wanted:
+            return set()
+        got = self.redis.hmget(shard.definition(digest), [f"{c}{D_MAP}" for c in wanted])
+        return {c for c, v in zip(wanted, got, strict=True) if v is not None}
+
     def _names(self, wid: str | int) -> tuple[str, builtins.list[str]]:
         """The definition key of workflow ``wid`` and its task names."""
         shard = self.keys.shard_of(wid)
