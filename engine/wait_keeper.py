@@ -37,6 +37,7 @@ class WaitKeeper:
         self.backstop_s = backstop_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._passing = threading.Lock()  # held by the thread's pass (stop waits for it)
 
     def step(self) -> float | None:
         """One pass over every shard: wait tasks reached, timers due, child runs to
@@ -83,7 +84,10 @@ class WaitKeeper:
             try:
                 if pubsub is None:
                     pubsub = store.pubsub(s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards())
-                nearest = self.step()
+                with self._passing:
+                    if self._stop.is_set():
+                        break
+                    nearest = self.step()
                 backoff.succeeded()
                 wait = self.backstop_s if nearest is None else min(nearest, self.backstop_s)
                 deadline = time.monotonic() + wait
@@ -117,8 +121,12 @@ class WaitKeeper:
         return self._thread
 
     def stop(self, timeout: float = 0.0) -> None:
-        """Stop it; it ends within its next half-second wait (``timeout``: wait that long
-        for it; by default not at all: it holds nothing an agent must hand back)."""
+        """Stop it: a pass under way ends first (up to 5 s) and none starts after, so
+        nothing of it acts once this returns; the thread itself ends within its next
+        half-second wait (``timeout``: wait that long for it; by default not at all: it
+        holds nothing an agent must hand back)."""
         self._stop.set()
+        if self._passing.acquire(timeout=5):
+            self._passing.release()
         if self._thread is not None and timeout > 0:
             self._thread.join(timeout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 
 import pytest
 from engine_helpers import Hand, assert_stats_agree, cli, run_agent, scan_keys, wait_for
@@ -257,6 +258,34 @@ def test_retrying_a_timed_out_wait_suspends_it_again(engine: Engine) -> None:
     st = engine.status(wid)
     assert st.state == "succeeded"
     assert st.task("approve").output == "second time"
+
+
+def test_a_stopped_keeper_acts_no_more(engine: Engine) -> None:
+    """stop() returns once a pass under way has ended, and no pass starts after it: an
+    agent that returned from run() changes nothing more."""
+    keeper = WaitKeeper(engine, backstop_s=0.05)
+    entered, release = threading.Event(), threading.Event()
+    passes: list[int] = []
+
+    def step() -> float | None:
+        passes.append(1)
+        entered.set()
+        release.wait(5)
+        return None
+
+    keeper.step = step  # type: ignore[method-assign]
+    thread = keeper.start()
+    assert entered.wait(5)
+    stopper = threading.Thread(target=keeper.stop)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive()  # the pass under way holds it
+    release.set()
+    stopper.join(5)
+    assert not stopper.is_alive()
+    seen = len(passes)
+    thread.join(5)
+    assert not thread.is_alive() and len(passes) == seen
 
 
 def test_a_waiting_task_holds_no_agent(engine: Engine) -> None:
