@@ -367,13 +367,6 @@ class Engine:
             if c.runs and c.digest not in checked:
                 check_templates(self, c)
                 checked.add(c.digest)
-            if (
-                c.concurrency is None and not run.gates and run.key is None
-                and run.template is None and run.parent is None and not c.rate_keys
-            ):  # fmt: skip
-                rows.append((c, text, ""))  # no options (most pushes): no route either
-                routes.append(None)
-                continue
             gates: builtins.list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
