@@ -113,26 +113,27 @@ class Reads:
 
     def maps_among(self, wid: str | int, indexes: Iterable[int]) -> set[int]:
         """Which of the tasks ``indexes`` of workflow ``wid`` are maps."""
-        shard = self.keys.shard_of(wid)
-        digest = cast("str | None", self.redis.hget(shard.workflow(wid), F_DIGEST))
-        if digest is None:
-            raise NotFoundError(f"workflow {wid} does not exist")
+        dkey, _ = self._definition_of(wid)
         wanted = sorted(set(indexes))
         if not wanted:
             return set()
-        got = self.redis.hmget(shard.definition(digest), [f"{c}{D_MAP}" for c in wanted])
+        got = self.redis.hmget(dkey, [f"{c}{D_MAP}" for c in wanted])
         return {c for c, v in zip(wanted, got, strict=True) if v is not None}
 
-    def _names(self, wid: str | int) -> tuple[str, builtins.list[str]]:
-        """The definition key of workflow ``wid`` and its task names."""
+    def _definition_of(self, wid: str | int) -> tuple[str, int]:
+        """The definition key of workflow ``wid`` and its task count."""
         shard = self.keys.shard_of(wid)
         n, digest = cast(
             "list[str | None]", self.redis.hmget(shard.workflow(wid), [F_COUNT, F_DIGEST])
         )
         if n is None:
             raise NotFoundError(f"workflow {wid} does not exist")
-        dkey = shard.definition(str(digest))
-        fields = [f"{i}{D_NAME}" for i in range(int(n))]
+        return shard.definition(str(digest)), int(n)
+
+    def _names(self, wid: str | int) -> tuple[str, builtins.list[str]]:
+        """The definition key of workflow ``wid`` and its task names."""
+        dkey, n = self._definition_of(wid)
+        fields = [f"{i}{D_NAME}" for i in range(n)]
         return dkey, list(cast("list[str]", self.redis.hmget(dkey, fields)))
 
     def status(self, wid: str | int) -> WorkflowStatus:
