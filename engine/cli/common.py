@@ -357,14 +357,20 @@ def positive_int(text: str) -> int:
 MAX_WAIT_MS = 86_400_000  # --wait-timeout: a write waits for its replicas at most a day
 
 
+def whole(text: str) -> int | None:
+    """``text`` as a whole number of at most 9 ASCII digits (``²``, ``٣`` and 5,000 digits
+    are not), else None."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
 def wait_ms(text: str) -> int:
     """``--wait-timeout``: whole milliseconds, 0 to :data:`MAX_WAIT_MS`."""
-    s = text.strip()
-    if not (s.isascii() and s.isdigit()) or len(s) > 9 or int(s) > MAX_WAIT_MS:
+    value = whole(text.strip())
+    if value is None or value > MAX_WAIT_MS:
         raise argparse.ArgumentTypeError(
             f"not a number of milliseconds from 0 to {MAX_WAIT_MS} (a day): {quoted(text)}"
         )
-    return int(s)
+    return value
 
 
 def max_tasks(text: str) -> int:

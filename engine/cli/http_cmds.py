@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, connect, print_json
+from .common import EXIT_OK, Parents, connect, print_json, whole
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -26,21 +26,15 @@ HTTP_EXTRA = (
 )
 
 
-def _whole(text: str) -> int | None:
-    """``text`` as a whole number of at most 9 ASCII digits (``²``, ``٣`` and 5,000 digits
-    are not), else None."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
-
-
 def port_number(text: str) -> int:
     """A TCP port, 1 to 65535."""
-    if not 1 <= (_whole(text) or 0) <= 65535:
+    if not 1 <= (whole(text) or 0) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port (1 to 65535): {text!r}")
     return int(text)
 
 
 def worker_count(text: str) -> int:
-    if not 1 <= (_whole(text) or 0) <= 64:
+    if not 1 <= (whole(text) or 0) <= 64:
         raise argparse.ArgumentTypeError(f"not a worker count (1 to 64): {text!r}")
     return int(text)
 
@@ -68,7 +62,7 @@ def timeout(text: str) -> float:
 
 
 def connection_cap(text: str) -> int:
-    if not 1 <= (_whole(text) or 0) <= 1_000_000:
+    if not 1 <= (whole(text) or 0) <= 1_000_000:
         raise argparse.ArgumentTypeError(f"not a connection count (1 to 1000000): {text!r}")
     return int(text)
 
