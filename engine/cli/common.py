@@ -466,8 +466,13 @@ def age(text: str) -> float:
     return seconds
 
 
-def _too_far_back(text: str, now: float) -> str:
-    return f"{quoted(text)} is too far back (at most {int(now // 86400):,}d: {TOO_FAR_BACK})"
+def _too_far_back(text: str, now: float | None = None) -> str:
+    most = "" if now is None else f"at most {int(now // 86400):,}d: "
+    return f"{quoted(text)} is too far back ({most}{TOO_FAR_BACK})"
+
+
+def _in_future(text: str) -> str:
+    return f"{quoted(text)} is in the future (give a time before now)"
 
 
 class Ago(float):
@@ -498,13 +503,9 @@ def _ago_arg(text: str) -> Ago:
         if seconds < 0 and "-" not in text:  # a time of day: the last one, not the next
             seconds += 86400
         if seconds < -FUTURE_SLACK_S:
-            raise argparse.ArgumentTypeError(
-                f"{quoted(text)} is in the future (give a time before now)"
-            ) from None
+            raise argparse.ArgumentTypeError(_in_future(text)) from None
         if seconds > now:
-            raise argparse.ArgumentTypeError(
-                f"{quoted(text)} is too far back ({TOO_FAR_BACK})"
-            ) from None
+            raise argparse.ArgumentTypeError(_too_far_back(text)) from None
     if not seconds <= now:  # a duration, infinite too
         raise argparse.ArgumentTypeError(_too_far_back(text, now))
     value = Ago(max(0.0, seconds))
@@ -522,9 +523,7 @@ def _not_ago(text: str) -> str:
     except ValueError:
         return f"not a duration or a time: {quoted(text)} (e.g. 2h, 30m, 2026-12-01T06:00)"
     # a date the local time zone cannot place: next to year 1 or year 9999
-    if year < 1970:
-        return f"{quoted(text)} is too far back ({TOO_FAR_BACK})"
-    return f"{quoted(text)} is in the future (give a time before now)"
+    return _too_far_back(text) if year < 1970 else _in_future(text)
 
 
 def time_window(now: float, args: argparse.Namespace) -> tuple[float | None, float | None]:
