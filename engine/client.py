@@ -13,6 +13,7 @@ import itertools
 import re
 import secrets
 import socket
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,7 @@ from .model import (
     WorkflowSummary,
 )
 from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
-from .retrying import patiently
+from .retrying import NOT_RUN_REPLIES, patiently
 from .rules import Plan
 from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
@@ -478,8 +479,20 @@ class Engine:
         )
 
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
-        """Run a batch of push calls, sending it again while Redis is unreachable."""
-        return patiently(batch.execute, self.push_retry_s)
+        """Run a batch of push calls, sending it again for up to ``push_retry_s`` while
+        Redis is unreachable or some call was answered by a server that ran nothing (a
+        cluster shard failing over). The calls that did run reply as they first did when
+        sent again: each carries its push token."""
+        deadline = time.monotonic() + self.push_retry_s
+        pause = 0.1
+        while True:
+            results = patiently(batch.execute, max(0.0, deadline - time.monotonic()))
+            if not any(isinstance(r, NOT_RUN_REPLIES) for r in results):
+                return results
+            if time.monotonic() + pause > deadline:
+                return results
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     # -- templates --------------------------------------------------------------------
 

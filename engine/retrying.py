@@ -35,6 +35,10 @@ TRANSIENT_REPLIES = (
     redis.exceptions.ClusterDownError,
 )
 TRANSIENT_CODES = ("MISCONF", "BUSY ")
+# Of those, the replies of a server that ran nothing: a cluster shard failing over, a
+# replica answering for a master gone, a server loading its data. A call answered so may be
+# sent again at once; a full memory is reported instead (it lasts until someone acts).
+NOT_RUN_REPLIES = tuple(e for e in TRANSIENT_REPLIES if e is not redis.exceptions.OutOfMemoryError)
 # Redis not answering at all: what a call tried again by :func:`patiently` waits out
 UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 

@@ -81,3 +81,68 @@ def test_a_push_gives_up_after_its_retry_time() -> None:
     with pytest.raises(redis.ConnectionError):
         engine.push(small())
     engine.close()
+
+
+def ran_nothing_first(monkeypatch: pytest.MonkeyPatch, reply: Exception, times: int) -> list[int]:
+    """Make a push batch's first call come back ``reply`` (the call not sent, as a shard
+    failing over answers) for the first ``times`` sends, the batch's other calls sent for
+    real; returns the number of calls of each send."""
+    from engine.store.scripts import ScriptBatch
+
+    real = ScriptBatch.execute
+    sends: list[int] = []
+
+    def flaky(self: ScriptBatch) -> list:
+        sends.append(len(self.calls))
+        if len(sends) > times:
+            return real(self)
+        first, self.calls = self.calls[0], self.calls[1:]
+        try:
+            out = real(self)
+        finally:
+            self.calls.insert(0, first)
+        return [reply, *out]
+
+    monkeypatch.setattr(ScriptBatch, "execute", flaky)
+    return sends
+
+
+def test_a_call_a_failing_over_shard_refused_is_sent_again(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("engine.client.PUSH_BATCH", 2)  # three calls in one round trip
+    sends = ran_nothing_first(monkeypatch, redis.exceptions.ClusterDownError("down"), 2)
+    ids = engine.push_many([small(f"w{n}") for n in range(6)])
+    assert sends == [3, 3, 3]
+    assert len(ids) == len(set(ids)) == 6
+    assert engine.count() == 6  # the calls that ran the first time were not applied again
+    assert sorted(s.name for s in engine.summaries(ids)) == [f"w{n}" for n in range(6)]
+    assert_stats_agree(engine)
+
+
+def test_a_refused_call_still_refuses_when_the_retry_time_is_up(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.errors import PartialWriteError
+
+    monkeypatch.setattr("engine.client.PUSH_BATCH", 2)
+    monkeypatch.setattr(engine, "push_retry_s", 0.0)
+    sends = ran_nothing_first(monkeypatch, redis.exceptions.ClusterDownError("down"), 1)
+    with pytest.raises(PartialWriteError) as caught:
+        engine.push_many([small(f"w{n}") for n in range(6)])
+    assert sends == [3]
+    assert "down" in str(caught.value)
+    assert engine.count() == 4  # the two calls sent ran; the refused one wrote nothing
+
+
+def test_a_full_memory_is_reported_not_waited_out(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.errors import PartialWriteError
+
+    monkeypatch.setattr("engine.client.PUSH_BATCH", 2)
+    sends = ran_nothing_first(monkeypatch, redis.exceptions.OutOfMemoryError("OOM"), 1)
+    with pytest.raises(PartialWriteError):
+        engine.push_many([small(f"w{n}") for n in range(6)])
+    assert sends == [3]
+    assert engine.count() == 4
