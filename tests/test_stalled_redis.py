@@ -133,7 +133,8 @@ def test_a_handler_is_told_when_its_attempt_is_taken(eng: Engine, concurrency: i
 
         wait_for(declared_dead, what="the agent to be declared dead")
         assert eng.wait(wid, timeout=30) == "succeeded"
-    assert seen == [(1, True), (2, False)]
+    # in the pool, attempt 2 may start before attempt 1's thread, told, has noted it
+    assert sorted(seen) == [(1, True), (2, False)]
     st = eng.status(wid)
     assert (st.tasks[0].output, st.tasks[0].attempts) == (2, 2)
 
