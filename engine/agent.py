@@ -37,12 +37,13 @@ import redis
 
 from .conditions import gate
 from .deployment import Host
-from .errors import LeaseLostError, NotReplicatedError
+from .errors import EarlierReleaseError, LeaseLostError, NotReplicatedError
 from .handlers import EventLoop, Handler, Task, TaskFailed, awaited, is_async
 from .outcomes import FATAL, SKIP, outcome_of
 from .retrying import Backoff, transient
 from .store import Outcome, ShardKeys
 from .store.calls import late_error
+from .store.codec import RECORD_FORM
 from .store.scripts import ScriptBatch
 from .tasklogs import BUDGET, TaskLogs
 from .wait_keeper import WaitKeeper
@@ -58,6 +59,7 @@ INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 128
 WATCH_S = 0.25  # how often a task past its timeout is looked for, while any has one
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
+EARLIER_WARN_S = 60.0  # at most one warning this often about agents of an earlier release
 
 
 DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
@@ -142,6 +144,7 @@ class Agent:
         self.rejected = 0
         self.unconfirmed = 0  # with wait_replicas: writes fewer replicas acknowledged
         self._short_warned = -SHORT_WARN_S
+        self._earlier_warned = -EARLIER_WARN_S
         self._stopping = threading.Event()
         self._closed = threading.Event()  # set once deregistered: the heartbeat ends
         self._lease_lost = threading.Event()
@@ -188,8 +191,25 @@ class Agent:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "started_at": time.time(),
+                "records": RECORD_FORM,
             }
         )
+
+    def _wait_for_earlier(self, e: EarlierReleaseError) -> None:
+        """Registering was refused: agents of an earlier release are live (they would
+        misread the task records this one writes). Say which, now and then, and pause;
+        the loop tries again, and the agent starts once they have stopped."""
+        now = time.monotonic()
+        if now - self._earlier_warned >= EARLIER_WARN_S:
+            self._earlier_warned = now
+            log.warning(
+                "agent %s waits to start: agents of an earlier redisflow release are live "
+                "(%s) and would misread the task records this release writes; it starts "
+                "once they have stopped (redisflow agents drain ID)",
+                self.id,
+                ", ".join(str(e).split()),
+            )
+        self._stopping.wait(self.heartbeat_s)
 
     def _register(self, everywhere: bool = False) -> list[Task]:
         """Register on every shard the first time (or ``everywhere``: nothing runs here),
@@ -202,15 +222,23 @@ class Agent:
             self._lease_lost.clear()
         if everywhere:
             lost = None
+        first = not self._registered  # only a start waits for an earlier release's agents
+        done: list[ShardKeys] = []
         for shard in self._shards:
             if lost is not None and shard.shard not in lost:
                 continue
             try:
                 tasks += self._store.register(
-                    shard, self.id, self._info(), int(self.lease_s * 1000)
+                    shard, self.id, self._info(), int(self.lease_s * 1000), first
                 )
             except NotReplicatedError as e:
                 tasks += self._short(e)[0]
+            except EarlierReleaseError:
+                for gone in done:  # not started after all: no entry stays live
+                    self._store.stop(gone, self.id, [])
+                self._lease_lost.set()
+                raise
+            done.append(shard)
         self._registered = True
         if tasks:
             log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
@@ -309,7 +337,11 @@ class Agent:
         if self._lease_lost.is_set():
             if self._registered:
                 log.warning("agent %s lost its lease; registering again", self.id)
-            self._start(self._register())
+            try:
+                self._start(self._register())
+            except EarlierReleaseError as e:
+                self._wait_for_earlier(e)
+                return False
         if self._beat is not None and self._beat.ident is None:
             self._beat.start()
         if self._turn():

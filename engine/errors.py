@@ -41,6 +41,11 @@ def no_such_task(wid: str | int, name: str, names: list[str]) -> NotFoundError:
     return NotFoundError(f"workflow {wid} has no task {name!r} (its tasks: {shown})")
 
 
+class EarlierReleaseError(RedisflowError):
+    """An agent may not start yet: agents of an earlier release are live (their ids, by
+    spaces), and they would misread the task records this release writes."""
+
+
 class LeaseLostError(RedisflowError):
     """The agent's lease expired and its tasks were handed on."""
 

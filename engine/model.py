@@ -252,6 +252,7 @@ class AgentInfo:
     host: str = ""
     pid: int = 0
     started_at: float | None = None
+    records: int = 1  # the task record form it reads and writes (codec.record.RECORD_FORM)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

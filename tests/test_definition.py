@@ -146,7 +146,7 @@ def test_compiled_layout() -> None:
     assert static["0C"] == "1" and static["1U"] == "0" and static["1M"] == 2
     assert "1T" not in static and "1R" not in static  # defaults are not stored
     assert static["1V"] == '["a"]'  # the parents' names, as the agent hands them over
-    assert init == {"0": "ready|0|0|||"}  # a waiting task has no record yet
+    assert init == {"0": "Q|0|0|||"}  # a waiting task has no record yet; Q: ready
 
 
 def test_digest_depends_on_tasks_not_on_the_workflow_name() -> None:

@@ -323,9 +323,13 @@ class Calls:
 
     # -- agents ---------------------------------------------------------------------------
 
-    def register(self, shard: ShardKeys, agent: str, info: str, lease_ms: int) -> list[Task]:
-        """register.lua: the agent is online; returns the tasks it takes back."""
-        args = [*self._common(shard), agent, info, lease_ms]
+    def register(
+        self, shard: ShardKeys, agent: str, info: str, lease_ms: int, first: bool = False
+    ) -> list[Task]:
+        """register.lua: the agent is online; returns the tasks it takes back. ``first``
+        (its start): refused with :class:`~engine.errors.EarlierReleaseError` while agents
+        of an earlier release are live."""
+        args = [*self._common(shard), agent, info, lease_ms, 1 if first else 0]
         return self.scripts.run(Call("register", [shard.agents], args, _rows))
 
     def claim_call(

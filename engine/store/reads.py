@@ -716,6 +716,7 @@ class Reads:
                         host=info.get("host", ""),
                         pid=int(info.get("pid", 0)),
                         started_at=info.get("started_at"),
+                        records=int(info.get("records", 1)),
                     )
                 )
         return out

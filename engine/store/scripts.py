@@ -28,7 +28,13 @@ from typing import Any, Generic, TypeVar
 import redis
 from redis.exceptions import NoScriptError
 
-from ..errors import LeaseLostError, NotFoundError, NotReplicatedError, StateError
+from ..errors import (
+    EarlierReleaseError,
+    LeaseLostError,
+    NotFoundError,
+    NotReplicatedError,
+    StateError,
+)
 from .codec import fields
 from .durable import refresh_slots, send_waited
 from .layout import is_cluster
@@ -67,6 +73,7 @@ SCRIPT_ERRORS: dict[str, type[Exception]] = {
     "RFSTATE": StateError,
     "RFNOTFOUND": NotFoundError,
     "RFLEASE": LeaseLostError,
+    "RFEARLIER": EarlierReleaseError,
 }
 
 

@@ -94,7 +94,7 @@ from .fields import (
     step_prefix,
 )
 from .input import encode_input, input_layout, stored_input
-from .record import NO_RECORD, Record, pack_record, parse_record
+from .record import NO_RECORD, RECORD_FORM, Record, pack_record, parse_record
 from .status import parse_status, parse_summary
 
 __all__ = [
@@ -176,6 +176,7 @@ __all__ = [
     "field",
     "Record",
     "NO_RECORD",
+    "RECORD_FORM",
     "parse_record",
     "pack_record",
     "encode_input",

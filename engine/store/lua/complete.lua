@@ -56,7 +56,7 @@ for r = 0, nres - 1 do
     over[#over + 1] = member .. ':' .. attempt
   end
   -- the record's parts (a hot path: no table)
-  local s, a, q, b, _, g = tparts(m[3])
+  local s, a, q, b, bn, g = trunning(m[3])
   if s ~= 'running' or a ~= attempt or g ~= agent then
     out[#out + 1] = 0
     if c == nil then
@@ -74,7 +74,7 @@ for r = 0, nres - 1 do
     local live = (wst == 'running' or wst == 'paused')
     touch(wid, wk, live)
     local o = OFFSET[m[2]]
-    local done_at, done_s = o[1], o[2]
+    local done_at = o[1]
     local ct = NOW - done_at
     local h, fld, di = wk, i, i
     if c ~= nil then h, fld, di = rec_at(wk, i) end
@@ -89,7 +89,7 @@ for r = 0, nres - 1 do
       end
     end
     if how == 'ok' then
-      local rec = 'succeeded|' .. a .. '|' .. q .. '|' .. b .. '|' .. done_s .. '|' .. g
+      local rec = tended('succeeded', a, q, b, bn, done_at, g)
       if value ~= '' then
         redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
       else
@@ -112,7 +112,7 @@ for r = 0, nres - 1 do
         item_end(wid, wk, c, k, true, live, wst == 'running')
       end
     elseif how == 'skip' and c == nil then
-      task_skipped(wid, wk, i, a, q, b, done_at, g, value, live)
+      task_skipped(wid, wk, i, a, q, bn or '', done_at, g, value, live)
     else
       local failures = redis.call('HINCRBY', h, fld .. T_FAILURES, 1)
       local limits = redis.call('HMGET', dkey(wk, m[4]), di .. D_ATTEMPTS, D_BACKOFF, D_BACKOFF_MAX)
@@ -123,7 +123,7 @@ for r = 0, nres - 1 do
       if live and how == 'err' and failures < tonumber(limits[1] or '1') then
         local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
           tonumber(limits[3] or '600000'))
-        redis.call('HSET', h, fld, trec('ready', a, done_at + delay, b, done_at, g),
+        redis.call('HSET', h, fld, trec('ready', a, done_at + delay, bn or '', done_at, g),
           fld .. T_ERROR, value)
         redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
         if counts then move_count('running', 'ready') end
@@ -133,7 +133,7 @@ for r = 0, nres - 1 do
           emit_item('retrying', wid, c, k, failures .. ',' .. delay)
         end
       else
-        redis.call('HSET', h, fld, trec('failed', a, q, b, done_at, g), fld .. T_ERROR, value)
+        redis.call('HSET', h, fld, tended('failed', a, q, b, bn, done_at, g), fld .. T_ERROR, value)
         if counts then move_count('running', 'failed') end
         if step ~= nil then
           emit_item('failed', wid, c, k, cjson.encode(value))

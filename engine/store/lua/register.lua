@@ -1,9 +1,26 @@
 -- register.lua: an agent starts (or restarts) and takes back the tasks recorded as its own.
 -- KEYS[1]  P:agents
--- ARGV[3] agent id; ARGV[4] info JSON; ARGV[5] lease ms.
+-- ARGV[3] agent id; ARGV[4] info JSON; ARGV[5] lease ms; ARGV[6] 1: the agent's start.
 -- Returns the rows of the tasks it held (see start_task): each restarts with a new
 -- attempt number, so a lingering older process of the same id is fenced off.
+-- At its start, refused (RFEARLIER, the ids), registering nothing, while agents of an
+-- earlier release are live: their info names an earlier task record form than this agent's ("records"),
+-- or none, and they would misread the records this one writes (lib/record.lua).
 local agent = ARGV[3]
+local form = tonumber(string.match(ARGV[4], '"records": *(%d+)') or '1')
+local earlier = {}
+local live = ARGV[6] == '1' and redis.call('ZRANGEBYSCORE', K_AGENTS_LIVE, NOW, '+inf') or {}
+for _, id in ipairs(live) do
+  if id ~= agent then
+    local info = redis.call('HGET', K_AGENTS, id) or ''
+    if tonumber(string.match(info, '"records": *(%d+)') or '1') < form then
+      earlier[#earlier + 1] = id
+    end
+  end
+end
+if #earlier > 0 then
+  return redis.error_reply('RFEARLIER ' .. table.concat(earlier, ' '))
+end
 lease_clock(tonumber(ARGV[5]))
 redis.call('HSET', K_AGENTS, agent, ARGV[4])
 redis.call('HSET', K_AGENTS_STATE, agent, 'online')

@@ -163,7 +163,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
         ready[#ready + 1] = trec('ready', 0, at + delay, '', '', '')
       else
         if at_s == nil then at_s = tostring(at) end
-        ready[#ready + 1] = 'ready|0|' .. at_s .. '|||'
+        ready[#ready + 1] = 'Q|0|' .. at_s .. '|||'
       end
       move_count('waiting', 'ready')
       if delay > 0 then

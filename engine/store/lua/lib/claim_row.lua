@@ -60,13 +60,15 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   local a, q = '0', ''
   if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
   a = NEXT_ATTEMPT[a]
-  redis.call('HSET', h, fld, 'running|' .. a .. '|' .. q .. '|' .. since_s .. '||' .. agent)
-  -- how long it waited ready (ms; the agent's queue-wait history): the row's last member
-  local waited = 0
+  -- how long it waited ready (ms; the agent's queue-wait history): the row's last member,
+  -- and the record's begin (compact: after ready)
+  local waited, begin = 0, since_s
   if q ~= '' then
-    waited = since - tonumber(q)
+    waited = since - NUMOF[q]
+    begin = NUM[waited]
     if waited < 0 then waited = 0 end
   end
+  redis.call('HSET', h, fld, 'R|' .. a .. '|' .. q .. '|' .. begin .. '||' .. agent)
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
