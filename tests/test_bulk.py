@@ -132,7 +132,7 @@ def test_a_filter_needs_yes_without_a_terminal(engine: Engine, cli_env: dict[str
         (["cancel"], "cancel needs workflow ids or a filter (--state, --name, --template"),
         (["cancel", "1", "--state", "running"], "cancel: give workflow ids or a filter, not both"),
         (["cleanup", "--finished", "--state", "failed"], "cleanup --finished takes no workflow"),
-        (["pause", "--name", "x", "--max", "0", "--yes"], "a bulk limit is 1 to 10000, not 0"),
+        (["pause", "--name", "x", "--max", "0", "--yes"], "--max: not a count of workflows"),
         (["retry", "--since", "1h", "--until", "2h"], "--until 2h is not later than --since 1h"),
     ],
 )

@@ -131,7 +131,7 @@ BACK = r"is too far back \(at most [\d,]+d: no workflow is older than 1970-01-01
         (["push", "x.yaml", "--at", "0001-01-01T00:00"], r"--at: '0001-01-01T00:00' is out of"),
         (["run", "t", "--at", "soon"], r"--at: 'soon' is not a time \(like 2026"),
         (["push", "x.yaml", "--wait", "--timeout", "1e400"], r"--timeout: '1e400' is too long"),
-        (["serve", "--port", "\u00b2"], r"--port: not a port \(1 to 65535\)"),
+        (["serve", "--port", "\u00b2"], r"--port: not a port \(1 to 65,535\)"),
         (["serve", "--workers", "9" * 5000], r"--workers: not a worker count \(1 to 64\)"),
         (["serve", "--max-connections", "9" * 5000], r"--max-connections: not a connection"),
         (["serve", "--max-wait", "1e400"], r"--max-wait '1e400' is too long"),
@@ -216,6 +216,7 @@ def test_a_backfill_before_1970_is_refused(engine: Engine, cli_env: dict[str, st
 
 TYPES: list[Callable[[str], Any]] = [
     common.positive_int,
+    common.whole_in(0, 100, "a count"),
     common.max_tasks,
     common.wait_ms,
     common.workflow_id,
@@ -226,7 +227,7 @@ TYPES: list[Callable[[str], Any]] = [
     common._ago_arg,
     common.parse_time,
     expire_cmds._retention,
-    http_cmds.port_number,
+    common.port_number,
     http_cmds.worker_count,
     http_cmds.wait_limit,
     http_cmds.timeout,
@@ -262,3 +263,36 @@ def test_timing_refuses_an_infinite_duration_and_an_unplaceable_time() -> None:
     with pytest.raises(DefinitionError, match="out of range"):
         timing.parse_time("0001-01-01T00:00")
     assert timing.parse_time("0001-01-01T00:00+00:00").year == 1  # placed by its offset
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--max-payload", "-5", "list"], r"--max-payload: not a size in bytes \(1 to 536,870,9"),
+        (["--max-payload", "1e3", "list"], r"--max-payload: not a size in bytes"),
+        (["--shards", "0", "list"], r"--shards: not a shard count \(1 to 1,024\): '0'"),
+        (["--shards", "x", "list"], r"--shards: not a shard count"),
+        (["acl", "--db", "x", "--role", "reader"], r"--db: not a database number"),
+        (["server", "--port", "99999"], r"--port: not a port \(1 to 65,535\): '99999'"),
+        (["server", "--cluster", "2", "--replicas", "-1"], r"--replicas: not a count of replicas"),
+        (["cancel", "--state", "running", "--max", "1e9"], r"--max: not a count of workflows"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_before_anything_runs(
+    args: list[str], says: str, engine: Engine, cli_env: dict[str, str]
+) -> None:
+    before = snapshot(engine.redis)
+    result = cli(*args, env=cli_env)
+    assert result.returncode == 2, result.stderr
+    err = one_line_error(result)
+    assert re.search(says, err), err
+    assert "invalid" not in err, err
+    assert snapshot(engine.redis) == before
+
+
+def test_an_agents_log_budget_out_of_range_is_one_line_exit_2(cli_env: dict[str, str]) -> None:
+    result = cli("--exec", "true", "--log-budget-mb", "-1", tool="redisflow-agent", env=cli_env)
+    assert result.returncode == 2, result.stderr
+    err = result.stderr.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "--log-budget-mb: not a size in MiB (0 to 1,048,576): '-1'" in err

@@ -158,7 +158,7 @@ def test_the_cli_says_so_in_one_line_and_exits_3(lone: Pair, tmp_path: Path) -> 
     assert "acknowledged by fewer than 1 replica" in one_line_error(result)
     result = cli("push", str(flow), "--url", url, "--wait-replicas", "-1")
     assert result.returncode == 2
-    assert "--wait-replicas must be 0 or more" in one_line_error(result)
+    assert "--wait-replicas: not a replica count (0 to 100)" in one_line_error(result)
 
 
 def test_on_a_cluster_a_push_is_on_its_masters_replica_when_it_returns() -> None:

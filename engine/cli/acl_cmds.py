@@ -8,7 +8,7 @@ from typing import Any
 
 from ..client import Engine
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, env_flag
+from .common import EXIT_OK, Parents, env_flag, whole_in
 
 
 def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
@@ -67,7 +67,7 @@ def register(sub: Any, parents: Parents) -> None:
     )
     p.add_argument(
         "--db",
-        type=int,
+        type=whole_in(0, 1_000_000, "a database number"),
         default=0,
         help="the one database the user may SELECT (its URL's /N; default: 0)",
     )

@@ -37,6 +37,7 @@ from .common import (
     positive_float,
     positive_int,
     refuse,
+    whole_in,
 )
 
 
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--log-budget-mb",
-        type=int,
+        type=whole_in(0, 1_048_576, "a size in MiB"),
         default=os.environ.get("REDISFLOW_LOG_BUDGET_MB", "256"),  # argparse converts it
         metavar="MB",
         help="task logs the deployment keeps in Redis, in MiB (0: no limit; give every "

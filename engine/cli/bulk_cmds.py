@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING
 from .. import bulk
 from ..errors import DefinitionError
 from ..model import WorkflowState
-from .common import EXIT_FAILED, EXIT_OK, KEY_PREFIX, _ago_arg, name_arg, print_json, time_window
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    KEY_PREFIX,
+    _ago_arg,
+    name_arg,
+    print_json,
+    time_window,
+    whole_in,
+)
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -39,7 +48,7 @@ def add_filter_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--until", type=_ago_arg, metavar="WHEN", help="created before, e.g. 30m")
     g.add_argument(
         "--max",
-        type=int,
+        type=whole_in(1, bulk.MAX_SELECTED, "a count of workflows"),
         default=bulk.MAX_SELECTED,
         metavar="N",
         help=f"act on at most the newest N matches (1 to {bulk.MAX_SELECTED:,})",

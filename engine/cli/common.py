@@ -31,6 +31,7 @@ from ..errors import (
 )
 from ..flow import check_key
 from ..store.codec import encode_input
+from ..store.layout import MAX_SHARDS
 from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
 
 if TYPE_CHECKING:
@@ -80,16 +81,16 @@ def connection_options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shards",
-        type=int,
-        default=os.environ.get("REDISFLOW_SHARDS") or None,  # argparse applies type=int
+        type=whole_in(1, MAX_SHARDS, "a shard count"),
+        default=os.environ.get("REDISFLOW_SHARDS") or None,  # argparse applies the type
         metavar="N",
         help="the deployment's shard count, stored in Redis the first time and checked "
         "after (default: the stored count; else 1, or one per master on a cluster)",
     )
     p.add_argument(
         "--wait-replicas",
-        type=int,
-        default=os.environ.get("REDISFLOW_WAIT_REPLICAS") or 0,  # argparse applies type=int
+        type=whole_in(0, 100, "a replica count"),
+        default=os.environ.get("REDISFLOW_WAIT_REPLICAS") or 0,  # argparse applies the type
         metavar="N",
         help="after every state change, WAIT for N replicas to have it; fewer in time is an "
         "error, exit 3 (the write stands on the master; default: $REDISFLOW_WAIT_REPLICAS, "
@@ -110,8 +111,8 @@ def connection_options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-payload",
-        type=int,
-        default=int(os.environ.get("REDISFLOW_MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)),
+        type=whole_in(1, MAX_PAYLOAD_LIMIT, "a size in bytes"),
+        default=os.environ.get("REDISFLOW_MAX_PAYLOAD", str(DEFAULT_MAX_PAYLOAD)),
         metavar="BYTES",
         help="largest payload or output accepted (default: 1 MB)",
     )
@@ -361,6 +362,24 @@ def whole(text: str) -> int | None:
     """``text`` as a whole number of at most 9 ASCII digits (``²``, ``٣`` and 5,000 digits
     are not), else None."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def whole_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``, else refused naming
+    ``what`` it should be ("a port", "a shard count"...) and the range."""
+
+    def parse(text: str) -> int:
+        value = whole(text.strip())
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"not {what} ({low:,} to {high:,}): {quoted(text)}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+port_number = whole_in(1, 65535, "a port")
+MAX_PAYLOAD_LIMIT = 512 * 1024 * 1024  # Redis's largest string
 
 
 def wait_ms(text: str) -> int:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, connect, print_json, whole
+from .common import EXIT_OK, Parents, connect, port_number, print_json, whole
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -24,13 +24,6 @@ HTTP_EXTRA = (
     "redisflow serve needs the http extra: pip install -e '.[http]' in a checkout "
     "(pip install 'redisflow[http]' from a package index)"
 )
-
-
-def port_number(text: str) -> int:
-    """A TCP port, 1 to 65535."""
-    if not 1 <= (whole(text) or 0) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port (1 to 65535): {text!r}")
-    return int(text)
 
 
 def worker_count(text: str) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..client import Engine
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents
+from .common import EXIT_OK, Parents, port_number, whole_in
 
 
 def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
@@ -40,15 +40,19 @@ def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
 def register(sub: Any, parents: Parents) -> None:
     """``server``."""
     p = sub.add_parser("server", help="run a private redis-server (or cluster) and print its URL")
-    p.add_argument("--port", type=int, default=None)
+    p.add_argument("--port", type=port_number, default=None)
     p.add_argument(
         "--cluster",
-        type=int,
+        type=whole_in(1, 64, "a count of masters"),
         default=None,
         metavar="MASTERS",
         help="run a local Redis Cluster of this many masters instead (redis+cluster:// URL)",
     )
     p.add_argument(
-        "--replicas", type=int, default=0, metavar="N", help="with --cluster: replicas per master"
+        "--replicas",
+        type=whole_in(0, 8, "a count of replicas"),
+        default=0,
+        metavar="N",
+        help="with --cluster: replicas per master",
     )
     p.set_defaults(run=cmd_server, no_engine=True)
