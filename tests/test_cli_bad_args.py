@@ -288,11 +288,3 @@ def test_a_count_out_of_range_is_refused_before_anything_runs(
     assert re.search(says, err), err
     assert "invalid" not in err, err
     assert snapshot(engine.redis) == before
-
-
-def test_an_agents_log_budget_out_of_range_is_one_line_exit_2(cli_env: dict[str, str]) -> None:
-    result = cli("--exec", "true", "--log-budget-mb", "-1", tool="redisflow-agent", env=cli_env)
-    assert result.returncode == 2, result.stderr
-    err = result.stderr.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    assert "--log-budget-mb: not a size in MiB (0 to 1,048,576): '-1'" in err

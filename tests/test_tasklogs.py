@@ -354,7 +354,10 @@ def test_agent_cli_log_budget_and_exec_stderr(
     from engine_helpers import cli
 
     r = cli("--log-budget-mb", "-1", "--exec", "true", tool="redisflow-agent", env=cli_env)
-    assert r.returncode == 2 and "--log-budget-mb -1" in r.stderr
+    assert (
+        r.returncode == 2
+        and "--log-budget-mb: not a size in MiB (0 to 1,048,576): '-1'" in r.stderr
+    )
     script = tmp_path / "tool.sh"
     script.write_text("#!/bin/sh\necho 'from the tool' >&2\necho 7\n")
     script.chmod(0o755)

@@ -177,10 +177,6 @@ def run(argv: Sequence[str] | None = None) -> int:
         codes = exit_codes(args.exit_code)
         handler = exec_handler(args.command, timeout=args.exec_timeout, env=env, exit_codes=codes)
     types = args.types or [""]
-    if args.log_budget_mb < 0:
-        return fail(
-            f"--log-budget-mb {args.log_budget_mb}: give 0 (no limit) or more", EXIT_BAD_INPUT
-        )
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
     try:
