@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .errors import NotFoundError, StateError
 from .model import AgentInfo, AgentState
+from .store.codec import RECORD_FORM
 
 if TYPE_CHECKING:
     from .deployment import Deployment
@@ -39,6 +40,13 @@ def gone(agent: AgentInfo, after_s: float = GONE_AFTER_S) -> bool:
     """Whether ``agent`` stopped or died more than ``after_s`` ago."""
     age = agent.heartbeat_age
     return agent.state in GONE and (age is None or age > after_s)
+
+
+def earlier_release(agents: Iterable[AgentInfo]) -> list[AgentInfo]:
+    """The live agents of a release that writes an earlier task record form: agents of
+    this release do not start while they run (register.lua)."""
+    live = (AgentState.ONLINE, AgentState.STALE, AgentState.DRAINING)
+    return [a for a in agents if a.state in live and a.records < RECORD_FORM]
 
 
 def current(agents: Iterable[AgentInfo], after_s: float = GONE_AFTER_S) -> list[AgentInfo]:

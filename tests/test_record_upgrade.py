@@ -75,3 +75,21 @@ def test_an_agent_waits_for_an_earlier_release_s_agents_to_stop(
             time.sleep(0.05)
     assert engine.status(wid).state == "succeeded"
     assert {a.id: a.records for a in engine.store.agents()}["new-1"] == RECORD_FORM
+
+
+def test_the_agents_listing_names_an_earlier_release_s_agents(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    from engine_helpers import cli
+
+    register_earlier(engine, "old-9")
+    for shard in engine.keys.all_shards():
+        engine.store.register(shard, "new-9", current_info(), 30_000)
+    out = cli("agents", env=cli_env)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "1 of these agents is of an earlier redisflow release (old-9)" in text
+    for shard in engine.keys.all_shards():
+        engine.store.stop(shard, "old-9")
+    out = cli("agents", env=cli_env)
+    assert "earlier redisflow release" not in out.stdout

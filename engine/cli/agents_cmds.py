@@ -46,6 +46,14 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
             f"[dim]online: heartbeat within {2 * a.heartbeat_s:.0f}s; stale: later but within "
             f"the {a.lease_s:.0f}s lease; dead: lease expired (tasks handed on)[/]"
         )
+    earlier = agent_ops.earlier_release(agents)
+    if earlier:
+        out.print(
+            f"[yellow]{len(earlier)} of these agents {'is' if len(earlier) == 1 else 'are'} "
+            "of an earlier redisflow release "
+            f"({esc(', '.join(a.id for a in earlier))}): agents of this release wait for them "
+            "to stop before they start[/]"
+        )
     if len(every) > len(agents):
         out.print(
             f"[dim]{len(every) - len(agents)} agents stopped or dead over "
