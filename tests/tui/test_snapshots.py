@@ -101,6 +101,9 @@ def _open(
         pane = screen.query_one(TaskLogPane)
         name = screen.view.tasks[task].name
         await wait_for(pilot, lambda: pane.task_name == name and pane.reads > 0)
+        # and the detail above it shows the task (filled in apart from the log's read)
+        body = screen.query_one("#detail-body")
+        await wait_for(pilot, lambda: str(body.content).startswith(f"{name}  #{task}"))
         await pilot.pause(0.2)
 
     return run_before
