@@ -75,7 +75,7 @@ def parse_record(value: str | None) -> Record:
             b, base = _text(bn), bn
         if d:
             d = _text(_num(d) + (base or 0))
-        st = WORD[st]
+        st = WORD.get(st, st)
     return Record(st, a, q, b, d, g)
 
 
