@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, connect, port_number, print_json, whole
+from .common import EXIT_OK, Parents, connect, port_number, print_json, whole_in
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -26,10 +26,8 @@ HTTP_EXTRA = (
 )
 
 
-def worker_count(text: str) -> int:
-    if not 1 <= (whole(text) or 0) <= 64:
-        raise argparse.ArgumentTypeError(f"not a worker count (1 to 64): {text!r}")
-    return int(text)
+worker_count = whole_in(1, 64, "a worker count")
+connection_cap = whole_in(1, 1_000_000, "a connection count")
 
 
 def wait_limit(text: str) -> float:
@@ -52,12 +50,6 @@ def timeout(text: str) -> float:
     if not 0 < seconds <= 86400:
         raise argparse.ArgumentTypeError(f"a timeout from 1ms to 1d, not {text!r}")
     return seconds
-
-
-def connection_cap(text: str) -> int:
-    if not 1 <= (whole(text) or 0) <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"not a connection count (1 to 1000000): {text!r}")
-    return int(text)
 
 
 def allowed_host(text: str) -> str:
