@@ -13,7 +13,6 @@ import itertools
 import re
 import secrets
 import socket
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -49,7 +48,7 @@ from .model import (
     WorkflowSummary,
 )
 from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
-from .retrying import NOT_RUN_REPLIES, patiently
+from .retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
 from .rules import Plan
 from .schemas import check_input
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
@@ -79,6 +78,15 @@ DEFAULT_WAIT_TIMEOUT_MS = 1000  # with wait_replicas: how long a write waits for
 WAIT_MARGIN_S = 5.0  # the read timeout of an engine that WAITs: its WAIT's timeout plus this
 # "count[17]" or "count.17" (as the console shows it): item 17 of map count
 ITEM_NAME = re.compile(r"^(.*?)(?:\[(\d+)\]|\.(\d+))$")
+
+
+class _RanNothing(Exception):
+    """A push batch some call of which a server answered without running it (a cluster
+    shard failing over): sent again while time is left (``Engine._send_push``)."""
+
+    def __init__(self, results: builtins.list[Any]) -> None:
+        super().__init__("a call was answered by a server that ran nothing")
+        self.results = results
 
 
 def _span(ids: builtins.list[str]) -> str:
@@ -481,18 +489,19 @@ class Engine:
     def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
         """Run a batch of push calls, sending it again for up to ``push_retry_s`` while
         Redis is unreachable or some call was answered by a server that ran nothing (a
-        cluster shard failing over). The calls that did run reply as they first did when
-        sent again: each carries its push token."""
-        deadline = time.monotonic() + self.push_retry_s
-        pause = 0.1
-        while True:
-            results = patiently(batch.execute, max(0.0, deadline - time.monotonic()))
-            if not any(isinstance(r, NOT_RUN_REPLIES) for r in results):
-                return results
-            if time.monotonic() + pause > deadline:
-                return results
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
+        cluster shard failing over); past that, the replies as they are. The calls that
+        did run reply as they first did when sent again: each carries its push token."""
+
+        def send() -> builtins.list[Any]:
+            results = batch.execute()
+            if any(isinstance(r, NOT_RUN_REPLIES) for r in results):
+                raise _RanNothing(results)
+            return results
+
+        try:
+            return patiently(send, self.push_retry_s, errors=(*UNREACHABLE, _RanNothing))
+        except _RanNothing as e:
+            return e.results
 
     # -- templates --------------------------------------------------------------------
 
