@@ -45,8 +45,7 @@ def gone(agent: AgentInfo, after_s: float = GONE_AFTER_S) -> bool:
 def earlier_release(agents: Iterable[AgentInfo]) -> list[AgentInfo]:
     """The live agents of a release that writes an earlier task record form: agents of
     this release do not start while they run (register.lua)."""
-    live = (AgentState.ONLINE, AgentState.STALE, AgentState.DRAINING)
-    return [a for a in agents if a.state in live and a.records < RECORD_FORM]
+    return [a for a in agents if a.state not in GONE and a.records < RECORD_FORM]
 
 
 def current(agents: Iterable[AgentInfo], after_s: float = GONE_AFTER_S) -> list[AgentInfo]:
