@@ -4,18 +4,19 @@
 -- Returns the rows of the tasks it held (see start_task): each restarts with a new
 -- attempt number, so a lingering older process of the same id is fenced off.
 -- At its start, refused (RFEARLIER, the ids), registering nothing, while agents of an
--- earlier release are live: their info names an earlier task record form than this agent's ("records"),
--- or none, and they would misread the records this one writes (lib/record.lua).
+-- earlier release are live: their info names an earlier task record form ("records") than
+-- this agent's, or none, and they would misread the records this one writes
+-- (lib/record.lua).
 local agent = ARGV[3]
-local form = tonumber(string.match(ARGV[4], '"records": *(%d+)') or '1')
+local function form_of(info)
+  return tonumber(string.match(info, '"records": *(%d+)') or '1')
+end
+local form = form_of(ARGV[4])
 local earlier = {}
 local live = ARGV[6] == '1' and redis.call('ZRANGEBYSCORE', K_AGENTS_LIVE, NOW, '+inf') or {}
 for _, id in ipairs(live) do
-  if id ~= agent then
-    local info = redis.call('HGET', K_AGENTS, id) or ''
-    if tonumber(string.match(info, '"records": *(%d+)') or '1') < form then
-      earlier[#earlier + 1] = id
-    end
+  if id ~= agent and form_of(redis.call('HGET', K_AGENTS, id) or '') < form then
+    earlier[#earlier + 1] = id
   end
 end
 if #earlier > 0 then
