@@ -13,6 +13,7 @@ from engine.store.codec import (
     INPUT_OWN_KEY,
     INPUT_PIECE,
     INPUT_PIECES_MAX,
+    INPUT_VALUE,
     input_layout,
     stored_input,
 )
@@ -23,7 +24,8 @@ INPUTS = [
     "",
     '"x"',
     "1" * INPUT_PIECE,
-    "1" * (INPUT_PIECE + 1),
+    "1" * INPUT_VALUE,
+    "1" * (INPUT_VALUE + 1),
     "2" * (INPUT_PIECE * INPUT_PIECES_MAX),
     "3" * (INPUT_PIECE * INPUT_PIECES_MAX + 1),
     '"' + "é" * 80 + '"',
@@ -63,15 +65,15 @@ def test_an_input_is_stored_and_read_alike_on_both_sides(
     head, pieces, own = layout
     for piece in pieces:  # every piece is text of its own, short enough for a listpack
         assert 0 < len(piece.encode()) <= INPUT_PIECE
-    assert len(head.encode()) <= INPUT_PIECE
-    if pieces:
-        assert head == f"#{len(pieces)}" and own is None and len(pieces) <= INPUT_PIECES_MAX
+    if pieces:  # "#<n>" and the first piece, the others in fields of their own
+        assert head.startswith(f"#{len(pieces) + 1}") and len(head.encode()) <= INPUT_PIECE
+        assert own is None and len(pieces) < INPUT_PIECES_MAX
     elif own is not None:
         assert head == INPUT_OWN_KEY and own == text
     else:
-        assert head == text
+        assert head == text and len(head.encode()) <= INPUT_VALUE
     # Python reads what Lua's read_input reads, from the same stored fields
-    raw = {"in": head, **{f"in{k}": p for k, p in enumerate(pieces, 1)}}
+    raw = {"in": head, **{f"in{k}": p for k, p in enumerate(pieces, 2)}}
     assert stored_input(raw, own) == text
     w = engine.keys.shard(0).workflow(1)  # in the slot run_lua's script runs on
     engine.redis.hset(w, mapping=raw)
@@ -82,8 +84,8 @@ def test_an_input_is_stored_and_read_alike_on_both_sides(
 
 
 def test_a_workflow_too_big_for_pieces_keeps_its_input_in_a_key_of_its_own() -> None:
-    text = "x" * (INPUT_PIECE + 1)
-    assert input_layout(text, 10)[0] == "#2"
+    text = "x" * (INPUT_VALUE + 1)
+    assert input_layout(text, 10) == ("#2" + "x" * 61, ["x" * 4], None)
     assert input_layout(text, 58) == (INPUT_OWN_KEY, [], text)  # 11 + 116 + 2 > 128
 
 
@@ -98,7 +100,21 @@ def test_lua_cuts_and_joins_bytes_that_are_not_utf_8_unchanged(redis_url: str) -
     client = open_client(redis_url)  # bytes, not text
     try:
         head, joined = client.eval(with_fields(f"{lib}\n{body}"), 1, "w", "p", 100, data)
-        assert (head, joined) == (b"#3", data)
-        assert [len(client.hget("w", f"in{k}")) for k in (1, 2, 3)] == [61, 64, 45]
+        assert (head[:2], joined) == (b"#3", data)
+        # the first piece after "#3": 61 bytes less the 3 a piece may end before
+        assert [len(head) - 2, *(len(client.hget("w", f"in{k}")) for k in (2, 3))] == [58, 63, 49]
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("size", [65, 105, 128, 200, 256])
+def test_an_earlier_release_s_pieces_read_back_on_both_sides(engine: Engine, size: int) -> None:
+    # "#<n>" alone, every piece of 64 bytes in fields in1..in<n>, as earlier runs hold them
+    text = "".join(chr(97 + k % 26) for k in range(size))  # stored as given: any text
+    cuts = [text[k : k + 64] for k in range(0, size, 64)]
+    raw = {"in": f"#{len(cuts)}", **{f"in{k}": p for k, p in enumerate(cuts, 1)}}
+    assert stored_input(raw) == text
+    w = engine.keys.shard(0).workflow(1)
+    engine.redis.hset(w, mapping=raw)
+    got = run_lua(engine, f"return {{read_input('{w}', redis.call('HGET', '{w}', 'in'))}}")
+    assert got == [text]

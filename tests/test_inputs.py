@@ -150,7 +150,7 @@ def test_every_stored_form_reads_back_identical_everywhere(
     ids = engine.push_many([wf] * 3, [given] * 3)
     raw = stored_values(engine, ids[0])
     own = engine.redis.get(engine.keys.shard_of(ids[0]).workflow_input(ids[0]))
-    assert (raw["in"][0] == "#", "in1" in raw, own is not None) == {
+    assert (raw["in"][0] == "#", "in2" in raw, own is not None) == {
         "one field": (False, False, False),
         "pieces": (True, True, False),
     }.get(form, (True, False, True))

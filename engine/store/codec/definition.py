@@ -6,6 +6,7 @@ The Lua half is ``lua/lib/definition.lua`` (reading it) and ``lua/lib/push.lua``
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -388,4 +389,8 @@ def _names_json(names: list[str]) -> str:
 
 
 def _digest(static_json: str) -> str:
-    return hashlib.blake2b(static_json.encode(), digest_size=12).hexdigest()
+    """96 bits of BLAKE2b in URL-safe base64: 16 characters (24 in hex), read by every
+    run's hash (field ``d``), so 8 bytes of each run's memory. No character of it is a
+    "+", which starts the features after it (``has_feature`` in ``lib/definition.lua``)."""
+    raw = hashlib.blake2b(static_json.encode(), digest_size=12).digest()
+    return base64.urlsafe_b64encode(raw).decode()

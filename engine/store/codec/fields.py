@@ -16,15 +16,21 @@ _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, all
 
 
 # -- workflow hash (P:w:<wid>) ------------------------------------------------------------
-# Meta fields: name, state, definition digest, task count, tasks not terminal, succeeded,
-# failed, skipped, created ms, finished ms; upstream_failed (written from the first one).
+# Meta fields: name, state, definition digest, task count, tasks not terminal (absent: 0,
+# as a finished run keeps it), succeeded, failed, skipped, created (epoch ms), finished (ms
+# after created: a few bytes, where epoch ms take ten); upstream_failed (written from the
+# first one). A run finished by an earlier release has its finish in epoch ms, in `ft`.
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
-F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "ft"
+F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "fd"
+F_FINISHED_EPOCH = "ft"
 F_UPSTREAM = "uf"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one (see input_layout)
-# An input longer than one compact hash value is kept in pieces (fields in1, in2...) or,
-# longer still, in a key of its own: then field `in` holds "#<pieces>" or INPUT_OWN_KEY.
-INPUT_PIECE = 64  # bytes: Redis's default hash-max-listpack-value
+# An input longer than one compact hash value is kept in pieces (`in` holds "#<pieces>"
+# and the first, fields in2, in3... the others) or, longer still, in a key of its own
+# (`in` is INPUT_OWN_KEY). An earlier release's run has `in` "#<pieces>" alone, and every
+# piece in fields in1, in2...
+INPUT_VALUE = 64  # bytes: Redis's default hash-max-listpack-value (an input up to it is `in`)
+INPUT_PIECE = 63  # bytes: the longest value a listpack keeps behind a one-byte header
 INPUT_PIECES_MAX = 4
 INPUT_OWN_KEY = "#"
 LISTPACK_ENTRIES = 128  # Redis's default hash-max-listpack-entries
@@ -44,6 +50,7 @@ F_PARENT, F_DEPTH = "pa", "dp"
 F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,
+    F_FINISHED_EPOCH,
 )  # fmt: skip
 # Per task i: the record is the field named by the bare index; then these suffixes.
 # `<i>w` counts its parents' ends: s + RULE_BASE * k + RULE_BASE**2 * f (succeeded,

@@ -15,6 +15,7 @@ from .fields import (
     INPUT_OWN_KEY,
     INPUT_PIECE,
     INPUT_PIECES_MAX,
+    INPUT_VALUE,
     LISTPACK_ENTRIES,
     _encode_strict,
 )
@@ -41,28 +42,30 @@ def encode_input(value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> str:
 
 def input_layout(text: str, tasks: int) -> tuple[str, list[str], str | None]:
     """How ``push.lua`` stores input JSON ``text`` of a workflow of ``tasks`` tasks
-    (``input_layout`` in ``lib/input.lua``): the value of field ``in``, the pieces (fields
-    ``in1``, ``in2``...) and the value of the input's own key (None: none).
+    (``input_layout`` in ``lib/input.lua``): the value of field ``in``, the pieces after
+    the first (fields ``in2``, ``in3``...) and the value of the input's own key (None:
+    none).
 
-    Up to :data:`INPUT_PIECE` bytes the JSON is ``in`` itself. Longer, it is cut into
-    pieces of at most that many bytes, each ending before a UTF-8 continuation byte (so
-    each piece is text of its own), ``in`` saying how many: ``"#<n>"``, which no JSON
-    can be. A longer value would turn the whole workflow hash from a compact listpack
-    into a hashtable, several times bigger. Past :data:`INPUT_PIECES_MAX` pieces, or
-    when the pieces would take a workflow's hash past :data:`LISTPACK_ENTRIES` fields
-    once it has run (11 of its own, a record and an output per task), the JSON goes to
-    a key of its own (``ShardKeys.workflow_input``) and ``in`` is :data:`INPUT_OWN_KEY`.
+    Up to :data:`INPUT_VALUE` bytes the JSON is ``in`` itself. Longer, it is cut into
+    pieces, each ending before a UTF-8 continuation byte (so each piece is text of its
+    own): ``in`` is ``"#<n>"`` (which no JSON can start with) and the first piece, the
+    others are fields of their own, each at most :data:`INPUT_PIECE` bytes, ``in`` too.
+    A longer value would turn the whole workflow hash from a compact listpack into a
+    hashtable, several times bigger. Past :data:`INPUT_PIECES_MAX` pieces, or when the
+    pieces would take a workflow's hash past :data:`LISTPACK_ENTRIES` fields once it has
+    run (11 of its own, a record and an output per task), the JSON goes to a key of its
+    own (``ShardKeys.workflow_input``) and ``in`` is :data:`INPUT_OWN_KEY`.
     """
     data = text.encode()
     size = len(data)
-    if size <= INPUT_PIECE:
+    if size <= INPUT_VALUE:
         return text, [], None
-    if size > INPUT_PIECE * INPUT_PIECES_MAX:
+    if size > INPUT_PIECE * INPUT_PIECES_MAX - 2:
         return INPUT_OWN_KEY, [], text
     pieces: list[str] = []
     start = 0
     while start < size:
-        end = start + INPUT_PIECE
+        end = start + INPUT_PIECE - (2 if start == 0 else 0)  # the first after "#<n>"
         back = 0
         while end < size and back < 3 and data[end] & 0xC0 == 0x80:
             end -= 1
@@ -71,7 +74,7 @@ def input_layout(text: str, tasks: int) -> tuple[str, list[str], str | None]:
         start = end
     if len(pieces) > INPUT_PIECES_MAX or 11 + 2 * tasks + len(pieces) > LISTPACK_ENTRIES:
         return INPUT_OWN_KEY, [], text
-    return f"#{len(pieces)}", pieces, None
+    return f"#{len(pieces)}{pieces[0]}", pieces[1:], None
 
 
 def stored_input(raw: Mapping[str, str], own: str | None = None) -> str:
@@ -83,4 +86,7 @@ def stored_input(raw: Mapping[str, str], own: str | None = None) -> str:
         return head
     if head == INPUT_OWN_KEY:
         return own or ""
-    return "".join(raw[f"{F_INPUT}{k}"] for k in range(1, int(head[1:]) + 1))
+    n = int(head[1])
+    if len(head) == 2:  # an earlier release's: every piece in a field of its own
+        return "".join(raw[f"{F_INPUT}{k}"] for k in range(1, n + 1))
+    return head[2:] + "".join(raw[f"{F_INPUT}{k}"] for k in range(2, n + 1))

@@ -35,13 +35,10 @@ from .record import parse_record
 from .waits import signal_status, wait_status
 
 
-def _ms(value: Any) -> float | None:
-    return None if value in (None, "") else int(value) / 1000.0
-
-
 def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
     """A summary from the :data:`SUMMARY_FIELDS` of a workflow hash, in that order."""
-    name, st, n, ok, bad, skip, ct, ft, uf = row
+    name, st, n, ok, bad, skip, ct, fd, uf, ft = row
+    finished = int(ct) + int(fd) if fd else (int(ft) if ft else None)
     return WorkflowSummary(
         id=str(wid),
         name=name,
@@ -51,7 +48,7 @@ def parse_summary(wid: str, row: Sequence[Any]) -> WorkflowSummary:
         failed=int(bad or 0),
         skipped=int(skip or 0),
         created_at=int(ct) / 1000.0,
-        finished_at=_ms(ft),
+        finished_at=None if finished is None else finished / 1000.0,
         upstream_failed=int(uf or 0),
     )
 

@@ -161,7 +161,7 @@ if st == 'failed' then
     for _, g in ipairs(gates) do redis.call('HINCRBY', K_CC, g[1], 1) end
   end
   redis.call('ZREM', K_EXPIRE, wid)
-  redis.call('HDEL', wk, F_FINISHED)
+  redis.call('HDEL', wk, F_FINISHED, F_FINISHED_EPOCH)
   live = true
 end
 local was = {}  -- how many tasks run again were in each state

@@ -16,9 +16,11 @@
 -- script is built each name is written as its value (F_LEFT as 'left'; scripts.py,
 -- with_fields). The values, and what they hold:
 -- Workflow hash fields (P:w:<wid>):
---   name st d n left ok bad skip ct ft       name, state, definition digest, task count,
---                                            tasks not terminal, succeeded, failed,
---                                            skipped, created ms, finished ms
+--   name st d n left ok bad skip ct fd       name, state, definition digest, task count,
+--                                            tasks not terminal (absent: 0), succeeded,
+--                                            failed, skipped, created (epoch ms),
+--                                            finished (ms after ct; an earlier
+--                                            release's run: ft, epoch ms)
 --   uf                                       upstream_failed (absent until the first)
 --   in (in1 in2 ...)                         the input JSON or how it is kept (input_layout)
 --   <i>                                      task i's record (see tparse): state,

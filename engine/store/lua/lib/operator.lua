@@ -126,9 +126,8 @@ local function end_workflow(wid, wk, st, n, final, who, why)
     end
   end
   -- 0 - x, not -x: Lua's -0 is sent as "-0", which HINCRBY refuses
-  redis.call('HINCRBY', wk, F_LEFT, 0 - cancelled)
-  set_wstate(wid, wk, st, final, NOW)
-  redis.call('HSET', wk, F_FINISHED, NOW)
+  local left = redis.call('HINCRBY', wk, F_LEFT, 0 - cancelled)
+  set_finished(wid, wk, st, final, redis.call('HGET', wk, F_CREATED), left)
   workflow_ended(wid, wk, st, final)
   if why then
     redis.call('HSET', wk, F_REASON, why)

@@ -70,8 +70,12 @@ local function dequeue(wid, wk, i)
   redis.call('ZREM', K_DELAYED, member)
 end
 
-local function set_wstate(wid, wk, old, new, score)
-  redis.call('HSET', wk, F_STATE, new)
+local function set_wstate(wid, wk, old, new, score, finished)
+  if finished then  -- an end: when, as ms after the creation (F_FINISHED) in the same write
+    redis.call('HSET', wk, F_STATE, new, F_FINISHED, finished)
+  else
+    redis.call('HSET', wk, F_STATE, new)
+  end
   redis.call('ZREM', k_state(old), wid)
   redis.call('ZADD', k_state(new), score, wid)
   count('w:' .. old, -1)
