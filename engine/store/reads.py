@@ -41,6 +41,7 @@ from .codec import (
     D_NAME,
     D_PAYLOAD,
     D_RATE,
+    D_RUN_NAME,
     D_STEPS,
     D_USERS,
     F_COUNT,
@@ -412,9 +413,12 @@ class Reads:
         return out
 
     def _remember_definition(self, digest: str, definition: dict[str, str]) -> None:
-        """Keep a definition's fields but its tasks' payloads (kept by name, read again
-        with each status): a digest names the tasks, not their payloads."""
+        """Keep a definition's fields but its tasks' payloads and its runs' name (kept by
+        name, read again with each status): a digest names the tasks, not their payloads
+        nor the name of the run that stored it."""
         payloads = [f for f in definition if f[-1:] == D_PAYLOAD and f[:-1].isdigit()]
+        if D_RUN_NAME in definition:  # its first run's: read again too, as its payloads
+            payloads.append(D_RUN_NAME)
         kept = dict(definition)
         for f in payloads:
             del kept[f]
@@ -434,11 +438,35 @@ class Reads:
         wids = list(wids)
         pipe = self.redis.pipeline(transaction=False)
         for wid in wids:
-            pipe.hmget(self.keys.shard_of(wid).workflow(wid), SUMMARY_FIELDS)
+            pipe.hmget(self.keys.shard_of(wid).workflow(wid), [*SUMMARY_FIELDS, F_DIGEST])
+        found = [(w, row) for w, row in zip(wids, pipe.execute(), strict=True) if row[1]]
+        rows = self._named([w for w, _ in found], [row for _, row in found], 0)
+        return [parse_summary(w, row) for (w, _), row in zip(found, rows, strict=True)]
+
+    def _named(
+        self, wids: builtins.list[str], rows: builtins.list[Any], at: int
+    ) -> builtins.list[builtins.list[Any]]:
+        """Rows of run fields read with the run's digest last: the digest dropped, and a
+        run's name (``at`` in its row) that is its definition's (no field of its own)
+        read from there, one read per definition."""
+        keys = {
+            w: self.keys.shard_of(w).definition(row[-1])
+            for w, row in zip(wids, rows, strict=True)
+            if row[at] is None and row[-1]
+        }
+        names: dict[str, Any] = {}
+        if keys:
+            unique = list(dict.fromkeys(keys.values()))
+            pipe = self.redis.pipeline(transaction=False)
+            for k in unique:
+                pipe.hget(k, D_RUN_NAME)
+            names = dict(zip(unique, pipe.execute(), strict=True))
         out = []
-        for wid, row in zip(wids, pipe.execute(), strict=True):
-            if row[0] is not None:
-                out.append(parse_summary(wid, row))
+        for w, row in zip(wids, rows, strict=True):
+            row = list(row[:-1])
+            if w in keys:
+                row[at] = names[keys[w]]
+            out.append(row)
         return out
 
     def id_for_key(self, key: str) -> str:
@@ -517,19 +545,27 @@ class Reads:
         the ``checks`` field values (state, name)."""
         found: list[str] = []
         start, chunk = 0, 500
-        fields = list(checks)
-        wanted = [checks[f] for f in fields]
         read = self.redis.zrange if oldest_first else self.redis.zrevrange
         while len(found) < want:
             wids = cast("list[str]", read(index, start, start + chunk - 1))
             if not wids:
                 break
-            pipe = self.redis.pipeline(transaction=False)
-            for wid in wids:
-                pipe.hmget(self.keys.shard_of(wid).workflow(wid), fields)
-            found += [w for w, got in zip(wids, pipe.execute(), strict=True) if list(got) == wanted]
+            found += self._matching(wids, checks)
             start += chunk
         return found[:want]
+
+    def _matching(self, wids: builtins.list[str], checks: dict[str, str]) -> builtins.list[str]:
+        """The ``wids`` whose workflow has the ``checks`` field values (state, name), in
+        one round trip (two when a name to check is a definition's)."""
+        fields = list(checks)
+        pipe = self.redis.pipeline(transaction=False)
+        for wid in wids:
+            pipe.hmget(self.keys.shard_of(wid).workflow(wid), [*fields, F_DIGEST])
+        rows: list[Any] = pipe.execute()
+        if F_NAME in checks:
+            rows = self._named(wids, rows, fields.index(F_NAME))
+        wanted = [checks[f] for f in fields]
+        return [w for w, row in zip(wids, rows, strict=True) if list(row[: len(fields)]) == wanted]
 
     def _windows(
         self,
@@ -562,8 +598,6 @@ class Reads:
         """Up to ``want`` ids of ``index`` at ranks ``[start, end)`` (the newest first,
         or the oldest) whose workflow has the ``checks`` field values."""
         found: list[str] = []
-        fields = list(checks)
-        wanted = [checks[f] for f in fields]
         chunk = 500
         lo, hi = start, end
         while len(found) < want and lo < hi:
@@ -576,12 +610,8 @@ class Reads:
             wids = cast("list[str]", self.redis.zrange(index, a, b - 1))
             if not oldest_first:
                 wids.reverse()
-            if fields:
-                pipe = self.redis.pipeline(transaction=False)
-                for wid in wids:
-                    pipe.hmget(self.keys.shard_of(wid).workflow(wid), fields)
-                got = pipe.execute()
-                wids = [w for w, row in zip(wids, got, strict=True) if list(row) == wanted]
+            if checks:
+                wids = self._matching(wids, checks)
             found += wids
         return found[:want]
 

@@ -16,10 +16,11 @@ _encode_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, all
 
 
 # -- workflow hash (P:w:<wid>) ------------------------------------------------------------
-# Meta fields: name, state, definition digest, task count, tasks not terminal (absent: 0,
-# as a finished run keeps it), succeeded, failed, skipped, created (epoch ms), finished (ms
-# after created: a few bytes, where epoch ms take ten); upstream_failed (written from the
-# first one). A run finished by an earlier release has its finish in epoch ms, in `ft`.
+# Meta fields: name (absent: its definition's, D_RUN_NAME), state, definition digest, task
+# count, tasks not terminal (absent: 0, as a finished run keeps it), succeeded, failed,
+# skipped, created (epoch ms), finished (ms after created: a few bytes, where epoch ms
+# take ten); upstream_failed (written from the first one). A run finished by an earlier
+# release has its finish in epoch ms, in `ft`.
 F_NAME, F_STATE, F_DIGEST, F_COUNT = "name", "st", "d", "n"
 F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip", "ct", "fd"
 F_FINISHED_EPOCH = "ft"
@@ -70,6 +71,11 @@ D_USERS, D_BACKOFF, D_BACKOFF_MAX = "r", "bk", "bm"
 # definition's field i P unless the run's hash has a field of that name (push.lua writes
 # one for each payload that differs from the stored one); a claim reads the run's only then.
 D_OWN_PAYLOADS = "pp"
+# The name of its runs that have no name field of their own: the first run's, set when it
+# is stored (push.lua); a run named otherwise keeps its own. The same field name as the
+# run's, so a run's hash over its definition's reads as the run's name. Absent in a
+# definition of an earlier release, whose runs all keep theirs.
+D_RUN_NAME = "name"
 D_HANDLERS, D_FINALLY = "hf", "fy"
 # Per task i, suffixes: name, type, payload JSON, priority, max attempts, children csv,
 # parents csv, parents' names JSON, how many parents (when more than one; "<n>m" for a

@@ -16,7 +16,8 @@
 -- script is built each name is written as its value (F_LEFT as 'left'; scripts.py,
 -- with_fields). The values, and what they hold:
 -- Workflow hash fields (P:w:<wid>):
---   name st d n left ok bad skip ct fd       name, state, definition digest, task count,
+--   name st d n left ok bad skip ct fd       name (absent: its definition's), state,
+--                                            definition digest, task count,
 --                                            tasks not terminal (absent: 0), succeeded,
 --                                            failed, skipped, created (epoch ms),
 --                                            finished (ms after ct; an earlier
@@ -50,6 +51,8 @@
 --                                            longest retry delay ms
 --   hf fy                                    tasks that handle failures (one_failed,
 --                                            all_failed), finally tasks: index csvs
+--   name                                     its first run's name: its runs' unless they
+--                                            have one of their own (set with that run)
 --   <i>N <i>T <i>P <i>R <i>M <i>C <i>U <i>V  task i: name, type, payload JSON, priority,
 --                                            max attempts, children csv, parents csv,
 --                                            parents' names as a JSON array

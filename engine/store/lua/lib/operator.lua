@@ -7,6 +7,7 @@ local function remove_workflow(wid, wk, st, who)
   local m = redis.call('HMGET', wk, F_NAME, F_COUNT, F_DIGEST, F_LOG_BYTES)
   local n = tonumber(m[2])
   local dk = dkey(wk, m[3])
+  local name = m[1] or redis.call('HGET', dk, D_RUN_NAME)  -- read before dk may go
   for i = 0, n - 1 do
     local t = tparse(redis.call('HGET', wk, i))
     local s = t.s
@@ -30,9 +31,9 @@ local function remove_workflow(wid, wk, st, who)
   if redis.call('HINCRBY', dk, D_USERS, -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)
   redis.call('ZREM', k_state(st), wid)
-  redis.call('ZREM', k_name(m[1]), wid)
-  if tonumber(redis.call('ZINCRBY', K_NAMES, -1, m[1])) <= 0 then
-    redis.call('ZREM', K_NAMES, m[1])
+  redis.call('ZREM', k_name(name), wid)
+  if tonumber(redis.call('ZINCRBY', K_NAMES, -1, name)) <= 0 then
+    redis.call('ZREM', K_NAMES, name)
   end
   count('w:' .. st, -1)
   if who then emit('cleaned', wid, -1, {1, who}) else emit('cleaned', wid, -1) end

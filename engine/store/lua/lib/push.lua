@@ -38,6 +38,10 @@ local function push_workflows(a, token)
     pos = pos + ntypes + 1
     local nstatic = tonumber(a[pos])  -- -1: they come packed, one JSON array of strings
     local new = redis.call('EXISTS', dk) == 0
+    -- the name of its runs that have none of their own: its first run's (nil: not yet;
+    -- false: a definition of an earlier release, whose runs all keep theirs)
+    local named = nil
+    if not new then named = redis.call('HGET', dk, D_RUN_NAME) end
     if new then
       local static = {}
       if nstatic < 0 then
@@ -86,12 +90,13 @@ local function push_workflows(a, token)
       end
     end
     local ninit = tonumber(a[pos])
-    -- The new workflow hash, with slots 2 (name), 4 (state) and 6 (input) filled per
-    -- workflow. `in` early and always there (empty: no input): a claim reads it for
-    -- every task, and a field that is missing costs a scan of the whole hash. The
-    -- counts of failed and skipped tasks come with the first (absent: 0; most runs have
-    -- none, and two fields less are 15 bytes less per workflow)
-    local fields = {F_NAME, '', F_STATE, st0, F_INPUT, '', F_CREATED, now_s, F_DIGEST, digest,
+    -- The new workflow hash, with slots 2 (state) and 4 (input) filled per workflow.
+    -- `in` early and always there (empty: no input): a claim reads it for every task,
+    -- and a field that is missing costs a scan of the whole hash. The counts of failed
+    -- and skipped tasks come with the first (absent: 0; most runs have none, and two
+    -- fields less are 15 bytes less per workflow). Its name only when it is not its
+    -- definition's (D_RUN_NAME).
+    local fields = {F_STATE, st0, F_INPUT, '', F_CREATED, now_s, F_DIGEST, digest,
       F_COUNT, ntasks_s, F_LEFT, ntasks_s, F_OK, '0'}
     if st0 == 'scheduled' then
       fields[#fields + 1] = F_START_AT
@@ -113,7 +118,7 @@ local function push_workflows(a, token)
       roots[#roots + 1] = {idx, a[at + 1], tonumber(a[at + 2]), tonumber(delay)}
     end
     defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
-      deadline = deadline, rated = has_feature(dk, D_RATE)}
+      deadline = deadline, rated = has_feature(dk, D_RATE), name = named}
   end
 
   local nwf = tonumber(a[pos])
@@ -145,10 +150,14 @@ local function push_workflows(a, token)
       if o and o.g and st == 'running' and not admit(wid, o.g) then st = 'queued' end
       local head, pieces, own = input_layout(input, def.ntasks)
       def.uses = def.uses + 1
-      def.fields[2] = name
-      def.fields[4] = st
-      def.fields[6] = head
+      def.fields[2] = st
+      def.fields[4] = head
       write_all('HSET', wk, def.fields)
+      if def.name == nil then  -- a new definition: named after its first run
+        def.name = name
+        redis.call('HSET', def.key, D_RUN_NAME, name)
+      end
+      if name ~= def.name then redis.call('HSET', wk, F_NAME, name) end
       if pieces then redis.call('HSET', wk, unpack(pieces)) end
       if own then redis.call('APPEND', k_input(wk), own) end  -- a new key: APPEND sets it
       if o then  -- its options' fields in one write

@@ -1,0 +1,117 @@
+"""What a run's hash keeps of itself, and runs stored by an earlier release.
+
+A run named as its definition's first run keeps no name field; a finished run keeps its
+finish as ms after its creation and no count of tasks left. Every read (status, lists,
+filters, counts, cleanup) sees what it saw when each run held its own.
+"""
+
+from __future__ import annotations
+
+from engine_helpers import assert_stats_agree, run_agent
+
+from engine import Engine, Task, Workflow
+from engine.store.codec import D_RUN_NAME, F_DIGEST
+
+
+def two_steps(name: str) -> Workflow:
+    wf = Workflow(name)
+    a = wf.task("a", payload="A")
+    wf.task("b", payload="B", after=[a])
+    return wf
+
+
+def ok(task: Task) -> str:
+    return task.name
+
+
+def stored(engine: Engine, wid: str) -> dict[str, str]:
+    return engine.redis.hgetall(engine.keys.shard_of(wid).workflow(wid))
+
+
+def definition_of(engine: Engine, wid: str) -> str:
+    return engine.keys.shard_of(wid).definition(stored(engine, wid)[F_DIGEST])
+
+
+def test_a_run_named_as_its_definition_keeps_no_name_of_its_own(engine: Engine) -> None:
+    alpha = engine.push_many([two_steps("alpha")] * 2)
+    beta = engine.push(two_steps("beta"))  # the same tasks: the same definition
+    assert {definition_of(engine, w) for w in [*alpha, beta]} == {definition_of(engine, beta)}
+    assert engine.redis.hget(definition_of(engine, beta), D_RUN_NAME) == "alpha"
+    assert ["name" in stored(engine, w) for w in [*alpha, beta]] == [False, False, True]
+    assert stored(engine, beta)["name"] == "beta"
+    run_agent(engine, {"": ok})
+    for wid, name in ((alpha[0], "alpha"), (alpha[1], "alpha"), (beta, "beta")):
+        assert engine.status(wid).name == name
+    assert [(s.id, s.name) for s in engine.list()] == [
+        (beta, "beta"), (alpha[1], "alpha"), (alpha[0], "alpha"),
+    ]  # fmt: skip
+    assert engine.list_ids(name="alpha") == alpha[::-1]
+    assert engine.list_ids(state="succeeded", name="beta") == [beta]
+    assert engine.count(name="alpha") == 2 and engine.count(state="succeeded", name="beta") == 1
+    assert dict(engine.names()) == {"alpha": 2, "beta": 1}
+    for wid in [*alpha, beta]:
+        engine.cleanup(wid)
+    assert engine.names() == [] and engine.list() == []
+    assert_stats_agree(engine)
+
+
+def test_a_template_s_runs_filter_by_a_name_their_definition_holds(engine: Engine) -> None:
+    engine.put_template("name: nightly\ntasks:\n  - {name: a}\n  - {name: b, after: [a]}\n")
+    runs = [engine.run("nightly").id for _ in range(3)]
+    assert not any("name" in stored(engine, w) for w in runs)
+    assert engine.list_ids(template="nightly", name="nightly") == runs[::-1]
+    assert engine.list_ids(template="nightly", name="other") == []
+    assert engine.count(template="nightly", name="nightly") == 3
+    now = engine.server_time()
+    assert engine.list_ids(template="nightly", name="nightly", created_after=now - 60) == runs[::-1]
+
+
+def test_a_definition_stored_again_under_another_name_names_its_new_runs(
+    engine: Engine,
+) -> None:
+    first = engine.push(two_steps("alpha"))
+    run_agent(engine, {"": ok})
+    assert engine.status(first).name == "alpha"  # its definition now known to this client
+    engine.cleanup(first)  # the definition's last run: it goes too
+    second = engine.push(two_steps("gamma"))
+    assert "name" not in stored(engine, second)
+    assert engine.status(second).name == "gamma"
+    assert [s.name for s in engine.list()] == ["gamma"]
+
+
+def test_a_finished_run_keeps_its_finish_after_its_creation_and_no_tasks_left(
+    engine: Engine,
+) -> None:
+    wid = engine.push(two_steps("alpha"))
+    run_agent(engine, {"": ok})
+    raw = stored(engine, wid)
+    assert "left" not in raw and "ft" not in raw
+    st = engine.status(wid)
+    assert st.finished_at == (int(raw["ct"]) + int(raw["fd"])) / 1000
+    assert st.finished_at >= st.created_at
+    assert engine.summaries([wid])[0].finished_at == st.finished_at
+
+
+def test_an_earlier_release_s_run_reads_as_before(engine: Engine) -> None:
+    # its own name, its finish in epoch ms (ft), `left` 0, a definition with no run name
+    wid = engine.push(two_steps("alpha"))
+    run_agent(engine, {"": ok})
+    key = engine.keys.shard_of(wid).workflow(wid)
+    raw = stored(engine, wid)
+    finished = int(raw["ct"]) + int(raw["fd"])
+    engine.redis.hdel(key, "fd")
+    engine.redis.hset(key, mapping={"name": "alpha", "ft": finished, "left": 0})
+    engine.redis.hdel(definition_of(engine, wid), D_RUN_NAME)
+    fresh = Engine.connect(engine.url)  # no definition known from before
+    try:
+        st = fresh.status(wid)
+        assert (st.name, st.finished_at) == ("alpha", finished / 1000)
+        summary = fresh.summaries([wid])[0]
+        assert (summary.name, summary.finished_at) == ("alpha", finished / 1000)
+        assert fresh.list_ids(template=None, name="alpha") == [wid]
+        later = fresh.push(two_steps("alpha"))  # its definition names no runs: it keeps its own
+        assert stored(fresh, later)["name"] == "alpha"
+        fresh.cleanup(wid)
+        assert fresh.names() == [("alpha", 1)]
+    finally:
+        fresh.close()
