@@ -74,9 +74,11 @@ class EventBatch:
 
     def __len__(self) -> int:
         return sum(
-            len(e[3][1]) if e[0].startswith("item.") and type(e[3][1]) is list else 1
+            len(e[3][1]) if e[0].startswith("item.") and type(e[3][1]) is list
+            else e[3][0].count(",") + 1 if e[0].startswith("tasks.")
+            else 1
             for e in self.data["ev"]
-        )
+        )  # fmt: skip
 
     def brief(self) -> Iterator[tuple[str, str, int]]:
         """``(kind, workflow id, task index or -1)`` of each event, in order.

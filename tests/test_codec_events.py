@@ -11,6 +11,7 @@ from engine import Engine
 from engine.store.codec import (
     decode_batch,
 )
+from engine.watch import EventBatch
 
 
 def test_event_tuples_decode_as_lua_writes_them(engine: Engine) -> None:
@@ -37,3 +38,37 @@ def test_event_tuples_decode_as_lua_writes_them(engine: Engine) -> None:
         ("workflow.cancelled", "7", None, {"count": 4}),
         ("agent.dead", "", None, {"agent": "agent-b"}),
     ]
+
+
+def test_tasks_one_after_another_share_one_event_that_decodes_one_per_task(
+    engine: Engine,
+) -> None:
+    body = run_lua(
+        engine,
+        """
+        local a = cjson.encode('agent-a')
+        emit_tasks('claimed', 7, 0, a)
+        emit_tasks('claimed', 9, 3, a)
+        emit_tasks('claimed', 9, 4, cjson.encode('agent-b'))  -- another extra: its own
+        emit_tasks('succeeded', 7, 0)
+        emit_tasks('succeeded', 7, 1)
+        emit('succeeded', 7, -1)
+        emit_tasks('succeeded', 9, 3)  -- not after the last one: its own
+        flush()
+        return redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)[1][2][2]
+        """,
+    )
+    batch = EventBatch(body)
+    got = [(e.kind, e.wid, e.task, e.data) for e in decode_batch(body)]
+    assert got == [
+        ("task.claimed", "7", 0, {"agent": "agent-a"}),
+        ("task.claimed", "9", 3, {"agent": "agent-a"}),
+        ("task.claimed", "9", 4, {"agent": "agent-b"}),
+        ("task.succeeded", "7", 0, {}),
+        ("task.succeeded", "7", 1, {}),
+        ("workflow.succeeded", "7", None, {}),
+        ("task.succeeded", "9", 3, {}),
+    ]
+    assert len(batch.data["ev"]) == 5  # three shared events, two of their own
+    assert [(k, w, -1 if i is None else i) for k, w, i, _ in got] == list(batch.brief())
+    assert len(batch) == 7

@@ -12,7 +12,10 @@ from typing import Any
 from ...model import Event
 
 # A batch: {"ts": ms, "ev": [[kind, wid, task index or -1, extra], ...]}, one per script
-# call, in the stream (field "e") and on the event channel.
+# call, in the stream (field "e") and on the event channel. Tasks claimed or succeeded one
+# after another in a call, with the same extra, share one event ["tasks.<kind>", 0, -1,
+# ["<wid>:<i>,<wid>:<i>...", extra]]; items of one map likewise ["item.<kind>", wid, -1,
+# [c, [k, k...], extra...]]. Both are handed out one event per task or item.
 
 TASK_KINDS = frozenset(
     {
@@ -21,6 +24,13 @@ TASK_KINDS = frozenset(
     }
 )  # fmt: skip
 BATCH_FIELD = "e"
+
+
+def shared_tasks(extra: list[Any]) -> Iterator[tuple[str, int]]:
+    """``(wid, task index)`` of each task a shared ``tasks.<kind>`` event stands for."""
+    for member in extra[0].split(","):
+        wid, _, i = member.partition(":")
+        yield wid, int(i)
 
 
 def event_kind(kind: str, idx: int) -> str:
@@ -39,6 +49,11 @@ def decode_batch(body: str | bytes, entry_id: str = "") -> list[Event]:
     ts = data["ts"] / 1000.0
     out: list[Event] = []
     for kind, wid, idx, extra in data["ev"]:
+        if kind.startswith("tasks."):
+            what = kind[6:]
+            x = _extra(what, extra[1])
+            out += [Event("task." + what, w, ts, i, x, entry_id) for w, i in shared_tasks(extra)]
+            continue
         public = event_kind(kind, idx)
         if public == "agent.leases_extended":  # Redis stood still: leases moved on
             data = {"gap_ms": extra[0], "agents": extra[1]}
@@ -69,6 +84,11 @@ def brief_batch(data: dict[str, Any]) -> Iterator[tuple[str, str, int]]:
     """``(public kind, workflow id or "", task index or -1)`` of each event of a decoded
     batch: cheap enough for thousands of events a second."""
     for kind, wid, idx, extra in data["ev"]:
+        if kind.startswith("tasks."):
+            public = "task." + kind[6:]
+            for w, i in shared_tasks(extra):
+                yield public, w, i
+            continue
         public = event_kind(kind, idx)
         if public.startswith("agent."):
             yield public, "", -1

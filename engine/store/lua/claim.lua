@@ -11,7 +11,7 @@
 -- the claim's own time (ms).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])
-item_meta = {}  -- see read_for_task
+item_meta = {}  -- see workflow_for
 if not redis.call('ZSCORE', K_AGENTS_LIVE, agent) then
   return redis.error_reply('RFLEASE agent ' .. agent .. ' holds no lease')
 end
@@ -52,15 +52,18 @@ local rows = {}
 local started = {}
 local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
-  local wid, i = split_member(member)
+  local wid, i = string.match(member, '^(%d+):(%d+)$')  -- a plain task: one match
+  local plain = wid ~= nil
+  if not plain then wid, i = split_member(member) end
   local wk = wkey(wid)
-  local plain = string.find(i, '.', 1, true) == nil  -- not an item: found once per task
-  local f = read_for_task(wk, i, plain)
+  local m, rec = workflow_for(wk, i, plain)
+  local s, a, q = nil, '0', ''
+  if rec then s, a, q = string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|') end
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
-  if f[1] == 'running' and tstate(f[3]) == 'ready' then
+  if m[1] == 'running' and WORD[s] == 'ready' then
     if plain then move_count('ready', 'running') else move_task(i, 'ready', 'running') end
-    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f, plain)
+    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q)
     started[#started + 1] = member
   end
 end

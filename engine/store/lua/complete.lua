@@ -10,7 +10,7 @@
 -- this attempt's outcome must not overwrite a newer one), {"wid:c" of maps to expand}}.
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
-item_meta = {}  -- see read_for_task: nothing in the loop below ends a workflow
+item_meta = {}  -- see workflow_for: nothing in the loop below ends a workflow
 pending_joins = {}  -- joins counted once per call, after the loop (release_joins)
 local out = {}
 local agent_json = cjson.encode(agent)
@@ -46,17 +46,17 @@ for r = 0, nres - 1 do
   local member = wid .. ':' .. i
   local c, k = item_of(i)
   -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m = read_for_task(wk, i, c == nil)
-  local timed = m[4] and timed_of[m[4]]
+  local m, record = workflow_for(wk, i, c == nil)  -- m: {st, ct, d, in}
+  local timed = m[3] and timed_of[m[3]]
   if timed == nil then  -- has_feature once per digest and call
-    timed = has_feature(m[4], D_TIMEOUT)
-    timed_of[m[4]] = timed
+    timed = has_feature(m[3], D_TIMEOUT)
+    timed_of[m[3]] = timed
   end
   if timed then  -- a timeout: its deadline goes
     over[#over + 1] = member .. ':' .. attempt
   end
   -- the record's parts (a hot path: no table)
-  local s, a, q, b, bn, g = trunning(m[3])
+  local s, a, q, b, bn, g = trunning(record)
   if s ~= 'running' or a ~= attempt or g ~= agent then
     out[#out + 1] = 0
     if c == nil then
@@ -103,8 +103,8 @@ for r = 0, nres - 1 do
         step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
       elseif c == nil then
         wf_ok[wk] = wf_ok[wk] + 1
-        emit('succeeded', wid, i)
-        local kids = CHILDREN[dkey(wk, m[4])][i]
+        emit_tasks('succeeded', wid, i)
+        local kids = CHILDREN[dkey(wk, m[3])][i]
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
         redis.call('HDEL', h, fld .. I_ELEMENT)  -- its element: kept only while it may run again
@@ -115,7 +115,7 @@ for r = 0, nres - 1 do
       task_skipped(wid, wk, i, a, q, bn or '', done_at, g, value, live)
     else
       local failures = redis.call('HINCRBY', h, fld .. T_FAILURES, 1)
-      local limits = redis.call('HMGET', dkey(wk, m[4]), di .. D_ATTEMPTS, D_BACKOFF, D_BACKOFF_MAX)
+      local limits = redis.call('HMGET', dkey(wk, m[3]), di .. D_ATTEMPTS, D_BACKOFF, D_BACKOFF_MAX)
       if how == 'abort' then
         aborted[#aborted + 1] = {wid, wk}
         live = false  -- nothing is decided downstream: the run ends below

@@ -33,7 +33,8 @@ local agent_json = cjson.encode(agent)
 each_held(agent, function(member, wid, i, wk, f, t)
   local mine = t.s == 'running' and t.g == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
-    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, f)
+    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, {f[1], f[2], f[4], f[5]}, f[3],
+      item_of(i) == nil)
   else
     if mine then drop_cancelled(wk, i, tonumber(f[2]), t) end
     redis.call('SREM', k_running(agent), member)

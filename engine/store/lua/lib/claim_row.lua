@@ -1,9 +1,10 @@
 -- lib/claim_row.lua: Starting a task: the claim reply row.
 
 -- Start (or restart) task i for agent: bump the fencing token, record who and when.
--- `f` is the workflow's {st, ct, record of i, d, in} as read (read_for_task below; a hot path:
--- only what it needs of the record is parsed); `agent_json` the agent id JSON-encoded,
--- once per call; `not_item`: i is a plain task's index, as the caller found (read_for_task).
+-- `m` is the workflow's {st, ct, d, in} and `rec` the record of i, as read (workflow_for
+-- below); `a` and `q`, when given, the record's attempts and ready as the caller parsed
+-- them (a hot path: the record is parsed once); `agent_json` the agent id JSON-encoded,
+-- once per call; `not_item`: i is a plain task's index, as the caller found.
 -- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
 -- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
 -- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
@@ -24,12 +25,11 @@ local OUTPUTS = setmetatable({}, {__index = function(t, wk)
   return of
 end})
 
-local function start_task(wid, wk, i, agent, agent_json, f, not_item)
-  f[5] = read_input(wk, f[5])  -- `in` as read: the input JSON itself from here on
-  local rec = f[3]
-  local o = OFFSET[f[2]]
+local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
+  local input = read_input(wk, m[4])  -- the JSON itself: `in` may say where it is
+  local o = OFFSET[m[2]]
   local since, since_s = o[1], o[2]
-  local dk = dkey(wk, f[4])
+  local dk = dkey(wk, m[3])
   local h, fld, di = wk, i, i
   if not not_item then h, fld, di = rec_at(wk, i) end
   local d
@@ -57,8 +57,10 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
     d = redis.call('HMGET', dk, unpack(fields))
     defs[di] = d
   end
-  local a, q = '0', ''
-  if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+  if a == nil then
+    a, q = '0', ''
+    if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+  end
   a = NEXT_ATTEMPT[a]
   -- how long it waited ready (ms; the agent's queue-wait history): the row's last member,
   -- and the record's begin (compact: after ready)
@@ -84,7 +86,7 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
     if s == nil then
       local names, given = '[]', {}
       if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
-      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, f[5] or '',
+      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, input,
         redis.call('HGET', h, fld .. I_ELEMENT) or 'null', waited}
       if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
       return row
@@ -99,19 +101,19 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
     elseif has_feature(dk, D_GATHER) then
       names, outs = seed002_given(wk, dk, c)
     end
-    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, f[5] or '',
+    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, input,
       redis.call('HGET', h, item .. I_ELEMENT) or 'null', waited}
     if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
     return row
   end
-  emit_json('claimed', wid, i, agent_json)
+  emit_tasks('claimed', wid, i, agent_json)
   local payload = d[3]
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload
   end
   -- built whole (a table grown by one more member is sized again)
   local row = {wid, i, d[1], d[2] or '', payload or 'null', a, d[5] or '[]',
-    d[4] and OUTPUTS[wk][d[4]] or {}, f[5] or '', waited}
+    d[4] and OUTPUTS[wk][d[4]] or {}, input, waited}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
@@ -141,26 +143,34 @@ local function start_task(wid, wk, i, agent, agent_json, f, not_item)
   return row
 end
 
--- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, record of
--- i, d, in} (an item's record from its map's hash). `plain`: the caller knows i is a plain
--- task's index (no "."; a hot path: one string.find less).
--- A claim or a completion reads a workflow's fields once for all its tasks: nothing they
--- do changes them before their last step (other steps read them per task, as they may end
--- the workflow on the way).
+-- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, d, in},
+-- and the record of i (an item's from its map's hash), two values: no table per task.
+-- `plain`: the caller knows i is a plain task's index (no "."; a hot path: one
+-- string.find less).
+-- A claim or a completion reads a workflow's fields once for all its tasks (item_meta:
+-- they share the first one's table): nothing they do changes them before their last step
+-- (other steps read them per task, as they may end the workflow on the way).
 local item_meta = nil
-local function read_for_task(wk, i, plain)
+local function workflow_for(wk, i, plain)
   local m = item_meta and item_meta[wk]
   local c, k = nil, nil
   if not plain then c, k = item_of(i) end
   if m == nil then
     if c == nil then
-      m = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
-      if item_meta then item_meta[wk] = {m[1], m[2], m[4], m[5]} end
-      return m
+      local got = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
+      m = {got[1], got[2], got[4], got[5]}
+      if item_meta then item_meta[wk] = m end
+      return m, got[3]
     end
     m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
     if item_meta then item_meta[wk] = m end
   end
-  if c == nil then return {m[1], m[2], redis.call('HGET', wk, i), m[3], m[4]} end
-  return {m[1], m[2], redis.call('HGET', k_items(wk, c), k), m[3], m[4]}
+  if c == nil then return m, redis.call('HGET', wk, i) end
+  return m, redis.call('HGET', k_items(wk, c), k)
+end
+
+-- workflow_for's read as one table: {st, ct, record of i, d, in}.
+local function read_for_task(wk, i, plain)
+  local m, rec = workflow_for(wk, i, plain)
+  return {m[1], m[2], rec, m[3], m[4]}
 end
