@@ -22,6 +22,7 @@ local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- queue}, in order of first end.
 local ends, end_order = {}, {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
+local elements = {}  -- map hash key -> the element fields of its items that succeeded
 local timed_of = {}  -- definition digest -> whether it has timeouts
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
@@ -107,7 +108,14 @@ for r = 0, nres - 1 do
         local kids = CHILDREN[dkey(wk, m[3])][i]
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
-        redis.call('HDEL', h, fld .. I_ELEMENT)  -- its element: kept only while it may run again
+        -- its element: kept only while it may run again (dropped after the loop, one
+        -- HDEL per map)
+        local drop = elements[h]
+        if drop == nil then
+          drop = {}
+          elements[h] = drop
+        end
+        drop[#drop + 1] = fld .. I_ELEMENT
         emit_item('succeeded', wid, c, k)
         item_end(wid, wk, c, k, true, live, wst == 'running')
       end
@@ -151,6 +159,7 @@ for r = 0, nres - 1 do
     end
   end
 end
+for h, fields in pairs(elements) do write_all('HDEL', h, fields) end
 release_joins()
 write_all('SREM', k_running(agent), done)
 -- every reported attempt of a task with a timeout is over: its deadline with it

@@ -2,9 +2,20 @@
 
 -- Whether definition key dk uses `feature` (a field letter after the "+" that ends its
 -- digest: codec.FEATURE_FIELDS): a step reads such fields only then.
+local FEATURES = {}  -- dk -> feature -> whether it uses it, found once per call
 local function has_feature(dk, feature)
-  local plus = string.find(dk, '+', 1, true)
-  return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+  local of = FEATURES[dk]
+  if of == nil then
+    of = {}
+    FEATURES[dk] = of
+  end
+  local used = of[feature]
+  if used == nil then
+    local plus = string.find(dk, '+', 1, true)
+    used = plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+    of[feature] = used
+  end
+  return used
 end
 
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when

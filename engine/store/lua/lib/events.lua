@@ -19,14 +19,15 @@ local function emit_item(kind, wid, c, k, extra_json)
   local x = ''
   if extra_json ~= nil then x = ',' .. extra_json end
   if kind == 'claimed' or kind == 'succeeded' then
-    local key = kind .. '|' .. wid .. '|' .. c .. '|' .. x
-    if group ~= nil and group.at == #events and group.key == key then
-      group.ks[#group.ks + 1] = k
+    local g = group  -- compared part by part: no key string per item
+    if g ~= nil and g.at == #events and g.item == kind and g.wid == wid and g.c == c
+        and g.x == x then
+      g.ks[#g.ks + 1] = k
       return
     end
     if string.find(k, '.', 1, true) == nil then
       grouped = true
-      group = {key = key, ks = {k}, at = #events + 1,
+      group = {item = kind, wid = wid, c = c, x = x, ks = {k}, at = #events + 1,
         pre = '["item.' .. kind .. '",' .. wid .. ',-1,[' .. c .. ',[', post = ']' .. x .. ']]'}
       events[#events + 1] = group
       return

@@ -123,7 +123,20 @@ local function k_running(agent) return P .. ':run:' .. agent end
 local function k_push_token(token) return P .. ':pt:' .. token end
 -- A map c's keys beside its workflow hash wk: its items' fields (m), the elements not yet
 -- started (l, a list), the items in flight (f, a set), the items that failed (x, a set).
-local function k_items(wk, c) return wk .. ':m:' .. c end
+local ITEMS_KEY = {}  -- wk -> c -> its map's hash key, built once per call
+local function k_items(wk, c)
+  local of = ITEMS_KEY[wk]
+  if of == nil then
+    of = {}
+    ITEMS_KEY[wk] = of
+  end
+  local key = of[c]
+  if key == nil then
+    key = wk .. ':m:' .. c
+    of[c] = key
+  end
+  return key
+end
 local function k_pending(wk, c) return wk .. ':l:' .. c end
 local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
@@ -154,10 +167,20 @@ local function k_bucket(b) return P .. ':rb:' .. b end
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. T_OUTPUT / T_ERROR / T_FAILURES / T_LOST / I_ELEMENT (output,
 -- error, failures, leases lost, element). item_of("c.k") is c, k; nil for a plain task.
+local ITEM_C, ITEM_K = {}, {}  -- i -> c (false: not an item) and k, once per call
 local function item_of(i)
+  local c = ITEM_C[i]
+  if c then return c, ITEM_K[i] end
+  if c == false then return nil end
   local d = string.find(i, '.', 1, true)
-  if d == nil then return nil end
-  return string.sub(i, 1, d - 1), string.sub(i, d + 1)
+  if d == nil then
+    ITEM_C[i] = false
+    return nil
+  end
+  local k
+  c, k = string.sub(i, 1, d - 1), string.sub(i, d + 1)
+  ITEM_C[i], ITEM_K[i] = c, k
+  return c, k
 end
 
 -- Step s of item k of a map c whose items run several steps (a sub-workflow per item)
