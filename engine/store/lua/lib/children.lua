@@ -105,7 +105,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
   local queued = nil  -- per queue key, its new members with their scores (one ZADD each)
   local score_of, score = nil, nil  -- the last priority's queue score
   local at = NOW - ct
-  local at_s = nil
+  local fresh = nil  -- the record of a child ready at `at` that never ran, built once
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = not rec or tstate(rec) == 'waiting'
@@ -162,8 +162,8 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       elseif delay > 0 then
         ready[#ready + 1] = trec('ready', 0, at + delay, '', '', '')
       else
-        if at_s == nil then at_s = tostring(at) end
-        ready[#ready + 1] = 'Q|0|' .. at_s .. '|||'
+        if fresh == nil then fresh = 'Q|0|' .. tostring(at) .. '|||' end
+        ready[#ready + 1] = fresh
       end
       move_count('waiting', 'ready')
       if delay > 0 then

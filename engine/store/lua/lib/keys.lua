@@ -115,7 +115,15 @@ local K_SDUE = P .. ':sdue'
 local K_SCHEDCHAN = P .. ':sched'
 local function wkey(wid) return P .. ':w:' .. wid end
 local function k_definition(digest) return P .. ':d:' .. digest end
-local function k_queue(typ) return P .. ':q:' .. typ end
+local QUEUE_KEY = {}  -- type -> its queue's key, built once per call
+local function k_queue(typ)
+  local key = QUEUE_KEY[typ]
+  if key == nil then
+    key = P .. ':q:' .. typ
+    QUEUE_KEY[typ] = key
+  end
+  return key
+end
 local function k_wake(typ) return P .. ':wake:' .. typ end
 local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
