@@ -47,13 +47,13 @@ def test_tasks_one_after_another_share_one_event_that_decodes_one_per_task(
         engine,
         """
         local a = cjson.encode('agent-a')
-        emit_tasks('claimed', 7, 0, a)
-        emit_tasks('claimed', 9, 3, a)
-        emit_tasks('claimed', 9, 4, cjson.encode('agent-b'))  -- another extra: its own
-        emit_tasks('succeeded', 7, 0)
-        emit_tasks('succeeded', 7, 1)
+        emit_tasks('claimed', '7:0', a)
+        emit_tasks('claimed', '9:3', a)
+        emit_tasks('claimed', '9:4', cjson.encode('agent-b'))  -- another extra: its own
+        emit_tasks('succeeded', '7:0')
+        emit_tasks('succeeded', '7:1')
         emit('succeeded', 7, -1)
-        emit_tasks('succeeded', 9, 3)  -- not after the last one: its own
+        emit_tasks('succeeded', '9:3')  -- not after the last one: its own
         flush()
         return redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)[1][2][2]
         """,

@@ -50,6 +50,7 @@ for _, member in ipairs(members) do
 end
 local rows = {}
 local started = {}
+local taken = 0  -- plain tasks started: counted once (move_count) after the loop
 local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
   local wid, i = string.match(member, '^(%d+):(%d+)$')  -- a plain task: one match
@@ -62,11 +63,12 @@ for _, member in ipairs(members) do
   -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
   -- a queue entry written by hand or by an older version.
   if m[1] == 'running' and WORD[s] == 'ready' then
-    if plain then move_count('ready', 'running') else move_task(i, 'ready', 'running') end
+    if plain then taken = taken + 1 else move_task(i, 'ready', 'running') end
     rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q)
     started[#started + 1] = member
   end
 end
+if taken > 0 then move_count('ready', 'running', taken) end
 write_all('SADD', k_running(agent), started)
 flush()
 if next_at then

@@ -24,6 +24,7 @@ local ends, end_order = {}, {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
 local elements = {}  -- map hash key -> the element fields of its items that succeeded
 local timed_of = {}  -- definition digest -> whether it has timeouts
+local succeeded = 0  -- tasks (and items) that succeeded: counted once (move_count) after the loop
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
   local e = ends[key]
@@ -73,7 +74,7 @@ for r = 0, nres - 1 do
     done[#done + 1] = member
     local wst = m[1]
     local live = (wst == 'running' or wst == 'paused')
-    touch(wid, wk, live)
+    if wf_ok[wk] == nil then touch(wid, wk, live) end
     local o = OFFSET[m[2]]
     local done_at = o[1]
     local ct = NOW - done_at
@@ -98,13 +99,13 @@ for r = 0, nres - 1 do
       end
       -- an earlier attempt's error goes
       if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
-      if counts then move_count('running', 'succeeded') end
+      if counts then succeeded = succeeded + 1 end
       if step ~= nil then
         emit_item('succeeded', wid, c, k)
         step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
       elseif c == nil then
         wf_ok[wk] = wf_ok[wk] + 1
-        emit_tasks('succeeded', wid, i)
+        emit_tasks('succeeded', member)
         local kids = CHILDREN[dkey(wk, m[3])][i]
         if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
       else
@@ -160,6 +161,7 @@ for r = 0, nres - 1 do
   end
 end
 for h, fields in pairs(elements) do write_all('HDEL', h, fields) end
+if succeeded > 0 then move_count('running', 'succeeded', succeeded) end
 release_joins()
 write_all('SREM', k_running(agent), done)
 -- every reported attempt of a task with a timeout is over: its deadline with it

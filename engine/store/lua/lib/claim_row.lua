@@ -106,7 +106,7 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
     if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
     return row
   end
-  emit_tasks('claimed', wid, i, agent_json)
+  emit_tasks('claimed', wid .. ':' .. i, agent_json)
   local payload = d[3]
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload

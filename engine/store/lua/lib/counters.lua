@@ -9,17 +9,17 @@ local function count(field, delta)
   counters[field] = (counters[field] or 0) + delta
 end
 
--- A task moves from state old to new. Moves are counted per pair of states (a hot path: one
--- table update per task) and turned into the counter fields t:<state> once per call
--- (apply_moves, from flush).
+-- A task (`n` tasks) moves from state old to new. Moves are counted per pair of states (a
+-- hot path: one table update per task, or per call for a claim's and a completion's) and
+-- turned into the counter fields t:<state> once per call (apply_moves, from flush).
 local moves = {}  -- old -> new -> tasks moved
-local function move_count(old, new)
+local function move_count(old, new, n)
   local m = moves[old]
   if m == nil then
     m = {}
     moves[old] = m
   end
-  m[new] = (m[new] or 0) + 1
+  m[new] = (m[new] or 0) + (n or 1)
 end
 
 local function apply_moves()

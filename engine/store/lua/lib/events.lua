@@ -56,20 +56,20 @@ local function emit_json(kind, wid, idx, extra_json)
   events[#events + 1] = '["' .. kind .. '",' .. wid .. ',' .. idx .. ',' .. extra_json .. ']'
 end
 
--- Task i of workflow wid claimed or succeeded (`kind`), with `extra_json` (an agent id as
--- JSON; nil for none): tasks of one kind and extra one after another in one call share
+-- A task claimed or succeeded (`kind`; `member` "<wid>:<i>", as its queue and its agent's
+-- set name it), with `extra_json` (an agent id as JSON; nil for none): tasks of one kind and extra one after another in one call share
 -- one event, ["tasks.<kind>", 0, -1, ["<wid>:<i>,<wid>:<i>...", extra]], which
 -- codec.decode_batch hands out one by one again (a claim's or a completion's events
 -- then cost a few bytes and no string of their own per task).
-local function emit_tasks(kind, wid, i, extra_json)
+local function emit_tasks(kind, member, extra_json)
   local x = extra_json or 'null'
   local g = group
   if g ~= nil and g.at == #events and g.kind == kind and g.x == x then
-    g.ks[#g.ks + 1] = wid .. ':' .. i
+    g.ks[#g.ks + 1] = member
     return
   end
   grouped = true
-  group = {kind = kind, x = x, ks = {wid .. ':' .. i}, at = #events + 1,
+  group = {kind = kind, x = x, ks = {member}, at = #events + 1,
     pre = '["tasks.' .. kind .. '",0,-1,["', post = '",' .. x .. ']]'}
   events[#events + 1] = group
 end

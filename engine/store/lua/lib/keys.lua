@@ -113,7 +113,15 @@ local K_LCLK = P .. ':lclk'
 local K_TRUNS = P .. ':truns'
 local K_SDUE = P .. ':sdue'
 local K_SCHEDCHAN = P .. ':sched'
-local function wkey(wid) return P .. ':w:' .. wid end
+local WKEY = {}  -- wid -> its hash's key, built once per call (a fan-out's tasks share it)
+local function wkey(wid)
+  local key = WKEY[wid]
+  if key == nil then
+    key = P .. ':w:' .. wid
+    WKEY[wid] = key
+  end
+  return key
+end
 local function k_definition(digest) return P .. ':d:' .. digest end
 local QUEUE_KEY = {}  -- type -> its queue's key, built once per call
 local function k_queue(typ)
