@@ -22,9 +22,10 @@ local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- queue}, in order of first end.
 local ends, end_order = {}, {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
-local elements = {}  -- map hash key -> the element fields of its items that succeeded
+-- map hash key -> the element fields of its items that succeeded
+local elements = cached(function() return {} end)
 local timed_of = {}  -- definition digest -> whether it has timeouts
-local succeeded = 0  -- tasks (and items) that succeeded: counted once (move_count) after the loop
+local succeeded = 0  -- tasks and items that succeeded: counted (move_count) after the loop
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
   local e = ends[key]
@@ -34,12 +35,6 @@ local function item_end(wid, wk, c, k, ok, live, queue)
     end_order[#end_order + 1] = e
   end
   if ok then table.insert(e[4], k) else table.insert(e[5], k) end
-end
-local function touch(wid, wk, live)
-  if wf_ok[wk] == nil then
-    wf_ok[wk] = 0
-    wf_order[#wf_order + 1] = {wid, wk, live}
-  end
 end
 for r = 0, nres - 1 do
   local at = 5 + 5 * r
@@ -74,7 +69,10 @@ for r = 0, nres - 1 do
     done[#done + 1] = member
     local wst = m[1]
     local live = (wst == 'running' or wst == 'paused')
-    if wf_ok[wk] == nil then touch(wid, wk, live) end
+    if wf_ok[wk] == nil then  -- the workflow's first success or failure in this call
+      wf_ok[wk] = 0
+      wf_order[#wf_order + 1] = {wid, wk, live}
+    end
     local o = OFFSET[m[2]]
     local done_at = o[1]
     local ct = NOW - done_at
@@ -112,10 +110,6 @@ for r = 0, nres - 1 do
         -- its element: kept only while it may run again (dropped after the loop, one
         -- HDEL per map)
         local drop = elements[h]
-        if drop == nil then
-          drop = {}
-          elements[h] = drop
-        end
         drop[#drop + 1] = fld .. I_ELEMENT
         emit_item('succeeded', wid, c, k)
         item_end(wid, wk, c, k, true, live, wst == 'running')

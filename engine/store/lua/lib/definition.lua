@@ -2,21 +2,14 @@
 
 -- Whether definition key dk uses `feature` (a field letter after the "+" that ends its
 -- digest: codec.FEATURE_FIELDS): a step reads such fields only then.
-local FEATURES = {}  -- dk -> feature -> whether it uses it, found once per call
-local function has_feature(dk, feature)
-  local of = FEATURES[dk]
-  if of == nil then
-    of = {}
-    FEATURES[dk] = of
-  end
-  local used = of[feature]
-  if used == nil then
-    local plus = string.find(dk, '+', 1, true)
-    used = plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
-    of[feature] = used
-  end
-  return used
-end
+-- FEATURES[dk][feature]: found once per call
+local FEATURES = cached(function(dk)
+  local plus = string.find(dk, '+', 1, true)
+  return cached(function(feature)
+    return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+  end)
+end)
+local function has_feature(dk, feature) return FEATURES[dk][feature] end
 
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when
 -- it was read already. Only for a workflow that exists.

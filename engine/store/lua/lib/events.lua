@@ -57,10 +57,10 @@ local function emit_json(kind, wid, idx, extra_json)
 end
 
 -- A task claimed or succeeded (`kind`; `member` "<wid>:<i>", as its queue and its agent's
--- set name it), with `extra_json` (an agent id as JSON; nil for none): tasks of one kind and extra one after another in one call share
--- one event, ["tasks.<kind>", 0, -1, ["<wid>:<i>,<wid>:<i>...", extra]], which
--- codec.decode_batch hands out one by one again (a claim's or a completion's events
--- then cost a few bytes and no string of their own per task).
+-- set name it), with `extra_json` (an agent id as JSON; nil for none): tasks of one kind
+-- and extra one after another in one call share one event, ["tasks.<kind>", 0, -1,
+-- ["<wid>:<i>,<wid>:<i>...", extra]], which codec.decode_batch hands out one by one again
+-- (a claim's or a completion's events then cost a few bytes and no string per task).
 local function emit_tasks(kind, member, extra_json)
   local x = extra_json or 'null'
   local g = group

@@ -113,25 +113,22 @@ local K_LCLK = P .. ':lclk'
 local K_TRUNS = P .. ':truns'
 local K_SDUE = P .. ':sdue'
 local K_SCHEDCHAN = P .. ':sched'
-local WKEY = {}  -- wid -> its hash's key, built once per call (a fan-out's tasks share it)
-local function wkey(wid)
-  local key = WKEY[wid]
-  if key == nil then
-    key = P .. ':w:' .. wid
-    WKEY[wid] = key
-  end
-  return key
+-- A table whose t[k] is build(k), built the first time k is read and kept for the rest of
+-- the call (as NUM, OFFSET and CHILDREN are): what a call works out once per key and
+-- reads again per task. build must not return nil.
+local function cached(build)
+  return setmetatable({}, {__index = function(t, k)
+    local v = build(k)
+    t[k] = v
+    return v
+  end})
 end
+-- a workflow's hash key, built once per call (a fan-out's tasks share it)
+local WKEY = cached(function(wid) return P .. ':w:' .. wid end)
+local function wkey(wid) return WKEY[wid] end
 local function k_definition(digest) return P .. ':d:' .. digest end
-local QUEUE_KEY = {}  -- type -> its queue's key, built once per call
-local function k_queue(typ)
-  local key = QUEUE_KEY[typ]
-  if key == nil then
-    key = P .. ':q:' .. typ
-    QUEUE_KEY[typ] = key
-  end
-  return key
-end
+local QUEUE_KEY = cached(function(typ) return P .. ':q:' .. typ end)
+local function k_queue(typ) return QUEUE_KEY[typ] end
 local function k_wake(typ) return P .. ':wake:' .. typ end
 local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
@@ -139,20 +136,9 @@ local function k_running(agent) return P .. ':run:' .. agent end
 local function k_push_token(token) return P .. ':pt:' .. token end
 -- A map c's keys beside its workflow hash wk: its items' fields (m), the elements not yet
 -- started (l, a list), the items in flight (f, a set), the items that failed (x, a set).
-local ITEMS_KEY = {}  -- wk -> c -> its map's hash key, built once per call
-local function k_items(wk, c)
-  local of = ITEMS_KEY[wk]
-  if of == nil then
-    of = {}
-    ITEMS_KEY[wk] = of
-  end
-  local key = of[c]
-  if key == nil then
-    key = wk .. ':m:' .. c
-    of[c] = key
-  end
-  return key
-end
+-- wk -> c -> its map's hash key, built once per call
+local ITEMS_KEY = cached(function(wk) return cached(function(c) return wk .. ':m:' .. c end) end)
+local function k_items(wk, c) return ITEMS_KEY[wk][c] end
 local function k_pending(wk, c) return wk .. ':l:' .. c end
 local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
