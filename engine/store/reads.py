@@ -558,11 +558,13 @@ class Reads:
         """The ``wids`` whose workflow has the ``checks`` field values (state, name), in
         one round trip (two when a name to check is a definition's)."""
         fields = list(checks)
+        named = F_NAME in checks  # its digest too: a run's name may be its definition's
+        read = [*fields, F_DIGEST] if named else fields
         pipe = self.redis.pipeline(transaction=False)
         for wid in wids:
-            pipe.hmget(self.keys.shard_of(wid).workflow(wid), [*fields, F_DIGEST])
+            pipe.hmget(self.keys.shard_of(wid).workflow(wid), read)
         rows: list[Any] = pipe.execute()
-        if F_NAME in checks:
+        if named:
             rows = self._named(wids, rows, fields.index(F_NAME))
         wanted = [checks[f] for f in fields]
         return [w for w, row in zip(wids, rows, strict=True) if list(row[: len(fields)]) == wanted]
