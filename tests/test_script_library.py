@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+import redis
+
+from engine import EmbeddedRedis
 from engine.store.scripts import (
     _COMMENT,
     FIELD_NAMES,
@@ -45,6 +48,26 @@ def test_scripts_carry_few_enough_locals() -> None:
     # Lua allows 200 locals in the main chunk: each script takes only the helpers it uses.
     for name in SCRIPT_NAMES:
         assert len(_TOP.findall(script_source(name))) < 180, name
+
+
+# Locals each script must have room for beyond its own: Lua allows 200 live at once in a
+# chunk, the library's helpers a script takes and its body's own (its loops' too).
+SPARE_LOCALS = 5
+
+
+def test_every_script_compiles_with_room_for_more_locals(redis_server: EmbeddedRedis) -> None:
+    # SCRIPT LOAD compiles and runs nothing: each script with SPARE_LOCALS more locals
+    # live from its first line on, so a helper more does not meet Lua's limit unawares.
+    client = redis.Redis.from_url(redis_server.url)
+    spare = "local " + ", ".join(f"spare{k}" for k in range(SPARE_LOCALS)) + "\n"
+    try:
+        for name in SCRIPT_NAMES:
+            try:
+                client.script_load(spare + script_source(name))
+            except redis.ResponseError as e:
+                raise AssertionError(f"{name}: {e}") from None
+    finally:
+        client.close()
 
 
 def test_every_field_name_the_lua_uses_is_declared_once_in_python() -> None:

@@ -2,14 +2,16 @@
 
 -- Whether definition key dk uses `feature` (a field letter after the "+" that ends its
 -- digest: codec.FEATURE_FIELDS): a step reads such fields only then.
--- FEATURES[dk][feature]: found once per call
-local FEATURES = cached(function(dk)
-  local plus = string.find(dk, '+', 1, true)
-  return cached(function(feature)
-    return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+-- Found once per definition, feature and call (the table its own: see wkey).
+local has_feature = (function()
+  local found = cached(function(dk)
+    local plus = string.find(dk, '+', 1, true)
+    return cached(function(feature)
+      return plus ~= nil and string.find(dk, feature, plus + 1, true) ~= nil
+    end)
   end)
-end)
-local function has_feature(dk, feature) return FEATURES[dk][feature] end
+  return function(dk, feature) return found[dk][feature] end
+end)()
 
 -- The definition key of workflow hash wk, read once per script call; pass `digest` when
 -- it was read already. Only for a workflow that exists.

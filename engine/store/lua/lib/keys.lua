@@ -123,12 +123,18 @@ local function cached(build)
     return v
   end})
 end
--- a workflow's hash key, built once per call (a fan-out's tasks share it)
-local WKEY = cached(function(wid) return P .. ':w:' .. wid end)
-local function wkey(wid) return WKEY[wid] end
+-- A workflow's hash key, built once per call (a fan-out's tasks share it). The tables of
+-- this file's lookups are their functions' own, not locals of the script: a script may
+-- have 200 locals, and the larger ones are near that.
+local wkey = (function()
+  local keys = cached(function(wid) return P .. ':w:' .. wid end)
+  return function(wid) return keys[wid] end
+end)()
 local function k_definition(digest) return P .. ':d:' .. digest end
-local QUEUE_KEY = cached(function(typ) return P .. ':q:' .. typ end)
-local function k_queue(typ) return QUEUE_KEY[typ] end
+local k_queue = (function()
+  local keys = cached(function(typ) return P .. ':q:' .. typ end)
+  return function(typ) return keys[typ] end
+end)()
 local function k_wake(typ) return P .. ':wake:' .. typ end
 local function k_state(st) return P .. ':ws:' .. st end
 local function k_name(name) return P .. ':wn:' .. name end
@@ -137,8 +143,10 @@ local function k_push_token(token) return P .. ':pt:' .. token end
 -- A map c's keys beside its workflow hash wk: its items' fields (m), the elements not yet
 -- started (l, a list), the items in flight (f, a set), the items that failed (x, a set).
 -- wk -> c -> its map's hash key, built once per call
-local ITEMS_KEY = cached(function(wk) return cached(function(c) return wk .. ':m:' .. c end) end)
-local function k_items(wk, c) return ITEMS_KEY[wk][c] end
+local k_items = (function()
+  local keys = cached(function(wk) return cached(function(c) return wk .. ':m:' .. c end) end)
+  return function(wk, c) return keys[wk][c] end
+end)()
 local function k_pending(wk, c) return wk .. ':l:' .. c end
 local function k_flying(wk, c) return wk .. ':f:' .. c end
 local function k_failed(wk, c) return wk .. ':x:' .. c end
@@ -169,21 +177,23 @@ local function k_bucket(b) return P .. ':rb:' .. b end
 -- Item k of map c runs as the virtual task "c.k": its fields live in the map's own hash,
 -- named by k (record), k .. T_OUTPUT / T_ERROR / T_FAILURES / T_LOST / I_ELEMENT (output,
 -- error, failures, leases lost, element). item_of("c.k") is c, k; nil for a plain task.
-local ITEM_C, ITEM_K = {}, {}  -- i -> c (false: not an item) and k, once per call
-local function item_of(i)
-  local c = ITEM_C[i]
-  if c then return c, ITEM_K[i] end
-  if c == false then return nil end
-  local d = string.find(i, '.', 1, true)
-  if d == nil then
-    ITEM_C[i] = false
-    return nil
+local item_of = (function()
+  local ITEM_C, ITEM_K = {}, {}  -- i -> c (false: not an item) and k, once per call
+  return function(i)
+    local c = ITEM_C[i]
+    if c then return c, ITEM_K[i] end
+    if c == false then return nil end
+    local d = string.find(i, '.', 1, true)
+    if d == nil then
+      ITEM_C[i] = false
+      return nil
+    end
+    local k
+    c, k = string.sub(i, 1, d - 1), string.sub(i, d + 1)
+    ITEM_C[i], ITEM_K[i] = c, k
+    return c, k
   end
-  local k
-  c, k = string.sub(i, 1, d - 1), string.sub(i, d + 1)
-  ITEM_C[i], ITEM_K[i] = c, k
-  return c, k
-end
+end)()
 
 -- Step s of item k of a map c whose items run several steps (a sub-workflow per item)
 -- runs as "c.k.s": its record is field "k.s" of the map's hash (its output "k.so", ...),
