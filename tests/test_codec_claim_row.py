@@ -10,7 +10,7 @@ import json
 
 from engine import Engine, Workflow
 from engine.store.codec import (
-    decode_claim_row,
+    decode_claim_rows,
     parse_status,
 )
 
@@ -25,7 +25,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     rows = engine.redis.evalsha(
         engine.store.scripts.sha("claim"), 1, shard.queue("io"), shard.prefix, 100, "agent|x", 5
     )
-    [task] = [decode_claim_row(r) for r in rows]
+    [task] = decode_claim_rows(rows, 2)  # after the rate limits' two numbers
     assert (task.workflow_id, task.index, task.name, task.type) == (wid, 0, "a", "io")
     assert (task.payload, task.attempt, task.parents) == ({"n": 1}, 1, {})
     outcome = (wid, 0, 1, "ok", json.dumps({"out": True}))

@@ -191,10 +191,10 @@ def test_the_plain_claim_row_carries_no_condition(engine: Engine) -> None:
     assert compile_workflow(wf).digest.endswith("+F")
     # a row of a conditional task: the expression and the parents' states
     extras = '{"when":"x","states":["succeeded","failed"]}'
-    row = ["1", 2, "t", "", "null", 1, '["a","b"]', ["1", ""], "", "", extras]
+    row = ["\0".join(["1", "2", "t", "", "1", '["a","b"]', extras]), "null", "", 0, 2, "1", ""]
     task = decode_claim_row(row)
     assert task._when == "x" and task._states == {"a": "succeeded", "b": "failed"}
-    plain = decode_claim_row(["1", 0, "t", "", "null", 1, "[]", [], ""])
+    plain = decode_claim_row(["\0".join(["1", "0", "t", "", "1", "[]", ""]), "null", "", 0, 0])
     assert plain._when is None
 
 

@@ -29,7 +29,7 @@ from .codec import (
     M_TOTAL,
     T_OUTPUT,
     CompiledWorkflow,
-    decode_claim_row,
+    decode_claim_rows,
 )
 from .keys import Keyspace, ShardKeys
 from .scripts import Call, ScriptBatch, Scripts
@@ -46,7 +46,7 @@ class Outcome(NamedTuple):
 
 
 def _rows(reply: Any) -> list[Task]:
-    return [decode_claim_row(r) for r in reply]
+    return decode_claim_rows(reply)
 
 
 class Claimed(list[Task]):
@@ -67,10 +67,9 @@ class Claimed(list[Task]):
 
 def _claimed(reply: Any) -> Claimed:
     out = Claimed()
-    if len(reply) >= 2 and isinstance(reply[-1], int):
-        out.next_at_ms, out.now_ms = reply[-2], reply[-1]
-        reply = reply[:-2]
-    out.extend([decode_claim_row(r) for r in reply])
+    if reply[0]:  # a bucket ran out of tokens: when its next one exists, and the claim's time
+        out.next_at_ms, out.now_ms = reply[0], reply[1]
+    out.extend(decode_claim_rows(reply, 2))
     return out
 
 

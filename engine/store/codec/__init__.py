@@ -6,7 +6,7 @@ re-exports them all.
 
 from __future__ import annotations
 
-from .claim_row import decode_claim_row
+from .claim_row import decode_claim_row, decode_claim_rows
 from .definition import (
     FEATURE_FIELDS,
     CompiledWorkflow,
@@ -192,6 +192,7 @@ __all__ = [
     "FEATURE_FIELDS",
     "definition_digest",
     "decode_claim_row",
+    "decode_claim_rows",
     "TASK_KINDS",
     "BATCH_FIELD",
     "event_kind",

@@ -14,57 +14,64 @@ from ...handlers import Task
 from ...model import decode_json
 
 
+def decode_claim_rows(reply: Sequence[Any], at: int = 0) -> list[Task]:
+    """The tasks of a flat list of claim rows from ``reply[at]`` on, each as ``put_row`` in
+    ``lib/claim_row.lua`` appends it: a header ``"<wid>\\0<index>\\0<name>\\0<type>\\0
+    <attempt>\\0<parent names JSON>\\0<extras JSON or "">"``, the payload JSON, the
+    workflow input JSON or "", how long it waited ready (ms), how many parents' outputs
+    follow, them, and for an item (index ``"c.k"``, or ``"c.k.s"`` for its step s) its
+    element JSON. The extras, when there are any: the attempt's ``timeout`` ms, a gather's
+    ``errors`` of tolerated items, a condition's ``when`` and its parents' ``states`` (in
+    their order). (A hot path: one per task.)"""
+    tasks: list[Task] = []
+    end = len(reply)
+    while at < end:
+        wid, idx, name, typ, attempt, parent_names, extras = reply[at].split("\0")
+        payload, given, waited, k = reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4]
+        at += 5
+        outputs = reply[at : at + k]
+        at += k
+        parents = (
+            {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
+            if k
+            else {}
+        )
+        given_value = decode_json(given) if given else None
+        c, dot, rest = idx.partition(".")
+        task = Task(
+            wid, int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
+        )
+        if dot:
+            item, _, s = rest.partition(".")
+            task.item_index = int(item)
+            task.item = decode_json(reply[at])
+            at += 1
+            if s:
+                task.step = int(s)
+        task._waited_ms = waited
+        if extras:  # the attempt's timeout, a gather's errors of tolerated items, a condition
+            _extras(task, decode_json(extras), parents)
+        tasks.append(task)
+    return tasks
+
+
 def decode_claim_row(row: Sequence[Any]) -> Task:
-    """A task as ``start_task`` in ``lib/claim_row.lua`` returns it: ``{wid, idx, name, type,
-    payload, attempt, parent names JSON, {their outputs}, workflow input JSON or ""}``,
-    then for an item (idx ``"c.k"``, or ``"c.k.s"`` for its step s) its element JSON
-    ("" for a plain task), then, when there are any, extras as a JSON object: the
-    attempt's ``timeout`` ms, a gather's ``errors`` of tolerated items, a condition's
-    ``when`` and its parents' ``states`` (in their order); last, how long it waited ready
-    (ms, an integer: the only one there). (A hot path: one per task.)"""
-    wid, idx, name, typ, payload, attempt, parent_names, outputs, given, *rest = row
-    waited = rest.pop() if rest and type(rest[-1]) is int else 0
-    parents = (
-        {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
-        if outputs
-        else {}
-    )
-    given_value = decode_json(given) if given else None
-    if type(idx) is int or "." not in idx:
-        task = Task(
-            str(wid),
-            int(idx),
-            name,
-            typ,
-            _decode_value(payload),
-            int(attempt),
-            parents,
-            given_value,
-        )
-    else:
-        c, _, k = str(idx).partition(".")
-        task = Task(
-            str(wid), int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
-        )
-        k, _, s = k.partition(".")
-        task.item_index = int(k)
-        task.item = decode_json(rest[0])
-        if s:
-            task.step = int(s)
-    task._waited_ms = waited
-    if len(rest) > 1:  # extras: the attempt's timeout, a gather's errors of tolerated items
-        extras = decode_json(rest[1])
-        if "timeout" in extras:
-            task.timeout = extras["timeout"] / 1000
-        if "when" in extras:  # a condition, and its parents' states (engine.conditions)
-            task._when = extras["when"]
-            task._states = dict(zip(parents, extras.get("states") or (), strict=False))
-        if "errors" in extras:
-            task._errors = {
-                p: {int(k): e for k, e in errs.items()} if isinstance(errs, dict) else errs
-                for p, errs in extras["errors"].items()
-            }
+    """The task of one claim row (decode_claim_rows)."""
+    [task] = decode_claim_rows(row)
     return task
+
+
+def _extras(task: Task, extras: dict[str, Any], parents: dict[str, Any]) -> None:
+    if "timeout" in extras:
+        task.timeout = extras["timeout"] / 1000
+    if "when" in extras:  # a condition, and its parents' states (engine.conditions)
+        task._when = extras["when"]
+        task._states = dict(zip(parents, extras.get("states") or (), strict=False))
+    if "errors" in extras:
+        task._errors = {
+            p: {int(k): e for k, e in errs.items()} if isinstance(errs, dict) else errs
+            for p, errs in extras["errors"].items()
+        }
 
 
 # Claim rows repeat the same texts (a shared definition's payloads and parents' names,

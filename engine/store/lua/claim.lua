@@ -5,10 +5,10 @@
 -- age), so an agent never claims more than it has room for, whatever its types.
 -- A member "~<bucket>" stands for the ready tasks of a rate limit's bucket: the claim takes
 -- those its tokens allow (take_tokens, lib/ratelimit.lua).
--- Returns one row per task (see start_task in lib/claim_row.lua), or the error "RFLEASE ..." when
--- the agent holds no live lease (it was declared dead: it must register again); after the
--- rows, when a bucket ran out of tokens with tasks left, the ms its next token exists and
--- the claim's own time (ms).
+-- Returns, when a bucket ran out of tokens with tasks left, the ms its next token exists
+-- and the claim's own time (ms), else 0, 0; then each task's row (put_row in
+-- lib/claim_row.lua), one flat list. Or the error "RFLEASE ..." when the agent holds no
+-- live lease (it was declared dead: it must register again).
 local agent = ARGV[3]
 local want = tonumber(ARGV[4])
 item_meta = {}  -- see workflow_for
@@ -48,7 +48,7 @@ for _, member in ipairs(members) do
     break
   end
 end
-local rows = {}
+local rows = {next_at or 0, next_at and NOW or 0}
 local started = {}
 local taken = 0  -- plain tasks started: counted once (move_count) after the loop
 local agent_json = cjson.encode(agent)
@@ -64,15 +64,11 @@ for _, member in ipairs(members) do
   -- a queue entry written by hand or by an older version.
   if m[1] == 'running' and WORD[s] == 'ready' then
     if plain then taken = taken + 1 else move_task(i, 'ready', 'running') end
-    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q)
+    start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q, rows)
     started[#started + 1] = member
   end
 end
 if taken > 0 then move_count('ready', 'running', taken) end
 write_all('SADD', k_running(agent), started)
 flush()
-if next_at then
-  rows[#rows + 1] = next_at
-  rows[#rows + 1] = NOW
-end
 return rows

@@ -1,8 +1,9 @@
 -- register.lua: an agent starts (or restarts) and takes back the tasks recorded as its own.
 -- KEYS[1]  P:agents
 -- ARGV[3] agent id; ARGV[4] info JSON; ARGV[5] lease ms; ARGV[6] 1: the agent's start.
--- Returns the rows of the tasks it held (see start_task): each restarts with a new
--- attempt number, so a lingering older process of the same id is fenced off.
+-- Returns the rows of the tasks it held (put_row in lib/claim_row.lua, one flat list):
+-- each restarts with a new attempt number, so a lingering older process of the same id is
+-- fenced off.
 -- At its start, refused (RFEARLIER, the ids), registering nothing, while agents of an
 -- earlier release are live: their info names an earlier task record form ("records") than
 -- this agent's, or none, and they would misread the records this one writes
@@ -29,17 +30,19 @@ redis.call('HDEL', K_AGENTS_DRAIN, agent)
 redis.call('ZADD', K_AGENTS_LIVE, NOW + tonumber(ARGV[5]), agent)
 redis.call('ZADD', K_AGENTS_SEEN, NOW, agent)
 local rows = {}
+local restarted = 0
 local agent_json = cjson.encode(agent)
 each_held(agent, function(member, wid, i, wk, f, t)
   local mine = t.s == 'running' and t.g == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
-    rows[#rows + 1] = start_task(wid, wk, i, agent, agent_json, {f[1], f[2], f[4], f[5]}, f[3],
-      item_of(i) == nil)
+    start_task(wid, wk, i, agent, agent_json, {f[1], f[2], f[4], f[5]}, f[3],
+      item_of(i) == nil, nil, nil, rows)
+    restarted = restarted + 1
   else
     if mine then drop_cancelled(wk, i, tonumber(f[2]), t) end
     redis.call('SREM', k_running(agent), member)
   end
 end)
-emit('agent.online', 0, -1, {agent, #rows})
+emit('agent.online', 0, -1, {agent, restarted})
 flush()
 return rows

@@ -5,9 +5,8 @@
 -- below); `a` and `q`, when given, the record's attempts and ready as the caller parsed
 -- them (a hot path: the record is parsed once); `agent_json` the agent id JSON-encoded,
 -- once per call; `not_item`: i is a plain task's index, as the caller found.
--- Returns the reply row {wid, i, name, type, payload, attempt, parent names JSON,
--- {their outputs}, workflow input JSON or "", and for an item (i = "c.k") its element
--- JSON} (codec.decode_claim_row). An item gets its element, not its map's parents'.
+-- Appends the task's row to the flat reply `out` (put_row). An item gets its element,
+-- not its map's parents' outputs.
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
@@ -25,7 +24,30 @@ local OUTPUTS = setmetatable({}, {__index = function(t, wk)
   return of
 end})
 
-local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
+-- A task's claim row, appended to the flat reply `out` (codec.decode_claim_rows): its
+-- header, "<wid>\0<index>\0<name>\0<type>\0<attempt>\0<parent names JSON>\0<extras JSON
+-- or "">" (none of them holds a NUL: names exclude control characters, and JSON has
+-- none), then its payload JSON, the workflow input JSON or "", how long it waited ready
+-- (ms), how many parents' outputs follow and them, and for an item its element JSON.
+-- One string for the small fields: the reply costs Redis per member, and a table per row
+-- more (a row as a table of a dozen members was a fifth of a claim's cost).
+local NO_OUTPUTS = {}
+local function put_row(out, wid, i, d, a, names, extras, payload, input, waited, outs, element)
+  local n = #out
+  local x = ''
+  if #extras > 0 then x = '{' .. table.concat(extras, ',') .. '}' end
+  out[n + 1] = wid .. '\0' .. i .. '\0' .. (d[1] or '') .. '\0' .. (d[2] or '') .. '\0' .. a
+    .. '\0' .. names .. '\0' .. x
+  out[n + 2] = payload
+  out[n + 3] = input
+  out[n + 4] = waited
+  local k = #outs
+  out[n + 5] = k
+  for j = 1, k do out[n + 5 + j] = outs[j] end
+  if element then out[n + 6 + k] = element end
+end
+
+local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q, out)
   local input = read_input(wk, m[4])  -- the JSON itself: `in` may say where it is
   local o = OFFSET[m[2]]
   local since, since_s = o[1], o[2]
@@ -84,12 +106,11 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
     emit_item('claimed', wid, c, fld, agent_json)
     local item, s = step_key(fld)
     if s == nil then
-      local names, given = '[]', {}
+      local names, given = '[]', NO_OUTPUTS
       if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
-      local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, given, input,
-        redis.call('HGET', h, fld .. I_ELEMENT) or 'null', waited}
-      if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
-      return row
+      put_row(out, wid, i, d, a, names, extras, d[3] or 'null', input, waited, given,
+        redis.call('HGET', h, fld .. I_ELEMENT) or 'null')
+      return
     end
     -- a step: the element of its item, and the outputs of its parents in the item
     local outs, names = {}, d[5] or '[]'
@@ -101,19 +122,15 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
     elseif has_feature(dk, D_GATHER) then
       names, outs = seed002_given(wk, dk, c)
     end
-    local row = {wid, i, d[1], d[2] or '', d[3] or 'null', a, names, outs, input,
-      redis.call('HGET', h, item .. I_ELEMENT) or 'null', waited}
-    if #extras > 0 then row[11], row[12] = '{' .. table.concat(extras, ',') .. '}', waited end
-    return row
+    put_row(out, wid, i, d, a, names, extras, d[3] or 'null', input, waited, outs,
+      redis.call('HGET', h, item .. I_ELEMENT) or 'null')
+    return
   end
   emit_tasks('claimed', wid .. ':' .. i, agent_json)
   local payload = d[3]
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload
   end
-  -- built whole (a table grown by one more member is sized again)
-  local row = {wid, i, d[1], d[2] or '', payload or 'null', a, d[5] or '[]',
-    d[4] and OUTPUTS[wk][d[4]] or {}, input, waited}
   if d[6] then
     -- the errors of parents it exists for, per parent name: a gather's maps that
     -- tolerated failed items ("<p>m": their errors by index), a failure branch's parents
@@ -135,12 +152,8 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q)
     extras[#extras + 1] = '"errors":{' .. table.concat(errs, ',') .. '}'
   end
   if d[8] then when_extras(wk, d[8], d[4], extras) end
-  if #extras > 0 then
-    row[10] = ''
-    row[11] = '{' .. table.concat(extras, ',') .. '}'
-    row[12] = waited
-  end
-  return row
+  put_row(out, wid, i, d, a, d[5] or '[]', extras, payload or 'null', input, waited,
+    d[4] and OUTPUTS[wk][d[4]] or NO_OUTPUTS)
 end
 
 -- What a step reads of a workflow to start or walk one of its tasks i: {st, ct, d, in},
