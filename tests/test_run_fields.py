@@ -10,7 +10,7 @@ from __future__ import annotations
 from engine_helpers import assert_stats_agree, run_agent
 
 from engine import Engine, Task, Workflow
-from engine.store.codec import D_RUN_NAME, F_DIGEST
+from engine.store.codec import D_RUN_NAME, F_AT_END, F_DIGEST
 
 
 def two_steps(name: str) -> Workflow:
@@ -138,3 +138,33 @@ def test_an_earlier_release_s_run_reads_as_before(engine: Engine) -> None:
         assert fresh.names() == [("alpha", 1)]
     finally:
         fresh.close()
+
+
+def test_a_run_says_which_fields_its_end_reads(engine: Engine) -> None:
+    # F_AT_END: "" for a plain run (its end reads none of them), a letter per field it
+    # has; a retention set while it runs adds its letter, and its end arms it
+    plain = engine.push(two_steps("alpha"))
+    retained = two_steps("beta")
+    retained.ttl = 60
+    kept = engine.push(retained)
+    later = engine.push(two_steps("gamma"))
+    assert (stored(engine, plain)[F_AT_END], stored(engine, kept)[F_AT_END]) == ("", "t")
+    assert engine.expire(later, 30) is None  # not finished: kept for its end
+    assert stored(engine, later)[F_AT_END] == "t"
+    engine.expire(kept, 90)
+    assert stored(engine, kept)[F_AT_END] == "t"  # once
+    run_agent(engine, {"": ok})
+    expiring = {w: engine.redis.zscore(engine.keys.shard_of(w).expire, w) for w in (kept, later)}
+    assert all(expiring.values())
+    assert engine.redis.zscore(engine.keys.shard_of(plain).expire, plain) is None
+
+
+def test_an_earlier_release_s_run_without_the_mark_reads_its_end_fields(engine: Engine) -> None:
+    # no F_AT_END: its end reads every field it may have (here its own retention)
+    wid = engine.push(two_steps("alpha"))
+    key = engine.keys.shard_of(wid).workflow(wid)
+    engine.redis.hdel(key, F_AT_END)
+    engine.redis.hset(key, "tl", 60_000)
+    run_agent(engine, {"": ok})
+    assert engine.status(wid).state == "succeeded"
+    assert engine.redis.zscore(engine.keys.shard_of(wid).expire, wid)

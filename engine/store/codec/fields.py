@@ -26,6 +26,11 @@ F_LEFT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED = "left", "ok", "bad", "skip"
 F_FINISHED_EPOCH = "ft"
 F_UPSTREAM = "uf"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one (see input_layout)
+# Which of the fields its end reads it has (workflow_ended in lib/ends.lua), one letter
+# each: g gates, s schedule, t retention (tl), p parent run, m template; "" for none, the
+# most runs: an absent field costs a scan of the whole hash, and a plain run's end then
+# reads none. Absent in a run of an earlier release (its end reads them all).
+F_AT_END = "e"
 # An input longer than one compact hash value is kept in pieces (`in` holds "#<pieces>"
 # and the first, fields in2, in3... the others) or, longer still, in a key of its own
 # (`in` is INPUT_OWN_KEY). An earlier release's run has `in` "#<pieces>" alone, and every

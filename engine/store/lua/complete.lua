@@ -10,6 +10,7 @@
 -- this attempt's outcome must not overwrite a newer one), {"wid:c" of maps to expand}}.
 local agent = ARGV[3]
 local nres = tonumber(ARGV[4])
+local argv = ARGV  -- a local: a global is looked up by name on every read
 item_meta = {}  -- see workflow_for: nothing in the loop below ends a workflow
 pending_joins = {}  -- joins counted once per call, after the loop (release_joins)
 local out = {}
@@ -38,7 +39,7 @@ local function item_end(wid, wk, c, k, ok, live, queue)
 end
 for r = 0, nres - 1 do
   local at = 5 + 5 * r
-  local wid, i, attempt, how, value = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local wid, i, attempt, how, value = argv[at], argv[at + 1], argv[at + 2], argv[at + 3], argv[at + 4]
   local wk = wkey(wid)
   local member = wid .. ':' .. i
   local c, k = item_of(i)

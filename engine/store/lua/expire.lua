@@ -14,6 +14,10 @@ local m, refused = open_workflow(wid, wk,
   {'running', 'paused', 'scheduled', 'queued', 'succeeded', 'failed', 'cancelled'}, '')
 if refused then return refused end
 redis.call('HSET', wk, F_TTL, ttl)
+local at_end = redis.call('HGET', wk, F_AT_END)  -- false: a run of an earlier release
+if at_end and not string.find(at_end, 't', 1, true) then
+  redis.call('HSET', wk, F_AT_END, at_end .. 't')
+end
 local due = 0
 if m[1] == 'succeeded' or m[1] == 'failed' or m[1] == 'cancelled' then
   due = arm_retention(wid, ttl)

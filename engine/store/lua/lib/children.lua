@@ -106,6 +106,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
   local score_of, score = nil, nil  -- the last priority's queue score
   local at = NOW - ct
   local fresh = nil  -- the record of a child ready at `at` that never ran, built once
+  local nready = 0  -- children made ready: counted once (move_count) after the loop
   for k, c in ipairs(kids) do
     local rec = recs[k]
     local go = not rec or tstate(rec) == 'waiting'
@@ -162,10 +163,10 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       elseif delay > 0 then
         ready[#ready + 1] = trec('ready', 0, at + delay, '', '', '')
       else
-        if fresh == nil then fresh = 'Q|0|' .. tostring(at) .. '|||' end
+        if fresh == nil then fresh = 'Q|0|' .. string.format('%d', at) .. '|||' end
         ready[#ready + 1] = fresh
       end
-      move_count('waiting', 'ready')
+      nready = nready + 1
       if delay > 0 then
         redis.call('ZADD', K_DELAYED, NOW + delay, wid .. ':' .. c)
       elseif queue then
@@ -190,6 +191,7 @@ local function release_children(wid, wk, kids, ct, queue, counted)
       end
     end
   end
+  if nready > 0 then move_count('waiting', 'ready', nready) end
   if queued ~= nil then
     for qk, q in pairs(queued) do write_all('ZADD', qk, q) end
   end

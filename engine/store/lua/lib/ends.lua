@@ -58,6 +58,7 @@ end
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
 -- of it, and its own retention starts.
 local function workflow_ended(wid, wk, prev, final)
+  if redis.call('HGET', wk, F_AT_END) == '' then return end  -- none (F_AT_END)
   local m = redis.call('HMGET', wk, F_GATES, F_SCHEDULE, F_TTL, F_PARENT, F_TEMPLATE, F_CREATED)
   if m[1] then
     local gates = cjson.decode(m[1])

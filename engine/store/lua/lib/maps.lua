@@ -10,7 +10,7 @@ local function materialize(wid, wk, c, queue)
   local d = redis.call('HMGET', dk, c .. D_WINDOW, c .. D_TYPE, c .. D_PRIORITY, c .. D_FIRST_STEPS)
   local take = math.min(tonumber(d[1] or '1000') - y, h - x)
   if take <= 0 then return 0 end
-  local els = redis.call('LPOP', k_pending(wk, c), take)
+  local els = redis.call('LPOP', k_pending(wk, c), NUM[take])
   take = #els
   local at = NOW - tonumber(f[4])
   -- what each item starts as: {record field suffix, type, score} per task it queues
@@ -29,7 +29,9 @@ local function materialize(wid, wk, c, queue)
   local fields, ks, members = {}, {}, {}
   local ready = trec('ready', 0, at, '', '', '')
   for n = 1, take do
-    local k = tostring(x + n - 1)  -- formatted once: it is in four places
+    -- formatted once: it is in four places (%d: tostring formats a number as a float,
+    -- at three times the cost)
+    local k = string.format('%d', x + n - 1)
     fields[#fields + 1] = k
     fields[#fields + 1] = record
     fields[#fields + 1] = k .. I_ELEMENT
@@ -54,7 +56,7 @@ local function materialize(wid, wk, c, queue)
       wake[typ] = true
     end
   end
-  redis.call('HSET', wk, c .. M_STARTED, x + take, c .. M_FLYING, y + take)
+  redis.call('HSET', wk, c .. M_STARTED, NUM[x + take], c .. M_FLYING, NUM[y + take])
   count('t:waiting', 0 - take)
   if d[4] then count('t:running', take) else count('t:ready', take) end
   return take
@@ -245,9 +247,10 @@ local function items_ended(wid, wk, c, ok, bad_ks, live, queue)
   for _, k in ipairs(ok) do ended[#ended + 1] = k end
   for _, k in ipairs(bad_ks) do ended[#ended + 1] = k end
   write_all('SREM', k_flying(wk, c), ended)
-  redis.call('HINCRBY', wk, c .. M_FLYING, 0 - #ended)
-  local done = redis.call('HINCRBY', wk, c .. M_OK, #ok)
-  local bad = redis.call('HINCRBY', wk, c .. M_BAD, #bad_ks)
+  -- numbers as NUM strings: Redis formats a number argument as a float (%.17g)
+  redis.call('HINCRBY', wk, c .. M_FLYING, NUM[0 - #ended])
+  local done = redis.call('HINCRBY', wk, c .. M_OK, NUM[#ok])
+  local bad = redis.call('HINCRBY', wk, c .. M_BAD, NUM[#bad_ks])
   if #bad_ks > 0 then write_all('SADD', k_failed(wk, c), bad_ks) end
   local f = redis.call('HMGET', wk, c, c .. M_TOTAL)
   if tstate(f[1]) ~= 'running' then return end  -- the map was cancelled meanwhile

@@ -96,17 +96,22 @@ local function push_workflows(a, token)
     -- and skipped tasks come with the first (absent: 0; most runs have none, and two
     -- fields less are 15 bytes less per workflow). Its name only when it is not its
     -- definition's (D_RUN_NAME).
-    local fields = {F_STATE, st0, F_INPUT, '', F_CREATED, now_s, F_DIGEST, digest,
-      F_COUNT, ntasks_s, F_LEFT, ntasks_s, F_OK, '0'}
+    local fields = {F_STATE, st0, F_INPUT, '', F_AT_END, '', F_CREATED, now_s, F_DIGEST,
+      digest, F_COUNT, ntasks_s, F_LEFT, ntasks_s, F_OK, '0'}
     if st0 == 'scheduled' then
       fields[#fields + 1] = F_START_AT
       fields[#fields + 1] = start_at
     end
     local deadline = nil  -- ms after its start (init field dl)
+    local at_end = ''  -- F_AT_END of its runs, less their options' letters
     for k = pos + 1, pos + 2 * ninit do
       fields[#fields + 1] = a[k]
-      if a[k] == F_DEADLINE and (k - pos) % 2 == 1 then deadline = tonumber(a[k + 1]) end
+      if (k - pos) % 2 == 1 then
+        if a[k] == F_DEADLINE then deadline = tonumber(a[k + 1]) end
+        if a[k] == F_TTL then at_end = 't' end
+      end
     end
+    fields[6] = at_end
     if own then
       for k = 1, #own do fields[#fields + 1] = own[k] end
     end
@@ -117,8 +122,8 @@ local function push_workflows(a, token)
       local idx, delay = string.match(a[at], '^([^@]*)@?(%d*)$')
       roots[#roots + 1] = {idx, a[at + 1], tonumber(a[at + 2]), tonumber(delay)}
     end
-    defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, uses = 0,
-      deadline = deadline, rated = has_feature(dk, D_RATE), name = named}
+    defs[d] = {key = dk, ntasks = ntasks, roots = roots, fields = fields, at_end = at_end,
+      uses = 0, deadline = deadline, rated = has_feature(dk, D_RATE), name = named}
   end
 
   local nwf = tonumber(a[pos])
@@ -152,6 +157,11 @@ local function push_workflows(a, token)
       def.uses = def.uses + 1
       def.fields[2] = st
       def.fields[4] = head
+      def.fields[6] = def.at_end
+      if o then  -- its options' letters (F_AT_END)
+        def.fields[6] = def.at_end .. (o.g and 'g' or '') .. (o.sn and 's' or '')
+          .. (o.pa and 'p' or '') .. (o.tp and 'm' or '')
+      end
       write_all('HSET', wk, def.fields)
       if def.name == nil then  -- a new definition: named after its first run
         def.name = name

@@ -116,7 +116,7 @@ end
 -- OFFSET[ct] is {that number, its string}.
 local OFFSET = setmetatable({}, {__index = function(t, ct)
   local n = NOW - tonumber(ct)
-  local o = {n, tostring(n)}
+  local o = {n, string.format('%d', n)}  -- tostring formats a number as a float: 3x this
   t[ct] = o
   return o
 end})
