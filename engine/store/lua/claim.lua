@@ -64,7 +64,7 @@ for _, member in ipairs(members) do
   -- a queue entry written by hand or by an older version.
   if m[1] == 'running' and WORD[s] == 'ready' then
     if plain then taken = taken + 1 else move_task(i, 'ready', 'running') end
-    start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q, rows)
+    start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q, rows, member)
     started[#started + 1] = member
   end
 end
