@@ -229,7 +229,7 @@ def main() -> int:
     ap.add_argument("--workflows", "-w", type=int, default=500)
     ap.add_argument("--shape", default="fan10", choices=["fan10", "chain9", "diamond4", "map"])
     ap.add_argument("--items", type=int, default=20000, help="items of --shape map's one map")
-    ap.add_argument("--batch", type=int, default=128, help="tasks per claim (default 128)")
+    ap.add_argument("--batch", type=int, default=256, help="tasks per claim (default 256)")
     ap.add_argument("--top", type=int, default=0, help="show the N costliest functions")
     ap.add_argument(
         "--busy",
