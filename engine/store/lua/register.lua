@@ -36,7 +36,7 @@ each_held(agent, function(member, wid, i, wk, f, t)
   local mine = t.s == 'running' and t.g == agent
   if mine and (f[1] == 'running' or f[1] == 'paused') then
     start_task(wid, wk, i, agent, agent_json, {f[1], f[2], f[4], f[5]}, f[3],
-      item_of(i) == nil, nil, nil, rows)
+      item_of(i) == nil, nil, nil, rows, member)
     restarted = restarted + 1
   else
     if mine then drop_cancelled(wk, i, tonumber(f[2]), t) end

@@ -6,7 +6,7 @@
 -- them (a hot path: the record is parsed once); `agent_json` the agent id JSON-encoded,
 -- once per call; `not_item`: i is a plain task's index, as the caller found.
 -- Appends the task's row to the flat reply `out` (put_row). An item gets its element,
--- not its map's parents' outputs. `member`: "<wid>:<i>", when the caller has it.
+-- not its map's parents' outputs. `member`: "<wid>:<i>", as the caller has it.
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
@@ -113,7 +113,7 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
       return
     end
     -- a step: the element of its item, and the outputs of its parents in the item
-    local outs, names = {}, d[5] or '[]'
+    local outs, names = NO_OUTPUTS, d[5] or '[]'
     local ups = split_csv(d[4])
     if #ups > 0 then
       for n, p in ipairs(ups) do ups[n] = item .. '.' .. p .. T_OUTPUT end
@@ -126,7 +126,7 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
       redis.call('HGET', h, item .. I_ELEMENT) or 'null')
     return
   end
-  emit_tasks('claimed', member or wid .. ':' .. i, agent_json)
+  emit_tasks('claimed', member, agent_json)
   local payload = d[3]
   if payload and own_payloads[dk] then  -- the run's own, if it has one
     payload = redis.call('HGET', wk, i .. D_PAYLOAD) or payload

@@ -90,9 +90,10 @@ local function push_workflows(a, token)
       end
     end
     local ninit = tonumber(a[pos])
-    -- The new workflow hash, with slots 2 (state) and 4 (input) filled per workflow.
-    -- `in` early and always there (empty: no input): a claim reads it for every task,
-    -- and a field that is missing costs a scan of the whole hash. The counts of failed
+    -- The new workflow hash, with slots 2 (state), 4 (input) and 6 (F_AT_END) filled per
+    -- workflow. `in` and `e` early and always there (empty: none): a claim reads `in` for
+    -- every task, a run's end reads `e`, and a field that is missing costs a scan of the
+    -- whole hash. The counts of failed
     -- and skipped tasks come with the first (absent: 0; most runs have none, and two
     -- fields less are 15 bytes less per workflow). Its name only when it is not its
     -- definition's (D_RUN_NAME).
@@ -111,7 +112,6 @@ local function push_workflows(a, token)
         if a[k] == F_TTL then at_end = 't' end
       end
     end
-    fields[6] = at_end
     if own then
       for k = 1, #own do fields[#fields + 1] = own[k] end
     end
