@@ -26,6 +26,9 @@ local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
 -- map hash key -> the element fields of its items that succeeded
 local elements = cached(function() return {} end)
 local timed_of = {}  -- definition digest -> whether it has timeouts
+-- a running record -> {done_at, its record succeeded then}: tasks of one text (trunning)
+-- that end in one call mostly end at the same time after their creation too
+local succeeded_as = {}
 local succeeded = 0  -- tasks and items that succeeded: counted (move_count) after the loop
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
@@ -90,7 +93,13 @@ for r = 0, nres - 1 do
       end
     end
     if how == 'ok' then
-      local rec = tended('succeeded', a, q, b, bn, done_at, g)
+      local rec = succeeded_as[record]  -- {done_at, the record}: see trunning
+      if rec and rec[1] == done_at then
+        rec = rec[2]
+      else
+        rec = tended('succeeded', a, q, b, bn, done_at, g)
+        succeeded_as[record] = {done_at, rec}
+      end
       if value ~= '' then
         redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
       else

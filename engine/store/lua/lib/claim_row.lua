@@ -9,6 +9,7 @@
 -- not its map's parents' outputs. `member`: "<wid>:<i>", as the caller has it.
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
+local started_as = {}  -- a record -> {since, attempt, waited, running record} (start_task)
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 local own_payloads = {}  -- definition key -> some run keeps payloads of its own
 -- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
@@ -79,20 +80,30 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
     d = redis.call('HMGET', dk, unpack(fields))
     defs[di] = d
   end
-  if a == nil then
-    a, q = '0', ''
-    if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+  -- the attempt, how long it waited ready (ms; the agent's queue-wait history: the row's
+  -- last member) and the running record (its begin compact: after ready), worked out once
+  -- per record text and time (tasks ready with one record and claimed together share them)
+  local started = rec and started_as[rec]
+  local waited, running
+  if started and started[1] == since then
+    a, waited, running = started[2], started[3], started[4]
+  else
+    if a == nil then
+      a, q = '0', ''
+      if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+    end
+    a = NEXT_ATTEMPT[a]
+    local begin = since_s
+    waited = 0
+    if q ~= '' then
+      waited = since - NUMOF[q]
+      begin = NUM[waited]
+      if waited < 0 then waited = 0 end
+    end
+    running = 'R|' .. a .. '|' .. q .. '|' .. begin .. '||' .. agent
+    if rec then started_as[rec] = {since, a, waited, running} end
   end
-  a = NEXT_ATTEMPT[a]
-  -- how long it waited ready (ms; the agent's queue-wait history): the row's last member,
-  -- and the record's begin (compact: after ready)
-  local waited, begin = 0, since_s
-  if q ~= '' then
-    waited = since - NUMOF[q]
-    begin = NUM[waited]
-    if waited < 0 then waited = 0 end
-  end
-  redis.call('HSET', h, fld, 'R|' .. a .. '|' .. q .. '|' .. begin .. '||' .. agent)
+  redis.call('HSET', h, fld, running)
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
   local extras = NO_EXTRAS  -- shared and never written: only d[6] / d[7] add to it
