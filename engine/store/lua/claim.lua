@@ -52,30 +52,33 @@ local rows = {next_at or 0, next_at and NOW or 0}
 local started = {}
 local taken = 0  -- plain tasks started: counted once (move_count) after the loop
 local agent_json = cjson.encode(agent)
-local ready_parts = {}  -- record -> its state, attempts and ready
 for _, member in ipairs(members) do
   local wid, i = string.match(member, '^(%d+):(%d+)$')  -- a plain task: one match
   local plain = wid ~= nil
-  if not plain then wid, i = split_member(member) end
-  local wk = wkey(wid)
-  local m, rec = workflow_for(wk, i, plain)
-  local s, a, q = nil, '0', ''
-  if rec then
-    -- parsed once per text: a fan-out's siblings, a map's items started together and runs
-    -- pushed together are ready with the same record
-    local p = ready_parts[rec]
-    if p == nil then
-      p = {string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|')}
-      ready_parts[rec] = p
+  local item = nil  -- an item start_item took: 2 started, 1 not ready
+  if not plain then
+    item = start_item(member, agent, agent_json, rows)
+    if item == 2 then
+      taken = taken + 1
+      started[#started + 1] = member
     end
-    s, a, q = p[1], p[2], p[3]
   end
-  -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
-  -- a queue entry written by hand or by an older version.
-  if m[1] == 'running' and WORD[s] == 'ready' then
-    if plain then taken = taken + 1 else move_task(i, 'ready', 'running') end
-    start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q, rows, member)
-    started[#started + 1] = member
+  if item == nil then
+    if not plain then wid, i = split_member(member) end
+    local wk = wkey(wid)
+    local m, rec = workflow_for(wk, i, plain)
+    local s, a, q = nil, '0', ''
+    if rec then
+      local p = ready_parts[rec]
+      s, a, q = p[1], p[2], p[3]
+    end
+    -- Pause, cancel and cleanup take tasks out of the queues, so this only guards against
+    -- a queue entry written by hand or by an older version.
+    if m[1] == 'running' and WORD[s] == 'ready' then
+      if plain then taken = taken + 1 else move_task(i, 'ready', 'running') end
+      start_task(wid, wk, i, agent, agent_json, m, rec, plain, a, q, rows, member)
+      started[#started + 1] = member
+    end
   end
 end
 if taken > 0 then move_count('ready', 'running', taken) end

@@ -20,8 +20,8 @@ local over = {}        -- their timeouts' entries (P:timeouts), for tasks with o
 local wf_ok = {}       -- per workflow key: succeeded tasks to add
 local wf_order = {}    -- workflows touched, in order, as {wid, wk, live}
 -- Items that ended, per map, applied once per call: {wid, wk, c, ok ks, bad ks, live,
--- queue}, in order of first end.
-local ends, end_order = {}, {}
+-- queue}, by "<wk>|<c>" and in order of first end (ends[1], ends[2]...).
+local ends = {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
 -- map hash key -> the element fields of its items that succeeded
 local elements = cached(function() return {} end)
@@ -36,7 +36,7 @@ local function item_end(wid, wk, c, k, ok, live, queue)
   if e == nil then
     e = {wid, wk, c, {}, {}, live, queue}
     ends[key] = e
-    end_order[#end_order + 1] = e
+    ends[#ends + 1] = e
   end
   if ok then table.insert(e[4], k) else table.insert(e[5], k) end
 end
@@ -170,7 +170,7 @@ release_joins()
 write_all('SREM', k_running(agent), done)
 -- every reported attempt of a task with a timeout is over: its deadline with it
 write_all('ZREM', K_TIMEOUTS, over)
-for _, e in ipairs(end_order) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
+for _, e in ipairs(ends) do items_ended(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 if #aborted > 0 then end_aborted(aborted) end
 -- Per workflow once: the succeeded count, tasks left, and the end of the workflow.
 for _, w in ipairs(wf_order) do

@@ -9,7 +9,6 @@
 -- not its map's parents' outputs. `member`: "<wid>:<i>", as the caller has it.
 local item_defs = {}  -- a task's definition fields, read once per definition, index and call
 local NO_EXTRAS = {}
-local started_as = {}  -- a record -> {since, attempt, waited, running record} (start_task)
 local plain_defs = {}  -- definition key -> it has no K or Y field (start_task reads fewer)
 local own_payloads = {}  -- definition key -> some run keeps payloads of its own
 -- The parents' outputs of a task (parent_outputs), read once per workflow and parents in a
@@ -48,10 +47,35 @@ local function put_row(out, wid, i, d, a, names, extras, payload, input, waited,
   if element then out[n + 6 + k] = element end
 end
 
+-- A task's record `rec` ready (nil: none), its attempts and ready as parsed (a nil: not
+-- parsed yet), started now (`o`: OFFSET of its workflow) by agent: its attempt, how long
+-- it waited ready (ms; the agent's queue-wait history: the row's last member) and its
+-- running record (begin compact: after ready). Worked out once per record text and time:
+-- tasks ready with one record and claimed together share them.
+local started_as = {}  -- a record -> {since, attempt, waited, running record}
+local function start_record(rec, a, q, o, agent)
+  local since = o[1]
+  local started = rec and started_as[rec]
+  if started and started[1] == since then return started[2], started[3], started[4] end
+  if a == nil then
+    a, q = '0', ''
+    if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
+  end
+  a = NEXT_ATTEMPT[a]
+  local begin, waited = o[2], 0
+  if q ~= '' then
+    waited = since - NUMOF[q]
+    begin = NUM[waited]
+    if waited < 0 then waited = 0 end
+  end
+  local running = 'R|' .. a .. '|' .. q .. '|' .. begin .. '||' .. agent
+  if rec then started_as[rec] = {since, a, waited, running} end
+  return a, waited, running
+end
+
 local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q, out, member)
   local input = read_input(wk, m[4])  -- the JSON itself: `in` may say where it is
   local o = OFFSET[m[2]]
-  local since, since_s = o[1], o[2]
   local dk = dkey(wk, m[3])
   local h, fld, di = wk, i, i
   if not not_item then h, fld, di = rec_at(wk, i) end
@@ -80,29 +104,8 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
     d = redis.call('HMGET', dk, unpack(fields))
     defs[di] = d
   end
-  -- the attempt, how long it waited ready (ms; the agent's queue-wait history: the row's
-  -- last member) and the running record (its begin compact: after ready), worked out once
-  -- per record text and time (tasks ready with one record and claimed together share them)
-  local started = rec and started_as[rec]
   local waited, running
-  if started and started[1] == since then
-    a, waited, running = started[2], started[3], started[4]
-  else
-    if a == nil then
-      a, q = '0', ''
-      if rec then a, q = string.match(rec, '^[^|]*|([^|]*)|([^|]*)|') end
-    end
-    a = NEXT_ATTEMPT[a]
-    local begin = since_s
-    waited = 0
-    if q ~= '' then
-      waited = since - NUMOF[q]
-      begin = NUM[waited]
-      if waited < 0 then waited = 0 end
-    end
-    running = 'R|' .. a .. '|' .. q .. '|' .. begin .. '||' .. agent
-    if rec then started_as[rec] = {since, a, waited, running} end
-  end
+  a, waited, running = start_record(rec, a, q, o, agent)
   redis.call('HSET', h, fld, running)
   -- extras of the row, as JSON members: the attempt's timeout (the engine's deadline),
   -- a gather's errors of tolerated items
@@ -191,6 +194,71 @@ local function workflow_for(wk, i, plain)
   end
   if c == nil then return m, redis.call('HGET', wk, i) end
   return m, redis.call('HGET', k_items(wk, c), k)
+end
+
+-- A ready record -> {its state, attempts, ready}: parsed once per text and call (a
+-- fan-out's siblings, a map's items started together and runs pushed together are ready
+-- with the same record).
+local ready_parts = cached(function(rec)
+  return {string.match(rec, '^([^|]*)|([^|]*)|([^|]*)|')}
+end)
+
+-- What the items of one map in a claim share (start_item), per "<wid>:<c>"; false: its
+-- items go through start_task (a map whose items have steps, a timeout, or seed 002's
+-- gather).
+local item_claims = {}
+local function item_claim(prefix)
+  local wid, c = string.match(prefix, '^(%d+):(%d+)$')
+  local wk = wkey(wid)
+  local m = item_meta and item_meta[wk]
+  if m == nil then
+    m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
+    if item_meta then item_meta[wk] = m end
+  end
+  if not m[3] then return false end
+  local dk = dkey(wk, m[3])
+  if has_feature(dk, D_GATHER) then return false end
+  local d = redis.call('HMGET', dk, c .. D_NAME, c .. D_TYPE, c .. D_PAYLOAD, c .. D_TIMEOUT,
+    c .. D_STEPS)
+  if d[4] or d[5] then return false end
+  return {wid = wid, c = c, mk = k_items(wk, c), live = m[1] == 'running', o = OFFSET[m[2]],
+    input = read_input(wk, m[4]), payload = d[3] or 'null', head = wid .. '\0' .. c .. '.',
+    mid = '\0' .. (d[1] or '') .. '\0' .. (d[2] or '') .. '\0'}
+end
+
+-- Start item "<c>.<k>" of `member` ("<wid>:<c>.<k>") for agent, as start_task does, with
+-- what the items of its map share worked out once per claim (a claim of a big map's items
+-- is mostly this): its row appended to `out`. Returns 2 when it started, 1 when the item
+-- is not ready (or its run not running), nil when start_task is the one to start it (a
+-- step, or a map item_claim leaves to it).
+local function start_item(member, agent, agent_json, out)
+  local dot = string.find(member, '.', 1, true)
+  local prefix = string.sub(member, 1, dot - 1)
+  local x = item_claims[prefix]
+  if x == false then return nil end
+  local k = string.sub(member, dot + 1)
+  if string.find(k, '.', 1, true) then return nil end
+  if x == nil then
+    x = item_claim(prefix)
+    item_claims[prefix] = x
+    if not x then return nil end
+  end
+  local got = redis.call('HMGET', x.mk, k, k .. I_ELEMENT)
+  local rec = got[1]
+  if not rec or not x.live then return 1 end
+  local p = ready_parts[rec]
+  if WORD[p[1]] ~= 'ready' then return 1 end
+  local a, waited, running = start_record(rec, p[2], p[3], x.o, agent)
+  redis.call('HSET', x.mk, k, running)
+  emit_item('claimed', x.wid, x.c, k, agent_json)
+  local n = #out
+  out[n + 1] = x.head .. k .. x.mid .. a .. '\0[]\0'
+  out[n + 2] = x.payload
+  out[n + 3] = x.input
+  out[n + 4] = waited
+  out[n + 5] = 0
+  out[n + 6] = got[2] or 'null'
+  return 2
 end
 
 -- workflow_for's read as one table: {st, ct, record of i, d, in}.
