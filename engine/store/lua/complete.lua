@@ -14,7 +14,6 @@ local argv = ARGV  -- a local: a global is looked up by name on every read
 item_meta = {}  -- see workflow_for: nothing in the loop below ends a workflow
 pending_joins = {}  -- joins counted once per call, after the loop (release_joins)
 local out = {}
-local agent_json = cjson.encode(agent)
 local done = {}        -- members leaving the agent's running set
 local over = {}        -- their timeouts' entries (P:timeouts), for tasks with one
 local wf_ok = {}       -- per workflow key: succeeded tasks to add
@@ -40,125 +39,200 @@ local function item_end(wid, wk, c, k, ok, live, queue)
   end
   if ok then table.insert(e[4], k) else table.insert(e[5], k) end
 end
+-- Item k of a one-step map c succeeded, reported by its attempt: recorded as the loop
+-- below does, with what the items of one map share worked out once per call (a big map's
+-- completions are mostly this). Returns false, having done nothing, when the item is not
+-- this attempt's any more: the loop's own path then rejects it.
+local item_done = (function()
+  local maps = {}  -- wk -> c -> {wid, c, items' hash, live, queued, OFFSET, timed, ends}
+  return function(wid, wk, c, k, attempt, value, member)
+    local of = maps[wk]
+    if of == nil then
+      of = {}
+      maps[wk] = of
+    end
+    local x = of[c]
+    if x == nil then
+      local m = item_meta[wk]
+      if m == nil then
+        m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
+        item_meta[wk] = m
+      end
+      if not m[3] then return false end
+      local timed = timed_of[m[3]]
+      if timed == nil then
+        timed = has_feature(m[3], D_TIMEOUT)
+        timed_of[m[3]] = timed
+      end
+      x = {mk = k_items(wk, c), live = m[1] == 'running' or m[1] == 'paused',
+        queue = m[1] == 'running', o = OFFSET[m[2]], timed = timed}
+      of[c] = x
+    end
+    local mk = x.mk
+    local record = redis.call('HGET', mk, k)
+    local s, a, q, b, bn, g = trunning(record)
+    if s ~= 'running' or a ~= attempt or g ~= agent then return false end
+    out[#out + 1] = 1
+    done[#done + 1] = member
+    if x.timed then over[#over + 1] = member .. ':' .. attempt end
+    if wf_ok[wk] == nil then
+      wf_ok[wk] = 0
+      wf_order[#wf_order + 1] = {wid, wk, x.live}
+    end
+    local done_at = x.o[1]
+    local rec = succeeded_as[record]
+    if rec and rec[1] == done_at then
+      rec = rec[2]
+    else
+      rec = tended('succeeded', a, q, b, bn, done_at, g)
+      succeeded_as[record] = {done_at, rec}
+    end
+    if value ~= '' then
+      redis.call('HSET', mk, k, rec, k .. T_OUTPUT, value)
+    else
+      redis.call('HSET', mk, k, rec)
+    end
+    if attempt ~= '1' then redis.call('HDEL', mk, k .. T_ERROR) end
+    succeeded = succeeded + 1
+    local drop = elements[mk]
+    drop[#drop + 1] = k .. I_ELEMENT
+    emit_item('succeeded', wid, c, k)
+    local e = x.e
+    if e == nil then
+      item_end(wid, wk, c, k, true, x.live, x.queue)
+      x.e = ends[wk .. '|' .. c]
+    else
+      local oks = e[4]
+      oks[#oks + 1] = k
+    end
+    return true
+  end
+end)()
 for r = 0, nres - 1 do
   local at = 5 + 5 * r
   local wid, i, attempt, how, value = argv[at], argv[at + 1], argv[at + 2], argv[at + 3], argv[at + 4]
   local wk = wkey(wid)
   local member = wid .. ':' .. i
   local c, k = item_of(i)
-  -- Only what every outcome needs: each field is a scan of a compact hash.
-  local m, record = workflow_for(wk, i, c == nil)  -- m: {st, ct, d, in}
-  local timed = m[3] and timed_of[m[3]]
-  if timed == nil then  -- has_feature once per digest and call
-    timed = has_feature(m[3], D_TIMEOUT)
-    timed_of[m[3]] = timed
-  end
-  if timed then  -- a timeout: its deadline goes
-    over[#over + 1] = member .. ':' .. attempt
-  end
-  -- the record's parts (a hot path: no table)
-  local s, a, q, b, bn, g = trunning(record)
-  if s ~= 'running' or a ~= attempt or g ~= agent then
-    out[#out + 1] = 0
-    if c == nil then
-      emit_json('rejected', wid, i, '[' .. agent_json .. ',' .. tonumber(attempt) .. ']')
+  if not (c and how == 'ok' and not string.find(k, '.', 1, true)
+      and item_done(wid, wk, c, k, attempt, value, member)) then
+    -- Only what every outcome needs: each field is a scan of a compact hash.
+    local m, record = workflow_for(wk, i, c == nil)  -- m: {st, ct, d, in}
+    local timed = m[3] and timed_of[m[3]]
+    if timed == nil then  -- has_feature once per digest and call
+      timed = has_feature(m[3], D_TIMEOUT)
+      timed_of[m[3]] = timed
+    end
+    if timed then  -- a timeout: its deadline goes
+      over[#over + 1] = member .. ':' .. attempt
+    end
+    -- the record's parts (a hot path: no table)
+    local s, a, q, b, bn, g = trunning(record)
+    if s ~= 'running' or a ~= attempt or g ~= agent then
+      out[#out + 1] = 0
+      if c == nil then
+        emit_json('rejected', wid, i, '[' .. cjson.encode(agent) .. ',' .. tonumber(attempt) .. ']')
+      else
+        emit_item('rejected', wid, c, k, cjson.encode(agent) .. ',' .. tonumber(attempt))
+      end
+      -- Not ours any more (handed on, finished or cleaned up): forget it. A newer attempt
+      -- of our own (taken back at a restart) stays in the set.
+      if s ~= 'running' or g ~= agent then done[#done + 1] = member end
     else
-      emit_item('rejected', wid, c, k, agent_json .. ',' .. tonumber(attempt))
-    end
-    -- Not ours any more (handed on, finished or cleaned up): forget it. A newer attempt
-    -- of our own (taken back at a restart) stays in the set.
-    if s ~= 'running' or g ~= agent then done[#done + 1] = member end
-  else
-    out[#out + 1] = 1
-    done[#done + 1] = member
-    local wst = m[1]
-    local live = (wst == 'running' or wst == 'paused')
-    if wf_ok[wk] == nil then  -- the workflow's first success or failure in this call
-      wf_ok[wk] = 0
-      wf_order[#wf_order + 1] = {wid, wk, live}
-    end
-    local o = OFFSET[m[2]]
-    local done_at = o[1]
-    local ct = NOW - done_at
-    local h, fld, di = wk, i, i
-    if c ~= nil then h, fld, di = rec_at(wk, i) end
-    local item, step, step_end = nil, nil, nil  -- a step of an item: the item's index and the step's
-    if c ~= nil then item, step = step_key(k) end
-    local counts = step == nil  -- counted(i), as found above: a step's item counts instead
-    if step ~= nil then
-      -- a step's end may end its item: counted then as the item's end
-      step_end = function(ok)
-        move_count('running', ok and 'succeeded' or 'failed')
-        item_end(wid, wk, c, item, ok, live, wst == 'running')
+      out[#out + 1] = 1
+      done[#done + 1] = member
+      local wst = m[1]
+      local live = (wst == 'running' or wst == 'paused')
+      if wf_ok[wk] == nil then  -- the workflow's first success or failure in this call
+        wf_ok[wk] = 0
+        wf_order[#wf_order + 1] = {wid, wk, live}
       end
-    end
-    if how == 'ok' then
-      local rec = succeeded_as[record]  -- {done_at, the record}: see trunning
-      if rec and rec[1] == done_at then
-        rec = rec[2]
-      else
-        rec = tended('succeeded', a, q, b, bn, done_at, g)
-        succeeded_as[record] = {done_at, rec}
-      end
-      if value ~= '' then
-        redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
-      else
-        redis.call('HSET', h, fld, rec)
-      end
-      -- an earlier attempt's error goes
-      if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
-      if counts then succeeded = succeeded + 1 end
+      local o = OFFSET[m[2]]
+      local done_at = o[1]
+      local ct = NOW - done_at
+      local h, fld, di = wk, i, i
+      if c ~= nil then h, fld, di = rec_at(wk, i) end
+      -- a step of an item: the item's index and the step's
+      local item, step, step_end = nil, nil, nil
+      if c ~= nil then item, step = step_key(k) end
+      local counts = step == nil  -- counted(i), as found above: a step's item counts instead
       if step ~= nil then
-        emit_item('succeeded', wid, c, k)
-        step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
-      elseif c == nil then
-        wf_ok[wk] = wf_ok[wk] + 1
-        emit_tasks('succeeded', member)
-        local kids = CHILDREN[dkey(wk, m[3])][i]
-        if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
-      else
-        -- its element: kept only while it may run again (dropped after the loop, one
-        -- HDEL per map)
-        local drop = elements[h]
-        drop[#drop + 1] = fld .. I_ELEMENT
-        emit_item('succeeded', wid, c, k)
-        item_end(wid, wk, c, k, true, live, wst == 'running')
-      end
-    elseif how == 'skip' and c == nil then
-      task_skipped(wid, wk, i, a, q, bn or '', done_at, g, value, live)
-    else
-      local failures = redis.call('HINCRBY', h, fld .. T_FAILURES, 1)
-      local limits = redis.call('HMGET', dkey(wk, m[3]), di .. D_ATTEMPTS, D_BACKOFF, D_BACKOFF_MAX)
-      if how == 'abort' then
-        aborted[#aborted + 1] = {wid, wk}
-        live = false  -- nothing is decided downstream: the run ends below
-      end
-      if live and how == 'err' and failures < tonumber(limits[1] or '1') then
-        local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
-          tonumber(limits[3] or '600000'))
-        redis.call('HSET', h, fld, trec('ready', a, done_at + delay, bn or '', done_at, g),
-          fld .. T_ERROR, value)
-        redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
-        if counts then move_count('running', 'ready') end
-        if c == nil then
-          emit('retrying', wid, i, {failures, delay})
-        else
-          emit_item('retrying', wid, c, k, failures .. ',' .. delay)
+        -- a step's end may end its item: counted then as the item's end
+        step_end = function(ok)
+          move_count('running', ok and 'succeeded' or 'failed')
+          item_end(wid, wk, c, item, ok, live, wst == 'running')
         end
-      else
-        redis.call('HSET', h, fld, tended('failed', a, q, b, bn, done_at, g), fld .. T_ERROR, value)
-        if counts then move_count('running', 'failed') end
-        if step ~= nil then
-          emit_item('failed', wid, c, k, cjson.encode(value))
-          step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)
-        elseif c == nil then
-          redis.call('HINCRBY', wk, F_BAD, 1)
-          redis.call('HINCRBY', wk, F_LEFT, -1)
-          emit('failed', wid, i, value)
-          if live then skip_descendants(wid, wk, i) end
+      end
+      if how == 'ok' then
+        local rec = succeeded_as[record]  -- {done_at, the record}: see trunning
+        if rec and rec[1] == done_at then
+          rec = rec[2]
         else
-          emit_item('failed', wid, c, k, cjson.encode(value))
-          item_end(wid, wk, c, k, false, live, wst == 'running')
+          rec = tended('succeeded', a, q, b, bn, done_at, g)
+          succeeded_as[record] = {done_at, rec}
+        end
+        if value ~= '' then
+          redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
+        else
+          redis.call('HSET', h, fld, rec)
+        end
+        -- an earlier attempt's error goes
+        if attempt ~= '1' then redis.call('HDEL', h, fld .. T_ERROR) end
+        if counts then succeeded = succeeded + 1 end
+        if step ~= nil then
+          emit_item('succeeded', wid, c, k)
+          step_ended(wid, wk, c, item, step, true, value, wst == 'running', done_at, step_end)
+        elseif c == nil then
+          wf_ok[wk] = wf_ok[wk] + 1
+          emit_tasks('succeeded', member)
+          local kids = CHILDREN[dkey(wk, m[3])][i]
+          if #kids > 0 then release_children(wid, wk, kids, ct, wst == 'running') end
+        else
+          -- its element: kept only while it may run again (dropped after the loop, one
+          -- HDEL per map)
+          local drop = elements[h]
+          drop[#drop + 1] = fld .. I_ELEMENT
+          emit_item('succeeded', wid, c, k)
+          item_end(wid, wk, c, k, true, live, wst == 'running')
+        end
+      elseif how == 'skip' and c == nil then
+        task_skipped(wid, wk, i, a, q, bn or '', done_at, g, value, live)
+      else
+        local failures = redis.call('HINCRBY', h, fld .. T_FAILURES, 1)
+        local limits = redis.call('HMGET', dkey(wk, m[3]), di .. D_ATTEMPTS, D_BACKOFF,
+          D_BACKOFF_MAX)
+        if how == 'abort' then
+          aborted[#aborted + 1] = {wid, wk}
+          live = false  -- nothing is decided downstream: the run ends below
+        end
+        if live and how == 'err' and failures < tonumber(limits[1] or '1') then
+          local delay = math.min(tonumber(limits[2] or '1000') * 2 ^ (failures - 1),
+            tonumber(limits[3] or '600000'))
+          redis.call('HSET', h, fld, trec('ready', a, done_at + delay, bn or '', done_at, g),
+            fld .. T_ERROR, value)
+          redis.call('ZADD', K_DELAYED, string.format('%.0f', NOW + delay), member)
+          if counts then move_count('running', 'ready') end
+          if c == nil then
+            emit('retrying', wid, i, {failures, delay})
+          else
+            emit_item('retrying', wid, c, k, failures .. ',' .. delay)
+          end
+        else
+          redis.call('HSET', h, fld, tended('failed', a, q, b, bn, done_at, g), fld .. T_ERROR,
+            value)
+          if counts then move_count('running', 'failed') end
+          if step ~= nil then
+            emit_item('failed', wid, c, k, cjson.encode(value))
+            step_ended(wid, wk, c, item, step, false, value, wst == 'running', done_at, step_end)
+          elseif c == nil then
+            redis.call('HINCRBY', wk, F_BAD, 1)
+            redis.call('HINCRBY', wk, F_LEFT, -1)
+            emit('failed', wid, i, value)
+            if live then skip_descendants(wid, wk, i) end
+          else
+            emit_item('failed', wid, c, k, cjson.encode(value))
+            item_end(wid, wk, c, k, false, live, wst == 'running')
+          end
         end
       end
     end
