@@ -3,6 +3,7 @@ real Redis."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -450,3 +451,38 @@ def test_one_failed_item_runs_again(engine: Engine) -> None:
     st_ = engine.status(strict)
     assert st_.state == "succeeded"
     assert st_.task("total").output == [0, 2, 4, 6, 8, 10]
+
+
+def test_one_report_of_items_mixes_successes_a_failure_and_late_results(engine: Engine) -> None:
+    """A completion that carries several items of one map (as agents send them), some
+    succeeding, one failing, and the late results of items handed on to another agent:
+    each is recorded or rejected as it would be alone, and the map's counts agree."""
+    wid = engine.push(mapped(concurrency=10, max_attempts=1))
+    doomed, hand = Hand(engine, "doomed"), Hand(engine, "hand")
+    [split] = doomed.claim()
+    doomed.succeed(split, {"items": list(range(6))})
+    held = doomed.claim(count=2)
+    doomed.expire()
+    engine.maintain()  # the lost lease: housekeeping puts its two items back
+    items = hand.claim(count=10)
+    assert sorted(t.item for t in items) == list(range(6))
+    assert {t.attempt for t in items if t.item in {h.item for h in held}} == {2}
+    shard = engine.keys.shard_of(wid)
+    late = [(t.workflow_id, t.key, t.attempt, "ok", json.dumps(-1)) for t in held]
+    now = [
+        (t.workflow_id, t.key, t.attempt, "err" if t.item == 3 else "ok", json.dumps(t.item))
+        for t in sorted(items, key=lambda t: t.item)
+    ]
+    # the late results first, while the newer attempts run
+    codes = engine.store.scripts.run(engine.store.complete_call(shard, "doomed", late)).codes
+    assert codes == [0, 0]
+    codes = engine.store.scripts.run(engine.store.complete_call(shard, "hand", now)).codes
+    assert codes == [1] * 6
+    st_ = engine.status(wid)
+    assert st_.task("count").state == "failed"  # item 3 failed, none tolerated
+    assert st_.task("count").error == "1 of 6 items failed"
+    rejected = [e.data for e in engine.events() if e.kind == "item.rejected"]
+    assert sorted((d["item"], d["agent"], d["attempt"]) for d in rejected) == sorted(
+        (t.item_index, "doomed", 1) for t in held
+    )
+    assert_stats_agree_with_items(engine)
