@@ -9,6 +9,7 @@ the commands and C functions that took the most. Compare two builds by running i
     python scripts/script_cost.py --workflows 500 --shape fan10
     python scripts/script_cost.py --workflows 500 --shape fan10 --top 15
     python scripts/script_cost.py --workflows 500 --shape fan10 --busy
+    python scripts/script_cost.py --workflows 500 --shape fan10 --apart
 
 Needs valgrind (Debian's package). A claim takes ``--batch`` tasks at a time, as an agent
 with that many free slots does.
@@ -20,6 +21,11 @@ by another agent and left running, suspended, queued, throttled and scheduled, t
 of other types than the measured shape's (a line says what they are). The counts are still
 the measured shape's tasks alone: compared with a run without ``--busy`` they say whether
 a feature costs anything to the workflows that do not use it.
+
+With ``--apart`` each workflow is pushed alone, a few ms after the last, as independent
+clients push them: records are kept as times after their run's creation, so runs pushed
+together (push_many) hold many equal records, which claims and completions work out once
+per call; apart, only a run's own tasks share theirs.
 """
 
 from __future__ import annotations
@@ -237,6 +243,12 @@ def main() -> int:
         help="the Redis also holds workflows using every feature, of other task types",
     )
     ap.add_argument("--busy-runs", type=int, default=24, help="--busy's runs of each kind")
+    ap.add_argument(
+        "--apart",
+        action="store_true",
+        help="push each workflow alone, a few ms after the last: no two runs share a "
+        "creation time (push_many's runs do, and so do many of their tasks' records)",
+    )
     args = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         print("script_cost: needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -265,7 +277,12 @@ def main() -> int:
             else:
                 wf = getattr(shapes, args.shape)()
                 for k in range(0, args.workflows, 1000):
-                    engine.push_many([wf] * min(1000, args.workflows - k))
+                    if args.apart:
+                        for _ in range(min(1000, args.workflows - k)):
+                            engine.push(wf)
+                            time.sleep(0.002)
+                    else:
+                        engine.push_many([wf] * min(1000, args.workflows - k))
             # after the measured workflows: they get the ids they get without --busy (an id's
             # digits change what Redis spends on it: the state indexes order equal scores
             # by id)

@@ -50,20 +50,12 @@ for _, member in ipairs(members) do
 end
 local rows = {next_at or 0, next_at and NOW or 0}
 local started = {}
-local taken = 0  -- plain tasks started: counted once (move_count) after the loop
+local taken = 0  -- plain tasks and items started: counted once (move_count) at the end
 local agent_json = cjson.encode(agent)
 for _, member in ipairs(members) do
   local wid, i = string.match(member, '^(%d+):(%d+)$')  -- a plain task: one match
   local plain = wid ~= nil
-  local item = nil  -- an item start_item took: 2 started, 1 not ready
-  if not plain then
-    item = start_item(member, agent, agent_json, rows)
-    if item == 2 then
-      taken = taken + 1
-      started[#started + 1] = member
-    end
-  end
-  if item == nil then
+  if plain or not start_item(member) then  -- an item start_item takes starts below
     if not plain then wid, i = split_member(member) end
     local wk = wkey(wid)
     local m, rec = workflow_for(wk, i, plain)
@@ -81,6 +73,7 @@ for _, member in ipairs(members) do
     end
   end
 end
+taken = taken + start_items(agent, agent_json, rows, started)
 if taken > 0 then move_count('ready', 'running', taken) end
 write_all('SADD', k_running(agent), started)
 flush()

@@ -226,12 +226,13 @@ local function item_claim(prefix)
     mid = '\0' .. (d[1] or '') .. '\0' .. (d[2] or '') .. '\0'}
 end
 
--- Start item "<c>.<k>" of `member` ("<wid>:<c>.<k>") for agent, as start_task does, with
--- what the items of its map share worked out once per claim (a claim of a big map's items
--- is mostly this): its row appended to `out`. Returns 2 when it started, 1 when the item
--- is not ready (or its run not running), nil when start_task is the one to start it (a
--- step, or a map item_claim leaves to it).
-local function start_item(member, agent, agent_json, out)
+-- Items of one-step maps a claim takes, started after its other tasks (start_items) with
+-- what the items of one map share worked out once per claim: a claim of a big map's items
+-- is mostly this. start_item takes item "<c>.<k>" of `member` ("<wid>:<c>.<k>") for that:
+-- true, or nil when start_task is the one to start it (a step, or a map item_claim leaves
+-- to it).
+local item_batches = {}  -- item_claim's tables with items taken, in order
+local function start_item(member)
   local dot = string.find(member, '.', 1, true)
   local prefix = string.sub(member, 1, dot - 1)
   local x = item_claims[prefix]
@@ -243,22 +244,59 @@ local function start_item(member, agent, agent_json, out)
     item_claims[prefix] = x
     if not x then return nil end
   end
-  local got = redis.call('HMGET', x.mk, k, k .. I_ELEMENT)
-  local rec = got[1]
-  if not rec or not x.live then return 1 end
-  local p = ready_parts[rec]
-  if WORD[p[1]] ~= 'ready' then return 1 end
-  local a, waited, running = start_record(rec, p[2], p[3], x.o, agent)
-  redis.call('HSET', x.mk, k, running)
-  emit_item('claimed', x.wid, x.c, k, agent_json)
-  local n = #out
-  out[n + 1] = x.head .. k .. x.mid .. a .. '\0[]\0'
-  out[n + 2] = x.payload
-  out[n + 3] = x.input
-  out[n + 4] = waited
-  out[n + 5] = 0
-  out[n + 6] = got[2] or 'null'
-  return 2
+  local ks = x.ks
+  if ks == nil then
+    ks = {}
+    x.ks, x.members = ks, {}
+    item_batches[#item_batches + 1] = x
+  end
+  ks[#ks + 1] = k
+  x.members[#x.members + 1] = member
+  return true
+end
+
+-- Start the items start_item took, as start_task does (those not ready, or of a run not
+-- running, are not started): per map one HMGET of their records and elements and one
+-- HSET of the running records; their rows appended to `out`, their members to `started`.
+-- Returns how many started.
+local function start_items(agent, agent_json, out, started)
+  local n = 0
+  for _, x in ipairs(item_batches) do
+    local ks, members = x.ks, x.members
+    local fields = {}
+    for j = 1, #ks do
+      local k = ks[j]
+      fields[2 * j - 1] = k
+      fields[2 * j] = k .. I_ELEMENT
+    end
+    local got = hmget_all(x.mk, fields)
+    local writes = {}
+    local head, mid, payload, input, o = x.head, x.mid, x.payload, x.input, x.o
+    for j = 1, #ks do
+      local rec = got[2 * j - 1]
+      if rec and x.live then
+        local p = ready_parts[rec]
+        if WORD[p[1]] == 'ready' then
+          local k = ks[j]
+          local a, waited, running = start_record(rec, p[2], p[3], o, agent)
+          writes[#writes + 1] = k
+          writes[#writes + 1] = running
+          emit_item('claimed', x.wid, x.c, k, agent_json)
+          local r = #out
+          out[r + 1] = head .. k .. mid .. a .. '\0[]\0'
+          out[r + 2] = payload
+          out[r + 3] = input
+          out[r + 4] = waited
+          out[r + 5] = 0
+          out[r + 6] = got[2 * j] or 'null'
+          started[#started + 1] = members[j]
+          n = n + 1
+        end
+      end
+    end
+    write_all('HSET', x.mk, writes)
+  end
+  return n
 end
 
 -- workflow_for's read as one table: {st, ct, record of i, d, in}.
