@@ -27,25 +27,36 @@ local function materialize(wid, wk, c, queue)
     starts[1] = {'', d[2] or '', queue_score(tonumber(d[3] or '0'), wid)}
   end
   local fields, ks, members = {}, {}, {}
-  local ready = trec('ready', 0, at, '', '', '')
-  for n = 1, take do
-    -- formatted once: it is in four places (%d: tostring formats a number as a float,
-    -- at three times the cost)
-    local k = string.format('%d', x + n - 1)
-    fields[#fields + 1] = k
-    fields[#fields + 1] = record
-    fields[#fields + 1] = k .. I_ELEMENT
-    fields[#fields + 1] = els[n]
-    ks[#ks + 1] = k
-    for _, sp in ipairs(starts) do
-      if sp[1] ~= '' then
+  if not d[4] then
+    -- one step per item (most maps, and the big ones): each item is one queued task
+    local q, score, prefix = {}, starts[1][3], wid .. ':' .. c .. '.'
+    members[starts[1][2]] = q
+    for n = 1, take do
+      -- formatted once: it is in four places (%d: tostring formats a number as a float,
+      -- at three times the cost)
+      local k = string.format('%d', x + n - 1)
+      local f = 4 * n
+      fields[f - 3], fields[f - 2], fields[f - 1], fields[f] = k, record, k .. I_ELEMENT, els[n]
+      ks[n] = k
+      q[2 * n - 1], q[2 * n] = score, prefix .. k
+    end
+  else
+    local ready = trec('ready', 0, at, '', '', '')
+    for n = 1, take do
+      local k = string.format('%d', x + n - 1)
+      fields[#fields + 1] = k
+      fields[#fields + 1] = record
+      fields[#fields + 1] = k .. I_ELEMENT
+      fields[#fields + 1] = els[n]
+      ks[#ks + 1] = k
+      for _, sp in ipairs(starts) do
         fields[#fields + 1] = k .. sp[1]
         fields[#fields + 1] = ready
+        local q = members[sp[2]]
+        if q == nil then q = {}; members[sp[2]] = q end
+        q[#q + 1] = sp[3]
+        q[#q + 1] = wid .. ':' .. c .. '.' .. k .. sp[1]
       end
-      local q = members[sp[2]]
-      if q == nil then q = {}; members[sp[2]] = q end
-      q[#q + 1] = sp[3]
-      q[#q + 1] = wid .. ':' .. c .. '.' .. k .. sp[1]
     end
   end
   write_all('HSET', k_items(wk, c), fields)
