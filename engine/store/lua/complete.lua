@@ -24,10 +24,6 @@ local ends = {}
 local aborted = {}  -- {wid, wk} of runs a task aborted, ended after the loop
 -- map hash key -> the element fields of its items that succeeded
 local elements = cached(function() return {} end)
-local timed_of = {}  -- definition digest -> whether it has timeouts
--- a running record -> {done_at, its record succeeded then}: tasks of one text (trunning)
--- that end in one call mostly end at the same time after their creation too
-local succeeded_as = {}
 local succeeded = 0  -- tasks and items that succeeded: counted (move_count) after the loop
 local function item_end(wid, wk, c, k, ok, live, queue)
   local key = wk .. '|' .. c
@@ -53,19 +49,10 @@ local item_done = (function()
     end
     local x = of[c]
     if x == nil then
-      local m = item_meta[wk]
-      if m == nil then
-        m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
-        item_meta[wk] = m
-      end
+      local m = workflow_meta(wk)
       if not m[3] then return false end
-      local timed = timed_of[m[3]]
-      if timed == nil then
-        timed = has_feature(m[3], D_TIMEOUT)
-        timed_of[m[3]] = timed
-      end
       x = {mk = k_items(wk, c), live = m[1] == 'running' or m[1] == 'paused',
-        queue = m[1] == 'running', o = OFFSET[m[2]], timed = timed}
+        queue = m[1] == 'running', o = OFFSET[m[2]], timed = has_feature(m[3], D_TIMEOUT)}
       of[c] = x
     end
     local mk = x.mk
@@ -79,14 +66,7 @@ local item_done = (function()
       wf_ok[wk] = 0
       wf_order[#wf_order + 1] = {wid, wk, x.live}
     end
-    local done_at = x.o[1]
-    local rec = succeeded_as[record]
-    if rec and rec[1] == done_at then
-      rec = rec[2]
-    else
-      rec = tended('succeeded', a, q, b, bn, done_at, g)
-      succeeded_as[record] = {done_at, rec}
-    end
+    local rec = tsucceeded(record, a, q, b, bn, x.o[1], g)
     if value ~= '' then
       redis.call('HSET', mk, k, rec, k .. T_OUTPUT, value)
     else
@@ -118,10 +98,10 @@ for r = 0, nres - 1 do
       and item_done(wid, wk, c, k, attempt, value, member)) then
     -- Only what every outcome needs: each field is a scan of a compact hash.
     local m, record = workflow_for(wk, i, c == nil)  -- m: {st, ct, d, in}
-    local timed = m[3] and timed_of[m[3]]
-    if timed == nil then  -- has_feature once per digest and call
-      timed = has_feature(m[3], D_TIMEOUT)
-      timed_of[m[3]] = timed
+    local timed = m[5]  -- its definition has timeouts: worked out once per run and call
+    if timed == nil then
+      timed = m[3] and has_feature(m[3], D_TIMEOUT) or false
+      m[5] = timed
     end
     if timed then  -- a timeout: its deadline goes
       over[#over + 1] = member .. ':' .. attempt
@@ -164,13 +144,7 @@ for r = 0, nres - 1 do
         end
       end
       if how == 'ok' then
-        local rec = succeeded_as[record]  -- {done_at, the record}: see trunning
-        if rec and rec[1] == done_at then
-          rec = rec[2]
-        else
-          rec = tended('succeeded', a, q, b, bn, done_at, g)
-          succeeded_as[record] = {done_at, rec}
-        end
+        local rec = tsucceeded(record, a, q, b, bn, done_at, g)
         if value ~= '' then
           redis.call('HSET', h, fld, rec, fld .. T_OUTPUT, value)
         else

@@ -178,22 +178,27 @@ end
 -- they share the first one's table): nothing they do changes them before their last step
 -- (other steps read them per task, as they may end the workflow on the way).
 local item_meta = nil
-local function workflow_for(wk, i, plain)
+-- workflow_for's {st, ct, d, in} alone (kept in item_meta as workflow_for keeps it).
+local function workflow_meta(wk)
   local m = item_meta and item_meta[wk]
-  local c, k = nil, nil
-  if not plain then c, k = item_of(i) end
   if m == nil then
-    if c == nil then
-      local got = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
-      m = {got[1], got[2], got[4], got[5]}
-      if item_meta then item_meta[wk] = m end
-      return m, got[3]
-    end
     m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
     if item_meta then item_meta[wk] = m end
   end
-  if c == nil then return m, redis.call('HGET', wk, i) end
-  return m, redis.call('HGET', k_items(wk, c), k)
+  return m
+end
+local function workflow_for(wk, i, plain)
+  local c, k = nil, nil
+  if not plain then c, k = item_of(i) end
+  if c ~= nil then return workflow_meta(wk), redis.call('HGET', k_items(wk, c), k) end
+  local m = item_meta and item_meta[wk]
+  if m == nil then  -- the record in the same read
+    local got = redis.call('HMGET', wk, F_STATE, F_CREATED, i, F_DIGEST, F_INPUT)
+    m = {got[1], got[2], got[4], got[5]}
+    if item_meta then item_meta[wk] = m end
+    return m, got[3]
+  end
+  return m, redis.call('HGET', wk, i)
 end
 
 -- A ready record -> {its state, attempts, ready}: parsed once per text and call (a
@@ -210,11 +215,7 @@ local item_claims = {}
 local function item_claim(prefix)
   local wid, c = string.match(prefix, '^(%d+):(%d+)$')
   local wk = wkey(wid)
-  local m = item_meta and item_meta[wk]
-  if m == nil then
-    m = redis.call('HMGET', wk, F_STATE, F_CREATED, F_DIGEST, F_INPUT)
-    if item_meta then item_meta[wk] = m end
-  end
+  local m = workflow_meta(wk)
   if not m[3] then return false end
   local dk = dkey(wk, m[3])
   if has_feature(dk, D_GATHER) then return false end
@@ -229,8 +230,8 @@ end
 -- Items of one-step maps a claim takes, started after its other tasks (start_items) with
 -- what the items of one map share worked out once per claim: a claim of a big map's items
 -- is mostly this. start_item takes item "<c>.<k>" of `member` ("<wid>:<c>.<k>") for that:
--- true, or nil when start_task is the one to start it (a step, or a map item_claim leaves
--- to it).
+-- true (taken; not started if its run is not running), or nil when start_task is the one
+-- to start it (a step, or a map item_claim leaves to it).
 local item_batches = {}  -- item_claim's tables with items taken, in order
 local function start_item(member)
   local dot = string.find(member, '.', 1, true)
@@ -244,6 +245,7 @@ local function start_item(member)
     item_claims[prefix] = x
     if not x then return nil end
   end
+  if not x.live then return true end  -- its run is not running: nothing starts
   local ks = x.ks
   if ks == nil then
     ks = {}
@@ -255,10 +257,10 @@ local function start_item(member)
   return true
 end
 
--- Start the items start_item took, as start_task does (those not ready, or of a run not
--- running, are not started): per map one HMGET of their records and elements and one
--- HSET of the running records; their rows appended to `out`, their members to `started`.
--- Returns how many started.
+-- Start the items start_item took, as start_task does (those not ready are not
+-- started): per map one HMGET of their records and elements and one HSET of the running
+-- records; their rows appended to `out`, their members to `started`. Returns how many
+-- started.
 local function start_items(agent, agent_json, out, started)
   local n = 0
   for _, x in ipairs(item_batches) do
@@ -274,7 +276,7 @@ local function start_items(agent, agent_json, out, started)
     local head, mid, payload, input, o = x.head, x.mid, x.payload, x.input, x.o
     for j = 1, #ks do
       local rec = got[2 * j - 1]
-      if rec and x.live then
+      if rec then
         local p = ready_parts[rec]
         if WORD[p[1]] == 'ready' then
           local k = ks[j]

@@ -118,6 +118,20 @@ local function tended(s, a, q, b, bn, done_at, g)
   return LETTER[s] .. '|' .. a .. '|' .. q .. '|' .. b .. '|' .. d .. '|' .. g
 end
 
+-- The record a task running as `record` (trunning's parts a q b bn g) ends with,
+-- succeeded at done_at: worked out once per running record and time (tasks claimed
+-- together mostly end together too: see trunning).
+local tsucceeded = (function()
+  local made = {}  -- a running record -> {done_at, the record succeeded then}
+  return function(record, a, q, b, bn, done_at, g)
+    local rec = made[record]
+    if rec and rec[1] == done_at then return rec[2] end
+    rec = tended('succeeded', a, q, b, bn, done_at, g)
+    made[record] = {done_at, rec}
+    return rec
+  end
+end)()
+
 -- NOW as ms after a workflow's creation `ct` (its field, as read), a number and the string
 -- a record holds: worked out once per workflow and call (formatting a number costs more
 -- in Lua than the rest of a record).
