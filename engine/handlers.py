@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from .errors import DefinitionError
 
@@ -212,6 +212,76 @@ def import_handler(spec: str) -> Handler:
 # child told to stop (SIGTERM) has before it is killed.
 EXEC_POLL_S = 0.2
 EXEC_GRACE_S = 5.0
+# How much of an --exec command's stderr is kept (its head): the attempt's error and log
+# line keep no more. The rest is read as it comes and counted, never held.
+EXEC_STDERR_KEEP = 63 * 1024  # with the note of what was dropped, under the 64 KiB an error keeps
+_READ_CHUNK = 64 * 1024
+
+
+class _Head:
+    """What is kept of one of a child's output streams, read as it comes: its first
+    ``cap`` bytes, and a count of the bytes past them (read and dropped). With
+    ``stop_over``, reading ends at the first byte past ``cap`` (:attr:`over` is set)."""
+
+    def __init__(self, cap: int, stop_over: bool = False) -> None:
+        self.cap = cap
+        self.stop_over = stop_over
+        self.chunks: list[bytes] = []
+        self.held = 0
+        self.dropped = 0
+        self.over = False
+
+    def take(self, chunk: bytes) -> bool:
+        """Keep what fits of ``chunk``; False once reading should end."""
+        room = self.cap - self.held  # never negative
+        if len(chunk) <= room:
+            self.chunks.append(chunk)
+            self.held += len(chunk)
+            return True
+        if room:
+            self.chunks.append(chunk[:room])
+            self.held = self.cap
+        self.dropped += len(chunk) - room
+        self.over = True
+        return not self.stop_over
+
+    def read(self, stream: IO[bytes]) -> None:
+        """Read ``stream`` to its end (or past the cap, with ``stop_over``), then close it."""
+        with stream:
+            read = getattr(stream, "read1", stream.read)
+            while chunk := read(_READ_CHUNK):
+                if not self.take(chunk):
+                    return
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    """Write the task to the child's stdin and close it (a child that exits without
+    reading it all is no error)."""
+    try:
+        with stream:
+            stream.write(data)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _stop_child(proc: subprocess.Popen[bytes], readers: list[threading.Thread], term: bool) -> None:
+    """End ``proc`` (SIGTERM first with ``term``, SIGKILL after :data:`EXEC_GRACE_S`) and
+    give its readers a moment to see the pipes close (a grandchild holding them open is
+    left to them: they are daemon threads)."""
+    if term:
+        proc.terminate()
+        try:
+            proc.wait(EXEC_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    else:
+        proc.kill()
+    proc.wait()
+    for t in readers:
+        t.join(EXEC_GRACE_S)
 
 
 def _run_child(
@@ -220,33 +290,57 @@ def _run_child(
     limit: float | None,
     cancelled: threading.Event,
     command: str,
-) -> tuple[int, bytes, bytes]:
-    """Feed ``data`` to ``proc`` and collect its output, killing it past ``limit``
-    seconds; when ``cancelled`` is set (the attempt was taken from this agent, or timed
-    out) it gets SIGTERM, then SIGKILL after :data:`EXEC_GRACE_S`."""
+    max_output: int,
+) -> tuple[int, _Head, _Head]:
+    """Feed ``data`` to ``proc`` and read its stdout and stderr as they come (threads),
+    killing it past ``limit`` seconds or once its stdout passes ``max_output`` bytes;
+    when ``cancelled`` is set (the attempt was taken from this agent, or timed out) it
+    gets SIGTERM, then SIGKILL after :data:`EXEC_GRACE_S`. Returns its exit code and
+    what was kept of stdout (all of it) and stderr (the head)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = _Head(max_output, stop_over=True), _Head(EXEC_STDERR_KEEP)
+    threads = [
+        threading.Thread(target=out.read, args=(proc.stdout,), name="rf-exec-out", daemon=True),
+        threading.Thread(target=err.read, args=(proc.stderr,), name="rf-exec-err", daemon=True),
+        threading.Thread(target=_feed, args=(proc.stdin, data), name="rf-exec-in", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    readers = threads[:2]
     deadline = None if limit is None else time.monotonic() + limit
-    send: bytes | None = data
     while True:
         step = EXEC_POLL_S
         if deadline is not None:
             step = max(0.0, min(step, deadline - time.monotonic()))
-        try:
-            out, err = proc.communicate(send, timeout=step)
-            return proc.returncode, out, err
-        except subprocess.TimeoutExpired:
-            send = None  # the input is being written: later calls go on with it
+        if _settled(proc, readers, step):
+            if not out.over:
+                return proc.returncode, out, err
+        if out.over:
+            _stop_child(proc, readers, term=False)
+            raise TaskFailed(
+                f"command's output passed the {max_output}-byte limit (--max-payload); "
+                f"it was stopped: {command}"
+            )
         if deadline is not None and time.monotonic() >= deadline:
-            proc.kill()
-            proc.communicate()
+            _stop_child(proc, readers, term=False)
             raise TaskFailed(f"command timed out after {limit:g}s: {command}")
         if cancelled.is_set():
-            proc.terminate()
-            try:
-                proc.communicate(timeout=EXEC_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+            _stop_child(proc, readers, term=True)
             raise TaskFailed(f"command stopped: its attempt was cancelled: {command}")
+
+
+def _settled(proc: subprocess.Popen[bytes], readers: list[threading.Thread], step: float) -> bool:
+    """Wait up to about ``step`` seconds for each stage: stdout read to its end (or past
+    its cap), stderr read, the child ended. True once all are."""
+    for t in readers:
+        t.join(step)
+        if t.is_alive():
+            return False
+    try:
+        proc.wait(step)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 # What an --exec command's environment keeps of the agent's by default: no credentials
@@ -296,6 +390,7 @@ def exec_handler(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     exit_codes: Mapping[int, str] | None = None,
+    max_output: int | None = None,
 ) -> Handler:
     """A handler that runs ``command`` (no shell) once per task.
 
@@ -305,6 +400,12 @@ def exec_handler(
     ``timeout`` (``timeout`` here when the task has none) is killed; one whose attempt is
     cancelled (its agent lost the lease: the task was handed on) gets SIGTERM, then
     SIGKILL after :data:`EXEC_GRACE_S`.
+
+    Output is read as it comes, never held whole: stdout up to ``max_output`` bytes
+    (default :data:`engine.definition.DEFAULT_MAX_PAYLOAD`; ``redisflow-agent`` gives
+    its ``--max-payload``): a command writing more is killed and its attempt fails,
+    saying so. Of stderr the first :data:`EXEC_STDERR_KEEP` bytes are kept (the error, the
+    task's log) and the rest counted.
 
     The command's environment is ``env``; by default :func:`exec_environment`'s, which
     leaves out the agent's credentials (``REDISFLOW_URL`` and the like).
@@ -320,6 +421,9 @@ def exec_handler(
     if not argv:
         raise DefinitionError("--exec: empty command")
     child_env = dict(exec_environment() if env is None else env)
+    from .definition import DEFAULT_MAX_PAYLOAD
+
+    cap = DEFAULT_MAX_PAYLOAD if max_output is None else max_output
 
     def run(task: Task) -> Any:
         limit = task.timeout if task.timeout is not None else timeout
@@ -333,21 +437,27 @@ def exec_handler(
             )
         except FileNotFoundError:
             raise TaskFailed(f"command not found: {argv[0]}") from None
-        code, stdout, stderr = _run_child(
-            proc, json.dumps(task.to_dict()).encode(), limit, task.cancelled, command
+        code, out, err = _run_child(
+            proc, json.dumps(task.to_dict()).encode(), limit, task.cancelled, command, cap
         )
+        stdout = out.data()
+        stderr = err.data().decode(errors="replace")
+        if err.dropped:
+            stderr += (
+                f"\n... {err.dropped} more bytes of stderr not kept (the first "
+                f"{EXEC_STDERR_KEEP} are)"
+            )
         if stderr:
             from .tasklogs import current
 
-            cap = current()
-            if cap is not None:
-                cap.write("stderr", stderr.decode(errors="replace"))
+            log = current()
+            if log is not None:
+                log.write("stderr", stderr)
         if code != 0:
-            err = stderr.decode(errors="replace").strip()
             raise exec_error(
                 code,
                 stdout.decode(errors="replace"),
-                err or f"{argv[0]} exited with code {code}",
+                stderr.strip() or f"{argv[0]} exited with code {code}",
                 codes,
             )
         text = stdout.decode(errors="replace").strip()

@@ -175,7 +175,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         listed = [os.environ.get(EXEC_ENV_VAR, ""), *args.exec_env]
         env = exec_environment(exec_env_names(" ".join(listed)))
         codes = exit_codes(args.exit_code)
-        handler = exec_handler(args.command, timeout=args.exec_timeout, env=env, exit_codes=codes)
+        handler = exec_handler(
+            args.command,
+            timeout=args.exec_timeout,
+            env=env,
+            exit_codes=codes,
+            max_output=args.max_payload,
+        )
     types = args.types or [""]
     if not args.id.strip():
         return fail("--id must not be empty: give each logical worker its own id", EXIT_BAD_INPUT)
