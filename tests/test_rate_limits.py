@@ -395,6 +395,35 @@ def test_pause_cancel_and_cleanup_leave_no_throttled_task_behind(engine: Engine)
     assert engine.count() == 0
 
 
+def test_an_idle_bucket_goes_when_it_is_full_again_and_then_starts_full(engine: Engine) -> None:
+    hand = Hand(engine)
+    # distinct keys, each run done and cleaned up: each bucket is kept exactly until its
+    # tokens are all back (its t, the theoretical arrival time), not a moment longer
+    slow = limited(limit=1, per="30s")
+    wids = [engine.push(slow, {"cust": f"k{n}"}) for n in range(40)]
+    done(engine, hand, claim(engine, hand))
+    for w in wids:
+        engine.cleanup(w)
+    buckets = rate_keys(engine)
+    assert len(buckets) == 40 and all(":rb:" in k for k in buckets)
+    for key in buckets:
+        t_us = int(engine.redis.hget(key, "t"))
+        assert engine.redis.pexpiretime(key) == -(-t_us // 1000)  # the ms it is full again
+        assert 0 < engine.redis.pttl(key) <= 30_000
+    # a bucket emptied by a burst: gone once it refilled, and the next take starts full
+    quick = limited(limit=2, per="1s", burst=3, routed=True)  # a token every 500 ms
+    first = [engine.push(quick, {"cust": "a"}) for _ in range(3)]
+    shard = engine.keys.shard_of(first[0])
+    assert sorted(t.workflow_id for t in claim(engine, hand)) == sorted(first)
+    bucket = shard.bucket("api", "a")
+    assert engine.redis.pttl(bucket) > 0
+    wait_for(lambda: not engine.redis.exists(bucket), timeout=60, what="the bucket refilled")
+    again = [engine.push(quick, {"cust": "a"}) for _ in range(4)]
+    reply = claim_reply(engine, hand, again[0])
+    assert [t.workflow_id for t in reply] == again[:3]  # the whole burst at once: full
+    assert reply.next_at_ms is not None  # and the fourth waits for a token
+
+
 # -- on a Redis Cluster: per shard --------------------------------------------------------------
 
 
