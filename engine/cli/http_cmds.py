@@ -14,7 +14,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from .common import EXIT_OK, Parents, connect, port_number, print_json, whole_in
+from .common import (
+    EXIT_OK,
+    Parents,
+    connect,
+    esc,
+    new_table,
+    out,
+    port_number,
+    print_json,
+    whole_in,
+)
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -28,6 +38,7 @@ HTTP_EXTRA = (
 
 worker_count = whole_in(1, 64, "a worker count")
 connection_cap = whole_in(1, 1_000_000, "a connection count")
+stream_cap = whole_in(1, 1_000_000, "a count of event streams")
 
 
 def wait_limit(text: str) -> float:
@@ -158,6 +169,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: 
         help="open connections per server process; past it new requests get 503 "
         "(default: $REDISFLOW_HTTP_MAX_CONNECTIONS, else 1000)",
     )
+    p.add_argument(
+        "--max-streams",
+        type=stream_cap,
+        default=os.environ.get("REDISFLOW_HTTP_MAX_STREAMS") or None,
+        metavar="N",
+        help="event streams open at once per server process, below --max-connections; "
+        "past it a new stream gets 429 (default: $REDISFLOW_HTTP_MAX_STREAMS, else half "
+        "of --max-connections)",
+    )
+    p.add_argument(
+        "--max-streams-per-token",
+        type=stream_cap,
+        default=os.environ.get("REDISFLOW_HTTP_MAX_STREAMS_PER_TOKEN") or "100",
+        metavar="N",
+        help="event streams one bearer token may hold open per server process; past it "
+        "429 (default: $REDISFLOW_HTTP_MAX_STREAMS_PER_TOKEN, else 100)",
+    )
     p.set_defaults(run=cmd_serve, no_engine=True)
 
     p = sub.add_parser(
@@ -204,13 +232,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: 
 def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
     try:
         from ..http.auth import load_tokens
-        from ..http.server import PUSH_RETRY_S, Settings, check_bind, serve
+        from ..http.server import PUSH_RETRY_S, Settings, check_bind, check_streams, serve
     except ImportError:
         raise DefinitionError(HTTP_EXTRA) from None
     from .common import connection_url
 
     tokens = load_tokens(args.token_file)
     check_bind(args.host, tokens)  # before connecting: bad input touches nothing
+    check_streams(args.max_connections, args.max_streams)
     hosts = args.allowed_host or _checked_env("REDISFLOW_HTTP_ALLOWED_HOSTS", allowed_host)
     origins = args.allowed_origin or _checked_env("REDISFLOW_HTTP_ALLOWED_ORIGINS", allowed_origin)
     url = connection_url(args)
@@ -229,6 +258,8 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
+        max_streams=args.max_streams,
+        max_streams_per_token=args.max_streams_per_token,
     )
     if args.workers > 1:
         serve(settings, args.host, args.port, args.workers, args.access_log)
@@ -305,16 +336,10 @@ def cmd_trigger_list(engine: Engine, args: argparse.Namespace) -> int:
     if args.json:
         print_json(triggers)
         return EXIT_OK
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for col in ("trigger", "template", "auth", "idempotency", "created"):
-        table.add_column(col)
+    table = new_table("trigger", "template", "auth", "idempotency", "created")
     for d in triggers:
-        table.add_row(*(escape(cell) for cell in _row(d)))
-    Console(highlight=False).print(table)
+        table.add_row(*(esc(cell) for cell in _row(d)))
+    out.print(table)
     return EXIT_OK
 
 
