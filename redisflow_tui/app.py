@@ -18,11 +18,13 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from engine import DefinitionError, Engine, NotFoundError, RedisflowError, StateError, Stats
+from engine.text_safety import visible
 
 from .commands import ConsoleCommands
 from .data import actions
@@ -331,6 +333,25 @@ class RedisflowApp(App[None]):
             self.call_from_thread(self.notify, str(e), severity="error")
             return
         self.call_from_thread(self.open_workflow, wid)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A notification, shown as plain text: its message is often an error's, which
+        may hold brackets (no markup) or terminal escapes (shown, not obeyed)."""
+        super().notify(
+            visible(message, multiline=True),
+            title=visible(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     # -- actions ------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..handlers import (
 from ..health import server_warnings
 from ..outcomes import exit_codes
 from ..retrying import patiently
+from ..text_safety import VisibleFormatter, protect_streams
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -161,10 +162,9 @@ def _start_patiently(args: argparse.Namespace) -> tuple[Engine, list[str], list[
 @guarded
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    shown = logging.StreamHandler()  # sys.stderr
+    shown.setFormatter(VisibleFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[shown])
     if args.handler:
         if args.exec_env:
             return fail("--exec-env goes with --exec", EXIT_BAD_INPUT)
@@ -221,6 +221,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """Entry point of ``redisflow-agent``."""
+    protect_streams()  # what it prints shows control characters, never obeys them
     try:
         code = run()
     except SystemExit as e:

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import redis
 
@@ -32,6 +32,7 @@ from ..errors import (
 from ..flow import check_key
 from ..store.codec import encode_input
 from ..store.layout import MAX_SHARDS
+from ..text_safety import raw_stream, visible
 from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
 
 if TYPE_CHECKING:
@@ -595,10 +596,24 @@ class _LazyConsole:
         """The console, made on first use (as wide as a terminal, else unbounded)."""
         if self._console is None:
             from rich.console import Console
+            from rich.text import Text
 
             class _Console(Console):
                 def on_broken_pipe(self) -> None:
                     raise BrokenPipeError  # main() ends quietly (rich would exit 1)
+
+                # Text shows its control characters (text_safety); the colours rich adds
+                # go past the stream that would show theirs too.
+                def render_str(self, text: str, **options: Any) -> Text:
+                    return super().render_str(visible(text, multiline=True), **options)
+
+                @property
+                def file(self) -> IO[str]:
+                    return raw_stream(super().file)  # type: ignore[no-any-return]
+
+                @file.setter
+                def file(self, new_file: IO[str]) -> None:
+                    self._file = new_file
 
             # Output that is not a terminal is never cut to a width: as wide as it needs.
             width = None if terminal() else UNCUT_WIDTH

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..text_safety import protect_streams
 from . import (
     acl_cmds,
     agents_cmds,
@@ -104,6 +105,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """Entry point of ``redisflow``."""
+    protect_streams()  # what it prints shows control characters, never obeys them
     try:
         code = run()
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ..client import Engine
+from ..text_safety import visible
 from . import log_cmds
 from .common import EXIT_OK, Parents, out, positive_int, print_json, styled, type_label
 
@@ -35,7 +36,8 @@ def cmd_events(engine: Engine, args: argparse.Namespace) -> int:
         stamp = time.strftime("%H:%M:%S", time.localtime(e.ts))
         task = "" if e.task is None else f" task {e.task_name or e.task}"
         extra = " ".join(f"{k}={v}" for k, v in e.data.items())
-        print(f"{stamp} {e.kind:<20} {e.wid}{task} {extra}".rstrip())
+        # one line per event: a field's line breaks are shown, not obeyed
+        print(visible(f"{stamp} {e.kind:<20} {e.wid}{task} {extra}".rstrip()))
     return EXIT_OK
 
 

@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Static
 
 from engine import DefinitionError, NotFoundError, StateError
 from engine.model import RunResult
+from engine.text_safety import visible
 
 from ..data.schedules import parse_input, run_outcome, run_template
 from .base import LiveScreen, OpenWorkflow
@@ -64,7 +65,7 @@ class RunInputScreen(ModalScreen[RunInput | None]):
             value = parse_input(event.value)
         except DefinitionError as e:
             error = self.query_one("#dialog-error", Static)
-            error.update(str(e))
+            error.update(Content(visible(str(e), multiline=True)))  # no markup
             error.add_class("-shown")
             return
         self.dismiss(RunInput(value))

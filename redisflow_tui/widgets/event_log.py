@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from engine import Event
+from engine.text_safety import visible
 
 from ..data.clock import Clock
 from ..data.events import TASK_WIDTH, detail, task_label
@@ -123,7 +124,7 @@ class EventLogView(LineView, can_focus=True):
             Segment(f" {self.clock.stamp(e.ts)}  ", dim),
             Segment(f"{e.kind:<21}", base if on_cursor else base + self._style(look)),
             Segment(f"{who:<10}{task:<{TASK_WIDTH}}", base),
-            Segment(detail(e), dim),
+            Segment(visible(detail(e)), dim),
         ]
         strip = Strip(segs).extend_cell_length(max(self.size.width, 120), base)
         return strip.crop_extend(scroll_x, scroll_x + self.size.width, self.rich_style)

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from engine import TaskStatus
 from engine.model import ITEM_STATES, ItemStatus
+from engine.text_safety import visible
 from engine.waits import wait_line
 
 from ..data.clock import Clock, format_duration
@@ -27,6 +28,7 @@ def _value(value: Any) -> str:
     if value is None:
         return "—"
     text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+    text = visible(text, multiline=True)  # a handler's text: escapes shown, not obeyed
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + f"\n… ({len(text):,} chars)"
 
 
@@ -179,7 +181,7 @@ class TaskDetail(VerticalScroll):
         """Labelled rows, then the error (if any) in the failed colour."""
         for label, value in rows:
             t.append(f"{label:>9} ", style="dim")
-            t.append(value + "\n")
+            t.append(visible(value, multiline=True) + "\n")
         if error:
             t.append("\nerror\n", style=look_style(self.app, "failed"))
             t.append(_value(error) + "\n", style=look_style(self.app, "failed"))

@@ -9,10 +9,12 @@ from typing import Any
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Log, Static
 
 from engine.errors import NotFoundError
 from engine.tasklogs import LogLine, read_logs, read_progress
+from engine.text_safety import visible
 
 POLL_S = 1.0
 MAX_LINES = 2000  # lines the pane keeps (the oldest go)
@@ -24,14 +26,15 @@ def log_line(x: LogLine, key: str | None = None) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(x.ts))
     who = f" {x.key}" if "." in x.key and x.key != key else ""
     err = " !" if x.source == "stderr" else ""
-    return f"{stamp} #{x.attempt}{who}{err} {x.text}"
+    return f"{stamp} #{x.attempt}{who}{err} {visible(x.text, multiline=True)}"
 
 
 def progress_line(p: dict[str, Any] | None) -> str:
     """``progress 40% rows 4,000/10,000`` ("" for none)."""
     if not p or not isinstance(p.get("fraction"), int | float):
         return ""
-    return f"progress {p['fraction'] * 100:.0f}% {p.get('message') or ''}".rstrip()
+    message = visible(str(p.get("message") or ""))
+    return f"progress {p['fraction'] * 100:.0f}% {message}".rstrip()
 
 
 class TaskLogPane(Vertical):
@@ -84,7 +87,7 @@ class TaskLogPane(Vertical):
             text = f"log of {self.task_name} · {count}"
             if self.progress:
                 text += f" · {self.progress}"
-        self.query_one("#log-title", Static).update(text)
+        self.query_one("#log-title", Static).update(Content(text))  # no markup: a progress message
 
     def _poll(self) -> None:
         if self.wid is None or self.task_name is None or self.done or self._reading:

@@ -135,3 +135,32 @@ async def test_the_timeline_counts_attempts_aged_out_of_the_stream(
         title = app.screen.query_one("#timeline-title")
         await wait_for(pilot, lambda: "aged out" in str(title.content), what="the title")
         assert "3 attempts of 1 tasks" in str(title.content)
+
+
+async def test_escapes_and_markup_in_a_tasks_text_are_shown_as_text(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    """What a handler wrote, its progress message and its error hold terminal escapes
+    and rich markup: the console shows both as text (nothing reaches the terminal raw,
+    no markup is applied)."""
+    bad = "a\x1b]52;c;SGVsbG8=\x07b\x1b[2Jc\x9b1Ad"
+    shown = "a␛]52;c;SGVsbG8=\\x07b␛[2Jc\\x9b1Ad"
+    wf = Workflow("loud")
+    wf.task("crunch")
+    wid = engine.push(wf)
+    release = threading.Event()
+
+    def handle(task: Task) -> None:
+        print("printed", bad)
+        task.progress(0.5, "[b]rows[/b] [/] " + bad)
+        release.wait(30)
+
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        with agent_thread(engine, {"": handle}):
+            await open_workflow(app, pilot, wid)
+            await wait_for(pilot, lambda: f"printed {shown}" in pane_text(app), what="line")
+            await wait_for(pilot, lambda: f"50% [b]rows[/b] [/] {shown}" in pane_title(app))
+            release.set()
+            await wait_for(pilot, lambda: app.screen.query_one(TaskLogPane).done)
+        assert "\x1b" not in pane_text(app) + pane_title(app)
