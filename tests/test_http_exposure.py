@@ -489,6 +489,65 @@ def test_slow_clients_are_timed_out_and_do_not_starve_others(
     assert "Traceback" not in "\n".join(err)
 
 
+def test_event_streams_leave_connections_for_writes(
+    pushed: Engine, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A read token opening stream after stream cannot take every connection: past one
+    token's cap, then past the process's (half of --max-connections), a stream is
+    answered 429, while /healthz and writes are served; a stream that ends gives its
+    place back."""
+    reader, other = "read-token-aaaa-0123456789", "read-token-bbbb-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"read {reader}\nread {other}\nwrite {WRITE}\n")
+    limits = ["--max-connections", "12", "--max-streams-per-token", "4"]
+    with (
+        redisflow_serve(cli_env, "--token-file", str(tokens), *limits) as (port, err),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http,
+        ExitStack() as streams,
+    ):
+
+        def stream(token: str, path: str = "/v1/events") -> httpx.Response:
+            auth = {"Authorization": f"Bearer {token}"}
+            return streams.enter_context(http.stream("GET", path, headers=auth))
+
+        opened = [stream(reader) for _ in range(4)]
+        assert [r.status_code for r in opened] == [200] * 4
+        refused = http.get("/v1/events", headers={"Authorization": f"Bearer {reader}"})
+        assert refused.status_code == 429
+        assert "--max-streams-per-token" in refused.json()["error"]
+        assert [stream(other).status_code for _ in range(2)] == [200, 200]  # 6: half of 12
+        wid = pushed.run("pipeline").id
+        refused = http.get(
+            f"/v1/workflows/{wid}/events", headers={"Authorization": f"Bearer {other}"}
+        )
+        assert refused.status_code == 429
+        assert "at most 6 open (--max-streams)" in refused.json()["error"]
+        assert http.get("/healthz").status_code == 200
+        pushed_now = http.post(
+            "/v1/templates/pipeline/runs", json={}, headers={"Authorization": f"Bearer {WRITE}"}
+        )
+        assert pushed_now.status_code == 202
+        opened[0].close()  # the server sees it go within a second or so: its place is free
+        deadline = time.monotonic() + 30
+        while True:
+            again = stream(other, f"/v1/workflows/{wid}/events")
+            if again.status_code == 200:
+                break
+            assert again.status_code == 429
+            assert time.monotonic() < deadline, "a closed stream kept its place"
+            time.sleep(0.2)
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_serve_refuses_a_stream_cap_at_the_connection_cap(cli_env: dict[str, str]) -> None:
+    r = cli("serve", "--max-connections", "10", "--max-streams", "10", env=cli_env)
+    assert r.returncode == 2
+    assert "--max-streams 10 must be below --max-connections 10" in one_line_error(r)
+    r = cli("serve", "--max-streams-per-token", "0", env=cli_env)
+    assert r.returncode == 2
+    assert "--max-streams-per-token" in r.stderr
+
+
 def test_a_slow_body_after_an_early_answer_is_closed(pushed: Engine) -> None:
     """A client refused at once (401 here) that keeps sending its body slowly is cut at
     the body timeout; a kept-alive connection's next request has its own header timeout."""

@@ -38,6 +38,7 @@ HTTP_EXTRA = (
 
 worker_count = whole_in(1, 64, "a worker count")
 connection_cap = whole_in(1, 1_000_000, "a connection count")
+stream_cap = whole_in(1, 1_000_000, "a count of event streams")
 
 
 def wait_limit(text: str) -> float:
@@ -168,6 +169,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: 
         help="open connections per server process; past it new requests get 503 "
         "(default: $REDISFLOW_HTTP_MAX_CONNECTIONS, else 1000)",
     )
+    p.add_argument(
+        "--max-streams",
+        type=stream_cap,
+        default=os.environ.get("REDISFLOW_HTTP_MAX_STREAMS") or None,
+        metavar="N",
+        help="event streams open at once per server process, below --max-connections; "
+        "past it a new stream gets 429 (default: $REDISFLOW_HTTP_MAX_STREAMS, else half "
+        "of --max-connections)",
+    )
+    p.add_argument(
+        "--max-streams-per-token",
+        type=stream_cap,
+        default=os.environ.get("REDISFLOW_HTTP_MAX_STREAMS_PER_TOKEN") or "100",
+        metavar="N",
+        help="event streams one bearer token may hold open per server process; past it "
+        "429 (default: $REDISFLOW_HTTP_MAX_STREAMS_PER_TOKEN, else 100)",
+    )
     p.set_defaults(run=cmd_serve, no_engine=True)
 
     p = sub.add_parser(
@@ -214,13 +232,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: 
 def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
     try:
         from ..http.auth import load_tokens
-        from ..http.server import PUSH_RETRY_S, Settings, check_bind, serve
+        from ..http.server import PUSH_RETRY_S, Settings, check_bind, check_streams, serve
     except ImportError:
         raise DefinitionError(HTTP_EXTRA) from None
     from .common import connection_url
 
     tokens = load_tokens(args.token_file)
     check_bind(args.host, tokens)  # before connecting: bad input touches nothing
+    check_streams(args.max_connections, args.max_streams)
     hosts = args.allowed_host or _checked_env("REDISFLOW_HTTP_ALLOWED_HOSTS", allowed_host)
     origins = args.allowed_origin or _checked_env("REDISFLOW_HTTP_ALLOWED_ORIGINS", allowed_origin)
     url = connection_url(args)
@@ -239,6 +258,8 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
+        max_streams=args.max_streams,
+        max_streams_per_token=args.max_streams_per_token,
     )
     if args.workers > 1:
         serve(settings, args.host, args.port, args.workers, args.access_log)

@@ -41,7 +41,7 @@ from ..errors import (
 from ..model import WorkflowState, WorkflowStatus
 from . import resources, signals
 from .agents import drain_agent
-from .auth import Tokens, require
+from .auth import Tokens, bearer, require
 from .batcher import RunBatcher
 from .bodies import (
     check_key,
@@ -61,7 +61,14 @@ from .guard import LOOPBACK_NAMES, Guard, GuardConfig
 from .logs import task_logs
 from .metrics import registry_for
 from .openapi import docs_page, schema_for
-from .stream import EventFeed, deployment_events, workflow_events
+from .stream import (
+    MAX_STREAMS,
+    MAX_STREAMS_PER_TOKEN,
+    EventFeed,
+    StreamSlots,
+    deployment_events,
+    workflow_events,
+)
 from .triggers import delivery_key, verify_delivery
 
 if TYPE_CHECKING:
@@ -87,6 +94,11 @@ class HttpConfig:
             API from a browser (CORS); pages of any other origin may not write.
         max_stream_s: the longest an event stream stays open (its client then reconnects
             with ``Last-Event-ID`` and misses nothing).
+        max_streams: event streams open at once (each holds a connection): past it a new
+            one gets 429; keep it below the server's connection cap, so that writes and
+            ``/healthz`` always find a connection.
+        max_streams_per_token: event streams one bearer token may hold open (429 past
+            it); without tokens only ``max_streams`` applies.
     """
 
     tokens: Tokens = field(default_factory=Tokens)
@@ -95,6 +107,8 @@ class HttpConfig:
     allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES
     allowed_origins: tuple[str, ...] = ()
     max_stream_s: float = 3600.0
+    max_streams: int = MAX_STREAMS
+    max_streams_per_token: int = MAX_STREAMS_PER_TOKEN
 
 
 def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
@@ -204,7 +218,8 @@ class Api:
         self.registry = registry_for(engine)
         self._as_trigger: dict[str, Engine] = {}
         self._batchers: dict[int, RunBatcher] = {}
-        self.feed = EventFeed(engine, config.max_stream_s)
+        slots = StreamSlots(config.max_streams, config.max_streams_per_token)
+        self.feed = EventFeed(engine, config.max_stream_s, slots)
         self.schema = schema_for(config.tokens.configured)
 
     @asynccontextmanager
@@ -217,6 +232,13 @@ class Api:
 
     def auth(self, request: Request, role: str) -> None:
         require(self.config.tokens, request.headers.get("authorization"), role)
+
+    def caller(self, request: Request) -> str | None:
+        """The bearer token of an authorized request, whose event streams are counted
+        (None when no token is configured: every caller is then the same)."""
+        if not self.config.tokens.configured:
+            return None
+        return bearer(request.headers.get("authorization"))
 
     async def body(self, request: Request) -> bytes:
         """The raw body, refused (413) past the engine's payload limit."""
@@ -406,12 +428,12 @@ class Api:
     async def events(self, request: Request) -> Response:
         """GET /v1/events (Server-Sent Events)"""
         self.auth(request, "read")
-        return await deployment_events(self.feed, request)
+        return await deployment_events(self.feed, request, self.caller(request))
 
     async def workflow_events(self, request: Request) -> Response:
         """GET /v1/workflows/{id}/events (Server-Sent Events)"""
         self.auth(request, "read")
-        return await workflow_events(self.feed, request)
+        return await workflow_events(self.feed, request, self.caller(request))
 
     async def root(self, request: Request) -> Response:
         """GET /: the API's page"""

@@ -185,6 +185,10 @@ _SSE = {
         }
     },
 }
+_TOO_MANY_STREAMS = (
+    "too many event streams open: the server's (--max-streams) or this token's "
+    "(--max-streams-per-token); try again once one has closed"
+)
 _LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
@@ -460,7 +464,10 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 "events",
                 _SSE,
                 parameters=[_LAST_EVENT_ID],
-                responses={"400": error("a Last-Event-ID over 12,000 characters")},
+                responses={
+                    "400": error("a Last-Event-ID over 12,000 characters"),
+                    "429": error(_TOO_MANY_STREAMS),
+                },
             )
         },
         "/v1/workflows/{id}/events": {
@@ -481,6 +488,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                     },
                     "400": error("a Last-Event-ID over 12,000 characters"),
                     "404": error("no such workflow"),
+                    "429": error(_TOO_MANY_STREAMS),
                 },
             )  # fmt: skip
         },

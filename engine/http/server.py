@@ -4,7 +4,7 @@ Without any token configured the server binds loopback addresses only
 (:func:`check_bind`): anyone who can reach it could push and cancel runs. It answers the
 ``Host`` names it is bound to (:func:`.guard.default_hosts`), times out slow requests
 (:mod:`.protocol`) and caps its open connections (uvicorn's ``limit_concurrency``: 503
-beyond it).
+beyond it), and its event streams below that (:class:`.stream.StreamSlots`: 429 beyond).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .app import HttpConfig, create_app
 from .auth import Tokens, is_loopback
 from .guard import default_hosts
 from .protocol import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, TimedHttpProtocol, timed_protocol
+from .stream import MAX_STREAMS_PER_TOKEN
 
 SETTINGS_ENV = "REDISFLOW_HTTP_SETTINGS"  # how workers learn what the parent was told
 PUSH_RETRY_S = 5.0  # a request gives up on an unreachable Redis after this (then 503)
@@ -43,6 +44,15 @@ class Settings:
     header_timeout_s: float = HEADER_TIMEOUT_S
     body_timeout_s: float = BODY_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
+    max_streams: int | None = None  # None: half of max_connections (stream_cap)
+    max_streams_per_token: int = MAX_STREAMS_PER_TOKEN
+
+    def stream_cap(self) -> int:
+        """Event streams this process keeps open: ``max_streams``, by default half the
+        connections (at least 1), so that writes and ``/healthz`` find one."""
+        if self.max_streams is not None:
+            return self.max_streams
+        return max(1, self.max_connections // 2)
 
     def config(self, host: str = "127.0.0.1") -> HttpConfig:
         """The app's config, for a server bound to ``host``."""
@@ -53,6 +63,8 @@ class Settings:
             max_stream_s=self.max_stream_s,
             allowed_hosts=self.allowed_hosts or default_hosts(host),
             allowed_origins=self.allowed_origins,
+            max_streams=self.stream_cap(),
+            max_streams_per_token=self.max_streams_per_token,
         )
 
     def uvicorn_options(self) -> dict[str, Any]:
@@ -62,6 +74,16 @@ class Settings:
             "http": timed_protocol(self.header_timeout_s, self.body_timeout_s),
             "limit_concurrency": self.max_connections,
         }
+
+
+def check_streams(max_connections: int, max_streams: int | None) -> None:
+    """Refuse (:class:`DefinitionError`) a stream cap that would let streams take every
+    connection: it must be below ``max_connections``."""
+    if max_streams is not None and max_streams >= max_connections:
+        raise DefinitionError(
+            f"--max-streams {max_streams} must be below --max-connections {max_connections}: "
+            "streams at the connection cap leave no connection for writes and /healthz"
+        )
 
 
 def check_bind(host: str, tokens: Tokens) -> None:

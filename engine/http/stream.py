@@ -15,6 +15,11 @@ every 15 seconds of silence), after ``max_stream_s`` (the client reconnects and 
 and, for a workflow's stream, after the workflow finishes. A
 finished workflow with nothing after ``Last-Event-ID`` answers 204, which tells an
 ``EventSource`` not to reconnect.
+
+A stream holds its connection for as long as it is open, so streams are counted
+(:class:`StreamSlots`): past the process's cap (half its connections by default) or one
+token's, a new stream is answered 429, and the connections writes and ``/healthz`` need
+stay free.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from ..errors import NotFoundError
 from ..model import Event
@@ -49,6 +55,8 @@ MAX_CURSOR = 12_000  # characters of a Last-Event-ID
 _CURSOR = re.compile(CURSOR_PATTERN)
 Read = tuple[list[Event], bool, str]  # events, whether the stream is done, the cursor after
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+MAX_STREAMS = 500  # event streams open in one process (half the default connection cap)
+MAX_STREAMS_PER_TOKEN = 100  # event streams one token may hold open in one process
 
 
 def encode_cursor(last_ids: dict[int, str]) -> str:
@@ -86,13 +94,86 @@ def message(event: Event, cursor: str | None = None) -> str:
     return f"{head}event: {event.kind}\ndata: {data}\n\n"
 
 
+class StreamSlots:
+    """The event streams open in one process, in all and per token: one past ``most``,
+    or past ``per_token`` for its token, is refused (429) rather than taking a connection
+    that writes and ``/healthz`` need."""
+
+    def __init__(self, most: int, per_token: int = MAX_STREAMS_PER_TOKEN) -> None:
+        if most < 1 or per_token < 1:
+            raise ValueError(f"stream caps are at least 1, not {most} and {per_token}")
+        self.most = most
+        self.per_token = per_token
+        self.open = 0
+        self._by_token: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, token: str | None) -> Callable[[], None]:
+        """Count one more stream of ``token`` (None: no tokens are configured, only the
+        process's cap applies); the function that gives it back (once, however often it
+        is called). Raises a 429 :class:`HttpError` past either cap."""
+        with self._lock:
+            if self.open >= self.most:
+                raise HttpError(
+                    429,
+                    f"too many event streams: this server keeps at most {self.most} open "
+                    "(--max-streams); try again later",
+                    "too_many_streams",
+                )
+            held = self._by_token.get(token, 0) if token is not None else 0
+            if token is not None and held >= self.per_token:
+                raise HttpError(
+                    429,
+                    f"this token holds {held} event streams, the most one token may "
+                    "(--max-streams-per-token): close one first",
+                    "too_many_streams",
+                )
+            self.open += 1
+            if token is not None:
+                self._by_token[token] = held + 1
+        given = False
+
+        def give_back() -> None:
+            nonlocal given
+            with self._lock:
+                if given:
+                    return
+                given = True
+                self.open -= 1
+                if token is not None:
+                    left = self._by_token[token] - 1
+                    if left:
+                        self._by_token[token] = left
+                    else:
+                        del self._by_token[token]
+
+        return give_back
+
+
+class _CountedStream(StreamingResponse):
+    """A streaming response that gives its slot back when it ends, however it ends."""
+
+    def __init__(self, content: AsyncIterator[str], release: Callable[[], None]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=HEADERS)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 class EventFeed:
     """Wakes the open streams of one app when events are published (one listener,
-    started by the first stream, closed with the app)."""
+    started by the first stream, closed with the app); counts them in ``slots``."""
 
-    def __init__(self, engine: Engine, max_stream_s: float = 3600.0) -> None:
+    def __init__(
+        self, engine: Engine, max_stream_s: float = 3600.0, slots: StreamSlots | None = None
+    ) -> None:
         self.engine = engine
         self.max_stream_s = max_stream_s
+        self.slots = slots or StreamSlots(MAX_STREAMS)
         self._wakes: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._lock = threading.Lock()
         self._listener: EventListener | None = None
@@ -114,10 +195,27 @@ class EventFeed:
         last_ids: dict[int, str],
         keep: Callable[[Event], bool],
         wid: str | None = None,
+        token: str | None = None,
     ) -> Response:
         """The SSE response from ``last_ids`` on, of the events ``keep`` passes; with
         ``wid``, ending once that workflow has finished (204 when it had already finished
-        and nothing is left to send)."""
+        and nothing is left to send). It counts as one of ``token``'s streams while open
+        (:class:`StreamSlots`: 429 past a cap)."""
+        release = self.slots.take(token)
+        try:
+            return await self._open(request, last_ids, keep, wid, release)
+        except BaseException:
+            release()
+            raise
+
+    async def _open(
+        self,
+        request: Request,
+        last_ids: dict[int, str],
+        keep: Callable[[Event], bool],
+        wid: str | None,
+        release: Callable[[], None],
+    ) -> Response:
         if self._listener is None:
             await run_in_threadpool(self._listen)
         engine = self.engine
@@ -137,12 +235,9 @@ class EventFeed:
 
         first = await run_in_threadpool(read)
         if first[1] and not first[0]:
+            release()
             return Response(status_code=204, headers=HEADERS)
-        return StreamingResponse(
-            self._messages(request, read, first),
-            media_type="text/event-stream",
-            headers=HEADERS,
-        )
+        return _CountedStream(self._messages(request, read, first), release)
 
     async def _messages(
         self,
@@ -194,20 +289,24 @@ class EventFeed:
             listener.close()
 
 
-async def deployment_events(feed: EventFeed, request: Request) -> Response:
-    """GET /v1/events: every event from now on (or after ``Last-Event-ID``)."""
+async def deployment_events(
+    feed: EventFeed, request: Request, token: str | None = None
+) -> Response:
+    """GET /v1/events: every event from now on (or after ``Last-Event-ID``); ``token``:
+    the caller's, whose streams are counted."""
     engine = feed.engine
     given = request.headers.get("last-event-id")
     last_ids = None if given is None else parse_cursor(given, engine.keys.shards)
     if last_ids is None:
         now = await run_in_threadpool(engine.server_time)
         last_ids = since(int(now * 1000), engine.keys.shards)
-    return await feed.stream(request, last_ids, lambda e: True)
+    return await feed.stream(request, last_ids, lambda e: True, token=token)
 
 
-async def workflow_events(feed: EventFeed, request: Request) -> Response:
+async def workflow_events(feed: EventFeed, request: Request, token: str | None = None) -> Response:
     """GET /v1/workflows/{id}/events: the workflow's events, from its first one still
-    kept (or after ``Last-Event-ID``), until it finishes."""
+    kept (or after ``Last-Event-ID``), until it finishes; ``token`` as for
+    :func:`deployment_events`."""
     engine = feed.engine
     wid = request.path_params["id"]
     given = request.headers.get("last-event-id")
@@ -217,4 +316,4 @@ async def workflow_events(feed: EventFeed, request: Request) -> Response:
     last_ids = None if given is None else parse_cursor(given, engine.keys.shards)
     if last_ids is None:  # from a second before it was made: its stream ids are Redis times
         last_ids = since(int(rows[0].created_at * 1000) - 1000, engine.keys.shards)
-    return await feed.stream(request, last_ids, lambda e: e.wid == wid, wid)
+    return await feed.stream(request, last_ids, lambda e: e.wid == wid, wid, token)
