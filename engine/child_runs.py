@@ -10,7 +10,12 @@ parent and child (``child.lua``). The child's end is listed on its own shard
 on whichever shard each lives. A failed child fails the task, whose retries
 (``max_attempts``) start a new child; a cancelled child fails it for good. Cancelling the
 parent (or its deadline) cancels its running children; pausing, releasing and cleaning it
-up do the same to them (:func:`cascade_to`). Runs nest at most :data:`MAX_DEPTH` deep.
+up do the same to them (:func:`cascade_to`). Runs nest at most :data:`MAX_DEPTH` deep, and
+a run has at most ``max_descendants`` child runs under it, every level counted on the
+root run before each starts (default :data:`MAX_DESCENDANTS`; ``Engine(max_descendants=)``,
+``redisflow-agent --max-descendants``). The key's prefix ``child:`` is the engine's
+(:data:`engine.flow.RESERVED_KEY_PREFIXES`), and a run the key finds that is not the
+task's child (another template, another parent) fails the task: it never becomes its child.
 
 The input is JSON in which a string ``"$<reference>"`` stands for a value of the run:
 ``$input`` (the parent run's input), ``$input.customer.id``, ``$payload...`` (the task's
@@ -32,8 +37,16 @@ if TYPE_CHECKING:
     from .store.codec import CompiledWorkflow
 
 MAX_DEPTH = 16  # a run's children nest at most this deep
+MAX_DESCENDANTS = 10_000  # by default, the most child runs (every level) under one run
 RUN_FIELDS = {"template", "version", "input"}
 CHILD_KEY = "child:{wid}/{task}/{attempt}"
+
+
+def child_key(parent: str) -> str:
+    """The idempotency key of the child that parent task ``parent`` (``wid:idx:attempt``)
+    starts."""
+    wid, idx, attempt = parent.rsplit(":", 2)
+    return CHILD_KEY.format(wid=wid, task=idx, attempt=attempt)
 
 
 @dataclass
@@ -143,6 +156,39 @@ def check_templates(engine: Deployment, compiled: CompiledWorkflow) -> None:
             )
 
 
+def cycle_of(engine: Runner, name: str, version: int, most: int = 1000) -> list[str] | None:
+    """The templates through which version ``version`` of template ``name`` reaches
+    itself by ``run:`` (``["bomb", "bomb"]``, ``["a", "b", "a"]``), directly or through
+    other stored templates (each at the version it would run); None when it does not.
+    Templates that do not exist or do not compile are passed over; at most ``most`` are
+    read."""
+    start = (name, version)
+    came: dict[tuple[str, int], tuple[str, int] | None] = {start: None}
+    todo = [start]
+    while todo and len(came) <= most:
+        at = todo.pop(0)
+        try:
+            runs = engine.compile_template(*at)[0].runs
+        except (DefinitionError, NotFoundError):
+            continue
+        for template, wanted in runs:
+            try:
+                v = engine.store.templates.latest(template) if wanted is None else wanted
+            except NotFoundError:
+                continue
+            if (template, v) == start:
+                path: list[str] = [name]
+                step: tuple[str, int] | None = at
+                while step is not None:
+                    path.append(step[0])
+                    step = came[step]
+                return path[::-1]
+            if (template, v) not in came:
+                came[(template, v)] = at
+                todo.append((template, v))
+    return None
+
+
 def _lookup(root: Any, path: list[str]) -> Any:
     for part in path:
         if isinstance(root, dict):
@@ -200,34 +246,66 @@ def child_error(st: WorkflowStatus) -> str:
 def spawn(engine: Runner, member: str) -> None:
     """Start the child of parent task ``member`` (``wid:task index:attempt``) and link
     them; a task that cannot start its child (unknown template, an input its schema
-    refuses, too deep) fails with the reason."""
+    refuses, too deep, too many under its root, its key naming a run that is not its
+    child) fails with the reason."""
     wid, idx, attempt = member.rsplit(":", 2)
     try:
         st = engine.store.status(wid)
     except NotFoundError:
         engine.store.child_link(wid, idx, int(attempt), "")  # drops the entry
         return
+
+    def fail(why: str) -> None:
+        engine.store.child_end(wid, idx, int(attempt), "fatal", why)
+
     task = st.tasks[int(idx)]
     spec = task.wait or {}
     depth = (st.depth or 0) + 1
     if depth > MAX_DEPTH:
-        engine.store.child_end(
-            wid, idx, int(attempt), "fatal",
-            f"child runs nest at most {MAX_DEPTH} deep: run {wid} is at depth {depth - 1} "
-            f"(a template that runs itself?)",
-        )  # fmt: skip
+        fail(
+            f"child runs nest at most {MAX_DEPTH} deep: run {wid} is at depth {depth - 1}, "
+            "its task starts no child (a template that runs itself?)"
+        )
+        return
+    root = st.root or wid  # (a child of an earlier release, without one: counts its own)
+    most = engine.max_descendants
+    counted = engine.store.child_count(root, member, most)
+    if counted != "ok":
+        fail(
+            f"child runs under run {root} are at most {most:,} (max_descendants): run "
+            f"{wid}'s task starts no more (a template that runs itself?)"
+            if counted == "over"
+            else f"child run not started: its root run {root} is gone"
+        )
         return
     outputs = {t.name: t.output for t in st.tasks if t.state == "succeeded"}
     child_input = build_input(spec.get("input"), st.input, task.payload, outputs)
-    key = CHILD_KEY.format(wid=wid, task=idx, attempt=attempt)
+    key = child_key(member)
     try:
         started = engine.run(
             spec["child"], child_input, key=key, version=spec.get("version"),
-            parent=f"{wid}:{idx}:{attempt}", depth=depth,
+            parent=member, depth=depth, root=root,
         )  # fmt: skip
     except (DefinitionError, NotFoundError, StateError) as e:
-        engine.store.child_end(wid, idx, int(attempt), "fatal", f"child run not started: {e}")
+        fail(f"child run not started: {e}")
         return
+    if started.existing:  # a keeper's retry finds its child; anything else is not it
+        try:
+            found = engine.store.status(started.id)
+        except NotFoundError:
+            found = None
+        if found is None or found.parent != member or found.template != spec["child"]:
+            what = (
+                "is gone" if found is None
+                else f"runs template {found.template or '(none)'!r} with parent "
+                f"{found.parent or '(none)'}"
+            )  # fmt: skip
+            fail(
+                f"child run not started: its key {key} names run {started.id}, which is not "
+                f"this task's child (it {what}; this task's is template {spec['child']!r} "
+                f"with parent {member})"
+            )
+            return
     if engine.store.child_link(wid, idx, int(attempt), started.id) == "stale":
         # the parent's task moved on (cancelled, cleaned up) while the child started
         try:

@@ -37,6 +37,8 @@ class Runner(Deployment, Protocol):
         self, name: str, version: int | None = None
     ) -> tuple[CompiledWorkflow, int]: ...
 
+    max_descendants: int  # the most child runs under one run (engine.child_runs)
+
     def run(
         self,
         name: str,
@@ -48,6 +50,7 @@ class Runner(Deployment, Protocol):
         start_at: datetime | None = None,
         parent: str | None = None,
         depth: int = 0,
+        root: str | None = None,
     ) -> RunResult: ...
 
     def cancel(self, wid: str | int | None = None, *, key: str | None = None) -> int: ...

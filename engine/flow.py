@@ -101,6 +101,30 @@ def check_key(key: str) -> None:
         raise DefinitionError(f"an idempotency key must be at most {MAX_KEY_BYTES} bytes")
 
 
+# The engine's own idempotency keys, which no key given by a user may start with: a child
+# run's (``child:<wid>/<task>/<attempt>``, engine.child_runs) and a webhook delivery's
+# (``trigger:<name>:<header value>``, engine.http.triggers). Schedules use none: one run
+# per tick is kept by the schedule itself.
+RESERVED_KEY_PREFIXES = ("child:", "trigger:")
+
+
+def check_run_key(key: str, own: str = "") -> None:
+    """Refuse (:class:`DefinitionError`) a run's idempotency key that :func:`check_key`
+    refuses or that starts with a prefix the engine reserves, unless it starts with
+    ``own``: the engine's own key for this run (a child's, a delivery's)."""
+    check_key(key)
+    if own and key.startswith(own):
+        return
+    for prefix in RESERVED_KEY_PREFIXES:
+        if key.startswith(prefix):
+            shown = key if len(key) <= 60 else key[:57] + "..."
+            raise DefinitionError(
+                f"idempotency key {shown!r} starts with {prefix!r}, which the engine reserves "
+                "for its own runs (child runs: 'child:', trigger deliveries: 'trigger:'): "
+                "choose another key"
+            )
+
+
 @dataclass
 class RunRequest:
     """One workflow to push, with its input and options (:meth:`Engine.push_runs`)."""
@@ -113,6 +137,8 @@ class RunRequest:
     gates: list[tuple[str, int]] = field(default_factory=list)  # extra gates
     parent: str | None = None  # a child run's parent task (engine.child_runs)
     depth: int = 0  # ... and how deep it nests
+    root: str | None = None  # ... and the run at the top of its tree
+    trigger: str | None = None  # the webhook trigger delivering it (its key is the trigger's)
 
 
 @dataclass(frozen=True)

@@ -193,10 +193,12 @@ class WorkflowStatus(WorkflowSummary):
     start_at: float | None = None  # a scheduled workflow's start time (epoch seconds)
     reason: str | None = None  # why it ended so, beyond its state: "deadline"
     deadline: float | None = None  # when its deadline falls, epoch seconds
-    # a child run's parent task, "<wid>:<task index>:<attempt>" (engine.child_runs), and
-    # how deep it nests (0: no one's child)
+    # a child run's parent task, "<wid>:<task index>:<attempt>" (engine.child_runs), how
+    # deep it nests (0: no one's child) and the run at the top of its tree
     parent: str | None = None
     depth: int = 0
+    root: str | None = None
+    template: str | None = None  # the template it runs, when it was run from one
 
     def task(self, name: str) -> TaskStatus:
         """The task called ``name``."""
@@ -302,10 +304,12 @@ class TemplateInfo:
     runs: int = 0  # runs of the template pushed so far, every version
     text: str | None = None  # the workflow file as it was put
     new: bool = False  # put_template only: this put stored a new version
+    # put_template only: what to know about it (a template that runs itself)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
-        del d["new"]
+        del d["new"], d["warnings"]
         return d
 
 

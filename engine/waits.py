@@ -208,8 +208,10 @@ def wait_line(
     if wait is None:
         return ""
     if signal is not None and state not in ("ready", "suspended", "waiting"):
-        if "child" in signal:
+        if signal.get("child"):
             return f"child run {signal['child']} ended at {_clock(signal['at'])}"
+        if "child" in signal or signal.get("nochild"):  # ("child": "" before this release)
+            return f"no child run started; ended at {_clock(signal['at'])}"
         if signal.get("timed_out"):
             return f"timed out at {_clock(signal['at'])}" if "at" in signal else "timed out"
         if "name" not in signal:

@@ -13,6 +13,7 @@ import redis
 
 from ..acl import missing_permissions
 from ..agent import Agent
+from ..child_runs import MAX_DESCENDANTS
 from ..client import Engine
 from ..definition import check_name
 from ..errors import DefinitionError, UnreachableError
@@ -132,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="task logs the deployment keeps in Redis, in MiB (0: no limit; give every "
         "agent the same; default: $REDISFLOW_LOG_BUDGET_MB or 256)",
     )
+    p.add_argument(
+        "--max-descendants",
+        type=whole_in(1, 1_000_000_000, "a number of child runs"),
+        default=MAX_DESCENDANTS,
+        metavar="N",
+        help="the most child runs (every level) one run may have under it: its wait keeper "
+        f"fails a run: task that would start more (give every agent the same; default "
+        f"{MAX_DESCENDANTS:,})",
+    )
     p.add_argument("--until-idle", action="store_true", help="exit once nothing it serves can come")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -147,7 +157,7 @@ def _start_patiently(args: argparse.Namespace) -> tuple[Engine, list[str], list[
     unreachable = (UnreachableError, redis.ConnectionError, redis.TimeoutError)
 
     def start() -> tuple[Engine, list[str], list[str]]:
-        engine = connect(args)
+        engine = connect(args, max_descendants=args.max_descendants)
         try:
             missing = missing_permissions(engine, roles)
             warnings = [] if missing else server_warnings(engine.redis)

@@ -31,10 +31,15 @@ def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
     info = engine.put_template(read_file(args.file), name=args.name, source=args.file)
     new = info.new
     if args.json:
-        print_json({"name": info.name, "version": info.version, "new": new})
+        answer: dict[str, Any] = {"name": info.name, "version": info.version, "new": new}
+        if info.warnings:
+            answer["warnings"] = info.warnings
+        print_json(answer)
     else:
         what = "stored" if new else "unchanged, the latest is"
         print(f"template {info.name}: {what} version {info.version}")
+        for warning in info.warnings:
+            print(f"redisflow: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -352,7 +352,7 @@ class Api:
         value = parse_json(raw)
         try:
             pushed = await self.batcher(self.engine_as_trigger(trigger)).run(
-                trigger.template, value, key
+                trigger.template, value, key, trigger.name
             )
         except NotFoundError:
             raise NotFoundError(

@@ -51,6 +51,7 @@ class _Run:
     input: Any
     key: str | None
     done: asyncio.Future[Pushed]
+    trigger: str | None = None
 
 
 class RunBatcher:
@@ -63,10 +64,13 @@ class RunBatcher:
         self._pushing = False
         self._task: asyncio.Task[None] | None = None  # the drain running, kept referenced
 
-    async def run(self, template: str, input: Any, key: str | None) -> Pushed:
-        """Push a run of ``template``; returns once it is stored (or existed already)."""
+    async def run(
+        self, template: str, input: Any, key: str | None, trigger: str | None = None
+    ) -> Pushed:
+        """Push a run of ``template``; returns once it is stored (or existed already).
+        ``trigger``: the webhook trigger delivering it (``key`` is then the trigger's own)."""
         done: asyncio.Future[Pushed] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Run(template, input, key, done))
+        self._waiting.append(_Run(template, input, key, done, trigger))
         if not self._pushing:
             self._pushing = True
             self._task = asyncio.get_running_loop().create_task(self._drain())
@@ -108,7 +112,9 @@ class RunBatcher:
                 out[n] = got
             else:
                 wf, version = got
-                request = RunRequest(wf, run.input, run.key, run.template, version)
+                request = RunRequest(
+                    wf, run.input, run.key, run.template, version, trigger=run.trigger
+                )
                 requests.append((n, request))
         try:
             pushed = self.engine.push_runs([r for _, r in requests])

@@ -85,9 +85,10 @@ async def put_template(api: Api, request: Request) -> Response:
     text = await _text(api, request)
     name = request.path_params["name"]
     info = await run_in_threadpool(lambda: api.engine.put_template(text, name=name, source=BODY))
-    return JSONResponse(
-        {"name": info.name, "version": info.version, "new": info.new}, 201 if info.new else 200
-    )
+    body: dict[str, Any] = {"name": info.name, "version": info.version, "new": info.new}
+    if info.warnings:  # a template that runs itself
+        body["warnings"] = info.warnings
+    return JSONResponse(body, 201 if info.new else 200)
 
 
 async def delete_template(api: Api, request: Request) -> Response:

@@ -66,6 +66,7 @@ from .fields import (
     F_GATES,
     F_PARENT,
     F_RATE_KEYS,
+    F_ROOT,
     F_SCHEDULE,
     F_TEMPLATE,
     F_TEMPLATE_VERSION,
@@ -284,6 +285,7 @@ def run_options(
     tick_ms: int | None = None,
     parent: str | None = None,
     depth: int = 0,
+    root: str | None = None,
     rate_keys: dict[str, str] | None = None,
 ) -> str:
     """A pushed workflow's options as push.lua takes them (JSON; "" for none).
@@ -299,6 +301,8 @@ def run_options(
         o[F_SCHEDULE], o[F_TICK] = schedule, tick_ms or 0
     if parent is not None:
         o[F_PARENT], o[F_DEPTH] = parent, depth
+        if root is not None:
+            o[F_ROOT] = root
     if rate_keys:
         o[F_RATE_KEYS] = rate_keys
     return json.dumps(o, separators=(",", ":")) if o else ""

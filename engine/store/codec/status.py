@@ -25,7 +25,9 @@ from .fields import (
     F_DUE,
     F_PARENT,
     F_REASON,
+    F_ROOT,
     F_START_AT,
+    F_TEMPLATE,
     SUMMARY_FIELDS,
     T_WHY,
     TASK_FIELDS,
@@ -127,4 +129,6 @@ def parse_status(wid: str, raw: dict[str, str], own_input: str | None = None) ->
         deadline=int(due) / 1000.0 if (due := raw.get(F_DUE)) else None,
         parent=raw.get(F_PARENT),
         depth=int(raw.get(F_DEPTH) or 0),
+        root=raw.get(F_ROOT),
+        template=raw.get(F_TEMPLATE),
     )

@@ -6,9 +6,22 @@
 --   "failed"     it failed: ARGV[7] why; the task fails, or runs again with a new child
 --                while it has attempts left (max_attempts)
 --   "fatal"      it was cancelled, or could not start: ARGV[7] why; the task fails
--- ARGV[8] the child's id (for the record). Anything for an attempt that is no longer
--- suspended does nothing. Returns "ok" or "stale".
+--   "count"      (before a child starts) KEYS[1] is the root run of the parent's tree,
+--                ARGV[3] its id, ARGV[4] the parent task "<wid>:<idx>:<attempt>" about to
+--                start a child, ARGV[7] the most the tree may have: counted once per
+--                parent task in P:w:<root>:dc; returns "ok", "over" (as many are counted
+--                already: nothing written) or "gone" (no such root run)
+-- ARGV[8] the child's id (for the record; "" when none started). Anything for an attempt
+-- that is no longer suspended does nothing. Returns "ok" or "stale".
 local wid, wk, i, attempt, how, value = ARGV[3], KEYS[1], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if how == 'count' then
+  if redis.call('EXISTS', wk) == 0 then return 'gone' end
+  local dk = k_descendants(wk)
+  if redis.call('SISMEMBER', dk, i) == 1 then return 'ok' end  -- a keeper's retry
+  if redis.call('SCARD', dk) >= tonumber(value) then return 'over' end
+  redis.call('SADD', dk, i)
+  return 'ok'
+end
 local member = wid .. ':' .. i
 local m = redis.call('HMGET', wk, F_STATE, i, F_DIGEST)
 local s, a = tparts(m[2])
@@ -24,7 +37,8 @@ if how == 'link' then
   flush()
   return 'ok'
 end
-local meta = cjson.encode({child = ARGV[8], at = NOW})
+-- what ended it: its child, or (none started: refused, too deep, too many) nothing
+local meta = cjson.encode(ARGV[8] ~= '' and {child = ARGV[8], at = NOW} or {nochild = true, at = NOW})
 if how == 'succeeded' then
   end_wait(wid, wk, i, 'suspended', 'succeeded', value, meta)
 elseif how == 'failed' then

@@ -25,6 +25,7 @@
 --   g        its gates [[gate, limit], ...] (concurrency keys): over a limit it waits
 --            `queued` (field g; see workflow_ended in lib/ends.lua)
 --   sn, tk   the schedule that started it and the tick (fields sn tk)
+--   pa, dp, rt  a child run's parent task, depth and root run (fields pa dp rt)
 -- Returns the workflow ids, in order.
 -- Python validated every definition: nothing here can fail half-way, so the first write
 -- is safe.

@@ -154,6 +154,8 @@ local function k_failed(wk, c) return wk .. ':x:' .. c end
 local function k_input(wk) return wk .. ':in' end
 local function k_signals(wk) return wk .. ':sig' end
 local function k_children(wk) return wk .. ':ch' end
+-- A root run's child runs, all levels (a set of the parent tasks that started one).
+local function k_descendants(wk) return wk .. ':dc' end
 -- A workflow's task logs (a stream) and its tasks' progress (a hash), removed with it;
 -- the shard's log budget (bytes, dropped); history buckets per minute and per hour.
 local function k_logs(wk) return wk .. ':log' end

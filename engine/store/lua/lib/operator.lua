@@ -26,7 +26,8 @@ local function remove_workflow(wid, wk, st, who)
   if o[1] and redis.call('GET', k_idem(o[1])) == wid then redis.call('DEL', k_idem(o[1])) end
   if o[2] then redis.call('ZREM', k_by_template(o[2]), wid) end
   redis.call('ZREM', K_EXPIRE, wid)
-  redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk), k_logs(wk), k_progress(wk))
+  redis.call('DEL', wk, k_input(wk), k_signals(wk), k_children(wk), k_descendants(wk), k_logs(wk),
+    k_progress(wk))
   if m[4] then redis.call('HINCRBY', K_LOGS, 'bytes', 0 - tonumber(m[4])) end
   if redis.call('HINCRBY', dk, D_USERS, -1) <= 0 then redis.call('DEL', dk) end
   redis.call('ZREM', K_ALL, wid)

@@ -187,9 +187,10 @@ local function push_workflows(a, token)
           extra[#extra + 1] = F_SCHEDULE; extra[#extra + 1] = o.sn
           extra[#extra + 1] = F_TICK; extra[#extra + 1] = o.tk
         end
-        if o.pa then  -- a child run: its parent task and how deep it nests
+        if o.pa then  -- a child run: its parent task, how deep it nests, its tree's root
           extra[#extra + 1] = F_PARENT; extra[#extra + 1] = o.pa
           extra[#extra + 1] = F_DEPTH; extra[#extra + 1] = o.dp
+          if o.rt then extra[#extra + 1] = F_ROOT; extra[#extra + 1] = o.rt end
         end
         if o.rk then
           extra[#extra + 1] = F_RATE_KEYS; extra[#extra + 1] = cjson.encode(o.rk)
