@@ -102,7 +102,9 @@ def missing_module(names: Sequence[str]) -> str | None:
     return None
 
 
-def _serve(args: argparse.Namespace, url: str, token: str) -> None:
+def _serve(args: argparse.Namespace, url: str, token: str, given: str | None) -> None:
+    """Serve the console to browsers; ``given``: where the token came from (None: made
+    here, so printed in the address; a token from a file or the environment is not)."""
     from .web import ConsoleServer
 
     # the URL (credentials and all) by environment: a command line shows in ps
@@ -117,7 +119,15 @@ def _serve(args: argparse.Namespace, url: str, token: str) -> None:
         cmd += ["--theme", args.theme]
     host = args.host if ":" not in args.host else f"[{args.host}]"
     shown = "127.0.0.1" if host in ("0.0.0.0", "[::]") else host
-    print(f"redisflow-tui: serving on http://{shown}:{args.port}/?token={token}", flush=True)
+    address = f"http://{shown}:{args.port}/"
+    if given is None:
+        print(f"redisflow-tui: serving on {address}?token={token}", flush=True)
+    else:
+        print(
+            f"redisflow-tui: serving on {address} (open {address}?token=TOKEN once, TOKEN "
+            f"the one in {given})",
+            flush=True,
+        )
     # stop cleanly on SIGTERM too, so the private Redis and the demo go with us
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -139,13 +149,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_NO_CONSOLE
     embedded: EmbeddedRedis | None = None
     demo = None
-    token = ""
+    token, given = "", None
     try:
         url = connection_url(args)
         if args.serve:
-            from .web import new_token, read_token
+            from .web import TOKEN_ENV, new_token, read_token
 
-            token = read_token(args.token_file) or new_token()
+            read = read_token(args.token_file)
+            if read is not None:
+                given = args.token_file or f"${TOKEN_ENV}"
+            token = read or new_token()
     except (DefinitionError, ValueError) as e:
         print(f"redisflow-tui: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -164,7 +177,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
             demo = Demo(url, rate=args.demo_rate, namespace=args.namespace).start()
         if args.serve:
-            _serve(args, url, token)
+            _serve(args, url, token, given)
             return 0
         from .app import RedisflowApp
 

@@ -6,15 +6,18 @@ folder, so the page is served with an ``@font-face`` pointing there instead. Eve
 request needs the token: ``/?token=T`` once (it is then kept in a cookie for this host,
 ``HttpOnly``, ``SameSite=Strict``, and the address bar is cleared of it), or
 ``Authorization: Bearer T``; anything else gets 401. The websocket that drives the
-console is also refused to pages of another origin.
+console is also refused to pages of another origin. The access log names each request by
+its path alone (:class:`PathAccessLogger`): the token in ``/?token=T`` never reaches it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 import re
 import secrets
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ from typing import Any
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+from aiohttp.web_request import BaseRequest
 from textual_serve.server import Server
 
 TOKEN_ENV = "REDISFLOW_TUI_TOKEN"
@@ -108,6 +113,21 @@ def token_guard(token: str) -> Any:
     return guard
 
 
+class PathAccessLogger(AbstractAccessLogger):
+    """aiohttp's access log with each request named by its path alone: its query (where
+    the console's ``?token=`` is) stays out of the log."""
+
+    def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
+        self.logger.info(
+            '%s "%s %s" %d %.3fs',
+            request.remote,
+            request.method,
+            request.path,
+            response.status,
+            time,
+        )
+
+
 class ConsoleServer(Server):
     """textual-serve's server with the token guard and a page that loads nothing from
     elsewhere; its links follow the address the browser used (any ``--host``)."""
@@ -123,6 +143,27 @@ class ConsoleServer(Server):
         aiohttp_jinja2.setup(app, loader=loader)
         app.middlewares.append(token_guard(self.token))
         return app
+
+    def serve(self, debug: bool = False) -> None:
+        """Serve until interrupted, as textual-serve does, with :class:`PathAccessLogger`
+        as the access log (aiohttp's own logs each request's query, the token with it)."""
+        self.debug = debug
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.request_exit)
+            loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+        except NotImplementedError:  # not on this platform
+            pass
+        web.run_app(
+            self._make_app(),
+            host=self.host,
+            port=self.port,
+            handle_signals=False,
+            loop=loop,
+            print=lambda *_: None,
+            access_log_class=PathAccessLogger,
+        )
 
     async def handle_index(self, request: web.Request) -> Any:
         # the links in the page (static files, the websocket) as the browser reached us,

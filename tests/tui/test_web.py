@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -30,18 +31,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture()
-def console(redis_url: str) -> Iterator[str]:
-    """``redisflow-tui --serve`` with a token from the environment; its base URL."""
+@contextmanager
+def serving_console(
+    redis_url: str, env: dict[str, str], *extra: str
+) -> Iterator[tuple[str, list[str]]]:
+    """``redisflow-tui --serve`` on a free port; its base URL, and a list that receives
+    everything it printed (stdout and stderr) once it has stopped."""
     port = _free_port()
-    env = {**os.environ, "REDISFLOW_TUI_TOKEN": TOKEN}
     proc = subprocess.Popen(
         [sys.executable, "-m", "redisflow_tui", "--url", redis_url, "--serve",
-         "--host", "127.0.0.1", "--port", str(port)],
+         "--host", "127.0.0.1", "--port", str(port), *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
+    printed: list[str] = []
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -52,15 +56,51 @@ def console(redis_url: str) -> Iterator[str]:
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "the console did not start"
                 time.sleep(0.1)
-        yield base
+        yield base, printed
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         try:
-            out, _ = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=30)
-    assert f"serving on http://127.0.0.1:{port}/?token={TOKEN}" in out
+            out, err = proc.communicate(timeout=30)
+        printed += [out, err]
+
+
+@pytest.fixture()
+def console(redis_url: str) -> Iterator[str]:
+    """``redisflow-tui --serve`` with a token from the environment; its base URL."""
+    env = {**os.environ, "REDISFLOW_TUI_TOKEN": TOKEN}
+    with serving_console(redis_url, env) as (base, printed):
+        yield base
+    assert f"serving on {base}/ (open {base}/?token=TOKEN once" in printed[0]
+    assert TOKEN not in "".join(printed)
+
+
+def test_the_token_is_printed_only_when_made_here_and_never_logged(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A token read from a file is never printed, nor logged with the requests that
+    carry it (the access log names paths without their query); a token made at start is
+    printed once, in the address to open."""
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "REDISFLOW_TUI_TOKEN"}
+    with serving_console(redis_url, env, "--token-file", str(path)) as (base, printed):
+        with httpx.Client(base_url=base) as browser:
+            assert browser.get(f"/?token={TOKEN}").status_code == 302
+            assert browser.get("/").status_code == 200
+            assert browser.get(f"/static/js/textual.js?token={TOKEN}").status_code == 200
+    text = "".join(printed)
+    assert f"the one in {path}" in text
+    assert '"GET /static/js/textual.js" 200' in text  # requests are logged: by path alone
+    assert TOKEN not in text
+    assert "?token=" not in text.replace("?token=TOKEN", "")
+    with serving_console(redis_url, env) as (base, printed):
+        pass
+    made = re.search(rf"serving on {re.escape(base)}/\?token=(\S+)", printed[0])
+    assert made is not None and len(made.group(1)) >= 16
+    assert "".join(printed).count(made.group(1)) == 1
 
 
 def test_nothing_without_the_token(console: str) -> None:
