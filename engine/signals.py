@@ -15,6 +15,16 @@ if TYPE_CHECKING:
 
 MAX_SIGNAL_ID = 200
 MAX_COMMENT = 2000
+MAX_BY = 200  # the sender's name as it says (``by``) and as authenticated (``identity``)
+# A run's mailboxes (signals kept for its waits not reached yet) hold at most this many
+# payloads of the deployment's size limit, in bytes (8 MiB by default); signal.lua also
+# keeps at most 100 per name.
+KEPT_PAYLOADS = 8
+
+
+def kept_bytes(engine: Deployment) -> int:
+    """The most bytes of signals a run keeps for its waits not reached yet."""
+    return KEPT_PAYLOADS * engine.max_payload
 
 
 def encode_payload(payload: Any, max_bytes: int) -> str:
@@ -43,8 +53,11 @@ def send(
     reject: bool = False,
     comment: str | None = None,
     by: str | None = None,
+    identity: str | None = None,
 ) -> SignalResult:
-    """Send signal ``name`` to workflow ``wid`` (see :meth:`engine.Engine.signal`)."""
+    """Send signal ``name`` to workflow ``wid`` (see :meth:`engine.Engine.signal`):
+    ``identity`` is who sends it as authenticated (default: the engine's actor, the OS
+    user), ``by`` as the sender says (default: ``identity``)."""
     check_signal_name(name)
     if signal_id is not None and (
         not isinstance(signal_id, str) or not 0 < len(signal_id) <= MAX_SIGNAL_ID
@@ -54,8 +67,13 @@ def send(
         )
     if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT):
         raise DefinitionError(f"a comment is text of at most {MAX_COMMENT} characters")
+    for what, value in (("by", by), ("identity", identity)):
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_BY):
+            raise DefinitionError(f"a signal's {what} is text of at most {MAX_BY} characters")
     text = encode_payload(payload, engine.max_payload)
+    ident = identity or engine.actor
     outcome, task = engine.store.signal(
-        wid, name, text, signal_id or "", by or engine.actor, reject, comment or ""
-    )
+        wid, name, text, signal_id or "", by or ident, reject, comment or "",
+        kept_bytes(engine), ident,
+    )  # fmt: skip
     return SignalResult(str(wid), name, outcome, task or None)

@@ -218,6 +218,8 @@ def wait_line(
             return f"woke at {_clock(signal['at'])}" if "at" in signal else ""
         how = "rejected" if signal.get("rejected") else "signal " + str(signal["name"])
         by = f" by {signal['by']}" if signal.get("by") else ""
+        if signal.get("identity") and signal["identity"] != signal.get("by"):
+            by += f" (as {signal['identity']})"  # as authenticated: token label, OS user
         at = f" at {_clock(signal['at'])}" if "at" in signal else ""
         note = f": {signal['comment']}" if signal.get("comment") else ""
         return f"{how}{by}{at}{note}"

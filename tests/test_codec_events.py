@@ -72,3 +72,23 @@ def test_tasks_one_after_another_share_one_event_that_decodes_one_per_task(
     assert len(batch.data["ev"]) == 5  # three shared events, two of their own
     assert [(k, w, -1 if i is None else i) for k, w, i, _ in got] == list(batch.brief())
     assert len(batch) == 7
+
+
+def test_a_signal_event_decodes_by_its_fields(engine: Engine) -> None:
+    body = run_lua(
+        engine,
+        """
+        emit('signal', 7, -1, {'approve', 'delivered', 'gate', 'alice', 'token ci-bot'})
+        emit('signal', 7, -1, {'paid', 'kept', '', 'bob', 'bob@host'})
+        return '{"ts":' .. NOW .. ',"ev":[' .. table.concat(events, ',') .. ']}'
+        """,
+    )
+    got = [(e.kind, e.wid, e.data) for e in decode_batch(body)]
+    assert got == [
+        ("workflow.signal", "7", {"signal": "approve", "outcome": "delivered", "task": "gate",
+                                  "by": "alice", "identity": "token ci-bot"}),
+        ("workflow.signal", "7", {"signal": "paid", "outcome": "kept", "by": "bob",
+                                  "identity": "bob@host"}),
+    ]  # fmt: skip
+    earlier = '{"ts":1,"ev":[["signal",7,-1,["approve","kept","","alice"]]]}'  # no identity
+    assert decode_batch(earlier)[0].data == {"signal": "approve", "outcome": "kept", "by": "alice"}

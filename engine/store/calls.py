@@ -282,12 +282,16 @@ class Calls:
         who: str = "",
         reject: bool = False,
         comment: str = "",
+        kept_bytes: int = 0,
+        identity: str = "",
     ) -> tuple[str, str]:
         """signal.lua: (outcome, task name): ``delivered``, ``kept`` or
-        ``duplicate:<first outcome>``."""
+        ``duplicate:<first outcome>``. ``who`` is the sender as it says, ``identity`` as
+        authenticated; a signal kept would not take the run's mailboxes past
+        ``kept_bytes``."""
         shard = self.keys.shard_of(wid)
         args = [*self._common(shard), str(wid), name, payload, signal_id, who]
-        args += ["reject" if reject else "ok", comment]
+        args += ["reject" if reject else "ok", comment, kept_bytes, identity]
         return self.scripts.run(Call("signal", [shard.workflow(wid)], args, _pair))
 
     def waits(self, shard: ShardKeys, limit: int = 500, acks: Sequence[str] = ()) -> WaitsPass:
@@ -308,14 +312,6 @@ class Calls:
         """child.lua: the child of task ``idx`` ended ``how`` (succeeded: ``value`` its
         result JSON; failed, fatal: why)."""
         return self._child(wid, idx, attempt, how, value, child)
-
-    def child_count(self, root: str, member: str, most: int) -> str:
-        """child.lua: count the child run that parent task ``member`` (``wid:idx:attempt``)
-        is about to start under root run ``root``, once per member: "ok"; "over" when
-        ``most`` are counted already (nothing counted); "gone" when the root is gone."""
-        shard = self.keys.shard_of(root)
-        args = [*self._common(shard), root, member, "", "count", str(most)]
-        return self.scripts.run(Call("child", [shard.workflow(root)], args, str))
 
     def _child(self, wid: str | int, idx: str, attempt: int, *rest: str) -> str:
         shard = self.keys.shard_of(wid)

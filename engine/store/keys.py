@@ -126,13 +126,13 @@ key                           type    holds
 ``P:orphans``                 zset    child runs whose parent ended first (cancelled, past
                                       its deadline): the keeper cancels them
 ``P:w:<wid>:ch``              hash    a run's child runs: task index -> child run id
-``P:w:<wid>:dc``              set     a root run's child runs, every level: the parent
-                                      task ``<wid>:<idx>:<attempt>`` that started each,
-                                      counted before it starts (``child.lua``, at most
-                                      ``max_descendants``); deleted with the root
-``P:w:<wid>:sig``             hash    a workflow's signals: ``q:<name>`` the JSON list of
-                                      those kept for a wait not reached yet (oldest
-                                      first), ``id:<signal id>`` each id's first outcome
+``P:w:<wid>:sig``             hash    a workflow's signals: ``id:<signal id>`` each id's
+                                      first outcome, ``bytes`` the size of its mailboxes
+                                      (``q:<name>``: an earlier release's mailbox, one
+                                      JSON list, moved to ``sq:<name>`` when touched)
+``P:w:<wid>:sq:<name>``       list    its mailbox of signal ``<name>``: those kept for a
+                                      wait not reached yet, oldest first, each ``<JSON
+                                      record>\n<payload>``; deleted when the run ends
 ============================  ======  =====================================================
 
 Templates live in shard 0 (``T = <namespace>:{<namespace>:0}``):
@@ -278,13 +278,13 @@ class ShardKeys:
         """A run's child runs, by task index."""
         return f"{self.prefix}:w:{wid}:ch"
 
-    def descendants(self, wid: int | str) -> str:
-        """A root run's child runs, every level (the parent tasks that started them)."""
-        return f"{self.prefix}:w:{wid}:dc"
-
     def signals(self, wid: int | str) -> str:
         """A workflow's signals kept for waits not reached yet, and signal ids seen."""
         return f"{self.prefix}:w:{wid}:sig"
+
+    def mailbox(self, wid: int | str, name: str) -> str:
+        """A workflow's signals ``name`` kept for a wait not reached yet (a list)."""
+        return f"{self.prefix}:w:{wid}:sq:{name}"
 
     def template(self, name: str) -> str:
         """A template's hash (shard 0 holds them)."""

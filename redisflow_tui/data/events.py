@@ -26,6 +26,10 @@ def detail(e: Event) -> str:
         return f"failure {d['failures']}, retry in {d.get('delay_ms', 0) / 1000:.1f}s"
     if "attempt" in d:
         return f"attempt {d['attempt']} from {d.get('agent', '?')} rejected"
+    if "signal" in d:  # workflow.signal: name, outcome, the task it reached, who sent it
+        to = f" → {d['task']}" if d.get("task") else ""
+        who = f" (as {d['identity']})" if d.get("identity") not in (None, d.get("by")) else ""
+        return f"{d['signal']} {d['outcome']}{to} by {d.get('by', '?')}{who}"
     if "agent" in d:
         return str(d["agent"])
     if "name" in d:

@@ -47,6 +47,17 @@ def test_event_log_history_live_freeze_filter() -> None:
     assert detail(log.view()[0]) == "ValueError: bad"
 
 
+def test_a_signal_event_shows_what_reached_what_and_who_sent_it() -> None:
+    sent = {"signal": "approve", "outcome": "delivered", "task": "gate", "by": "alice"}
+    assert detail(Event("workflow.signal", "3", 1.0, None, {**sent, "identity": "alice"})) == (
+        "approve delivered → gate by alice"
+    )
+    kept = {"signal": "paid", "outcome": "kept", "by": "bob", "identity": "token ci"}
+    assert (
+        detail(Event("workflow.signal", "3", 1.0, None, kept)) == "paid kept by bob (as token ci)"
+    )
+
+
 def test_formatting() -> None:
     assert [format_age(s) for s in (3, 75, 7300, 200000, None)] == ["3s", "1m", "2h", "2d", "-"]
     assert format_duration(0.0456) == "46ms" and format_duration(125) == "2m05s"

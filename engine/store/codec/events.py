@@ -144,9 +144,25 @@ def _extra(kind: str, extra: Any) -> dict[str, Any]:
         return {"name": extra}
     if kind == "retention" and isinstance(extra, list):  # expire.lua: ms kept, -1 never
         return {"ttl_ms": extra[0], "by": extra[1]}
+    if kind == "signal":  # signal.lua: [name, outcome, task or "", by, identity]
+        return signal_extra(extra)
     if isinstance(extra, list):  # an operator's step: {count, who}
         return {"count": extra[0], "by": extra[1]}
     return {"count": extra}
+
+
+def signal_extra(extra: list[Any]) -> dict[str, Any]:
+    """A ``workflow.signal`` event's data: the signal's name, its outcome (``delivered``,
+    ``kept``, ``duplicate:<first>``), the task it reached (absent: none), who sent it as
+    they say (``by``) and as authenticated (``identity``; absent in events of an earlier
+    release)."""
+    data: dict[str, Any] = {"signal": extra[0], "outcome": extra[1]}
+    if extra[2]:
+        data["task"] = extra[2]
+    data["by"] = extra[3]
+    if len(extra) > 4 and extra[4]:
+        data["identity"] = extra[4]
+    return data
 
 
 def iter_stream(entries: list[tuple[Any, dict[Any, Any]]]) -> Iterator[Event]:

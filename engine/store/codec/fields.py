@@ -27,7 +27,8 @@ F_FINISHED_EPOCH = "ft"
 F_UPSTREAM = "uf"
 F_INPUT = "in"  # the workflow's input JSON, when it was given one (see input_layout)
 # Which of the fields its end reads it has (workflow_ended in lib/ends.lua), one letter
-# each: g gates, s schedule, t retention (tl), p parent run, m template; "" for none, the
+# each: g gates, s schedule, t retention (tl), p parent run, m template, b signals kept
+# in mailboxes (signal.lua sets it when it keeps one); "" for none, the
 # most runs: an absent field costs a scan of the whole hash, and a plain run's end then
 # reads none. Absent in a run of an earlier release (its end reads them all).
 F_AT_END = "e"
@@ -51,9 +52,8 @@ F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
 F_LOG_BYTES = "lb"  # bytes of its task logs kept (P:w:<wid>:log), for the log budget
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
 # A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
-# child of a run that is no one's child; engine/child_runs.py); the run at the top of its
-# tree (whose P:w:<wid>:dc counts the tree's child runs)
-F_PARENT, F_DEPTH, F_ROOT = "pa", "dp", "rt"
+# child of a run that is no one's child; engine/child_runs.py)
+F_PARENT, F_DEPTH = "pa", "dp"
 F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,

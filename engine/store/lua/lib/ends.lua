@@ -56,9 +56,24 @@ end
 
 -- Every end of a workflow (it was `prev`, it is `final`) comes here: its gates' slots go
 -- to the next waiting workflows (a queued one only leaves its queue), its schedule hears
--- of it, and its own retention starts.
+-- of it, its own retention starts, and the signals it keeps for waits go (its mailboxes:
+-- their waits will never be reached now).
 local function workflow_ended(wid, wk, prev, final)
-  if redis.call('HGET', wk, F_AT_END) == '' then return end  -- none (F_AT_END)
+  local at_end = redis.call('HGET', wk, F_AT_END)
+  if at_end == '' then return end  -- none (F_AT_END)
+  if not at_end or string.find(at_end, 'b', 1, true) then  -- signals kept (signal.lua)
+    local names = redis.call('HGET', dkey(wk), D_SIGNALS)  -- the mailboxes it may have
+    if names then
+      -- k_signals and k_mailbox spelt out: complete.lua, which ends runs, has no room
+      -- for two more locals (tests/test_waits.py checks they go)
+      local sk = wk .. ':sig'
+      for _, name in ipairs(cjson.decode(names)) do
+        redis.call('DEL', wk .. ':sq:' .. name)
+        redis.call('HDEL', sk, 'q:' .. name)  -- an earlier release's
+      end
+      redis.call('HDEL', sk, 'bytes')
+    end
+  end
   local m = redis.call('HMGET', wk, F_GATES, F_SCHEDULE, F_TTL, F_PARENT, F_TEMPLATE, F_CREATED)
   if m[1] then
     local gates = cjson.decode(m[1])

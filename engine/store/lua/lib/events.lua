@@ -1,7 +1,9 @@
 -- lib/events.lua: Events of tasks, items and steps.
 
 -- An event is [kind, wid, task index or -1, extra or null], encoded as JSON. An operator's
--- step on a workflow has extra {count, who}: what it changed and who asked.
+-- step on a workflow has extra {count, who}: what it changed and who asked; a signal's
+-- (signal.lua) {name, outcome, task name or '', by (as the sender says), identity (as
+-- authenticated)}: codec/events.py decodes each kind's by position.
 local function emit(kind, wid, idx, extra)
   local x = 'null'
   if extra ~= nil then x = cjson.encode(extra) end

@@ -2,13 +2,13 @@
 
 -- A wait task (engine/waits.py) has the reserved type WAIT_TYPE: it is queued like any
 -- ready task (P:q:~wait, a wake-up on P:wake:~wait), and activate_waits takes it from
--- there: suspended, with no agent, slot or lease. A signal kept for it (P:w:<wid>:sig,
--- field q:<name>) ends it at once; else a timer (its signal's timeout, its sleep) goes in
+-- there: suspended, with no agent, slot or lease. A signal kept for it (its mailbox,
+-- P:w:<wid>:sq:<name>) ends it at once; else a timer (its signal's timeout, its sleep) goes in
 -- K_TIMERS, scored by its ready time plus that span. A signal (signal.lua), a timer
 -- (fire_timers) or an operator ends it through end_wait, which does what complete.lua
 -- does for a handler's outcome: record, counters, children, the workflow's end.
 local WAIT_TYPE = '~wait'
-local MAX_KEPT_SIGNALS = 100
+local MAX_KEPT_SIGNALS = 100  -- per run and name (engine/signals.py caps the bytes)
 
 -- The wait spec of task i (its definition's <i>A, decoded), or nil.
 local function wait_spec(wk, i, digest)
@@ -61,25 +61,53 @@ local function end_wait(wid, wk, i, from, how, value, meta)
   if live then finish_if_done(wid, wk) end
 end
 
+-- A kept signal as its mailbox holds it: its record (JSON: by, at, i id, c comment, r
+-- rejected, u identity) then "\n" and its payload JSON as sent, so a payload of
+-- megabytes is neither escaped nor parsed (cjson escapes a newline in the record).
+local function kept_pack(sig)
+  local record = {by = sig.by, at = sig.at, i = sig.i, c = sig.c, r = sig.r, u = sig.u}
+  return cjson.encode(record) .. '\n' .. (sig.p or '')
+end
+
+local function kept_unpack(s)
+  local cut = string.find(s, '\n', 1, true)
+  local sig = cjson.decode(string.sub(s, 1, cut - 1))
+  sig.p = string.sub(s, cut + 1)
+  return sig
+end
+
+-- Signals `name` kept by an earlier release (field q:<name> of hash sk: one JSON list,
+-- rewritten whole on every signal) move to the mailbox, oldest first, and count in
+-- `bytes`: once per run and name, before its mailbox is first read or written.
+local function migrate_kept(wk, sk, name)
+  local raw = redis.call('HGET', sk, 'q:' .. name)
+  if not raw then return end
+  local packed, bytes = {}, 0
+  for _, sig in ipairs(cjson.decode(raw)) do
+    packed[#packed + 1] = kept_pack(sig)
+    bytes = bytes + #packed[#packed]
+  end
+  if #packed > 0 then
+    redis.call('RPUSH', k_mailbox(wk, name), unpack(packed))
+    redis.call('HINCRBY', sk, 'bytes', bytes)
+  end
+  redis.call('HDEL', sk, 'q:' .. name)
+end
+
 -- The oldest signal `name` kept for workflow wk (a table: p payload JSON, i id, by, at,
--- c comment, r rejected), taken out of the mailbox; nil if none.
+-- c comment, r rejected, u identity), taken out of its mailbox; nil if none.
 local function take_signal(wk, name)
   local sk = k_signals(wk)
-  local raw = redis.call('HGET', sk, 'q:' .. name)
-  if not raw then return nil end
-  local kept = cjson.decode(raw)
-  local first = table.remove(kept, 1)
-  if #kept == 0 then
-    redis.call('HDEL', sk, 'q:' .. name)
-  else
-    redis.call('HSET', sk, 'q:' .. name, cjson.encode(kept))
-  end
-  return first
+  migrate_kept(wk, sk, name)
+  local s = redis.call('LPOP', k_mailbox(wk, name))
+  if not s then return nil end
+  if redis.call('HINCRBY', sk, 'bytes', -#s) <= 0 then redis.call('HDEL', sk, 'bytes') end
+  return kept_unpack(s)
 end
 
 -- What a signal record puts in the task's <i>a field.
 local function signal_meta(name, sig)
-  return cjson.encode({name = name, id = sig.i, by = sig.by, at = sig.at,
+  return cjson.encode({name = name, id = sig.i, by = sig.by, identity = sig.u, at = sig.at,
     comment = sig.c, rejected = sig.r})
 end
 
