@@ -80,8 +80,19 @@ _LINEAR: dict[Callable[..., Any], Callable[..., Any]] = {
 }
 
 
+_REGEX_KEYWORDS = {"pattern", "patternProperties", "additionalProperties", "unevaluatedProperties"}
+
+
 @cache
 def linear(cls: Any) -> Any:
-    """Validator class ``cls`` (one draft's) with its regex keywords on RE2."""
+    """Validator class ``cls`` (one draft's) with its regex keywords on RE2
+    (``RuntimeError`` if the library implements one of them otherwise than this module
+    knows: never Python's ``re`` on a schema's regex unnoticed)."""
     swapped = {k: _LINEAR[f] for k, f in cls.VALIDATORS.items() if f in _LINEAR}
+    missed = _REGEX_KEYWORDS & cls.VALIDATORS.keys() - swapped.keys()
+    if missed:
+        raise RuntimeError(
+            f"jsonschema's {cls.__name__} implements {', '.join(sorted(missed))} with "
+            "functions engine.schema_regex does not put on RE2"
+        )
     return validators.extend(cls, swapped)

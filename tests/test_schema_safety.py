@@ -16,10 +16,14 @@ from typing import Any
 import httpx
 import pytest
 from engine_helpers import cli, one_line_error, snapshot
+from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import DefinitionError, Engine, Workflow
 from engine.http.triggers import new_trigger
+from engine.schema_regex import linear
+from engine.schemas import check_input
+from engine.store.codec import compile_workflow
 
 SECRET = "hunter2-db-password"
 
@@ -203,6 +207,21 @@ def test_messages_name_paths_and_rules_not_the_schema(engine: Engine) -> None:
 CATASTROPHIC = "^(a+)+$"
 DRAFT_2019 = "https://json-schema.org/draft/2019-09/schema"
 LONG = "a" * 10_000 + "!"  # Python's re would backtrack through 2**10000 ways
+
+
+@pytest.mark.timeout(60)
+def test_every_draft_matches_its_regex_keywords_on_re2() -> None:
+    for cls in (Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator):
+        on_re2 = linear(cls)
+        assert on_re2.VALIDATORS["pattern"] is not cls.VALIDATORS["pattern"]
+        assert on_re2.VALIDATORS["type"] is cls.VALIDATORS["type"]
+    draft4 = "http://json-schema.org/draft-04/schema#"
+    wf = Workflow(
+        "w", input_schema={"$schema": draft4, "properties": {"s": {"pattern": CATASTROPHIC}}}
+    )
+    wf.task("a")
+    with pytest.raises(DefinitionError, match=r"at \$\.s: fails 'pattern'"):
+        check_input(compile_workflow(wf).input_schema, {"s": LONG}, "w")
 
 
 @pytest.mark.timeout(60)
