@@ -14,6 +14,7 @@ from .embedded import EmbeddedRedis
 from .errors import (
     DefinitionError,
     LeaseLostError,
+    NoDatabaseError,
     NotFoundError,
     NotReplicatedError,
     PartialWriteError,
@@ -54,6 +55,7 @@ __all__ = [
     "Engine",
     "Event",
     "LeaseLostError",
+    "NoDatabaseError",
     "NonRetryable",
     "NotFoundError",
     "NotReplicatedError",

@@ -26,6 +26,7 @@ from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
 from .errors import (
     DefinitionError,
+    NoDatabaseError,
     NotFoundError,
     NotReplicatedError,
     PartialWriteError,
@@ -184,10 +185,18 @@ class Engine:
         (:func:`engine.urls.connection_defaults`): a frozen Redis raises
         ``redis.TimeoutError`` rather than hanging a call.
 
-        Raises :class:`UnreachableError` when Redis does not answer, and
+        Raises :class:`UnreachableError` when Redis does not answer,
+        :class:`NoDatabaseError` when it has no database of the URL's number, and
         :class:`DefinitionError` for a malformed URL (:func:`engine.urls.parse_url`).
         """
-        from .urls import URLError, not_redis, open_client, read_timeout, redact
+        from .urls import (
+            URLError,
+            missing_database,
+            not_redis,
+            open_client,
+            read_timeout,
+            redact,
+        )
 
         url = url or url_from_env()
         timeout = read_timeout()
@@ -221,6 +230,14 @@ class Engine:
         except redis.exceptions.InvalidResponse as e:
             close_client(client)
             raise UnreachableError(not_redis(url, e)) from None
+        except redis.ResponseError as e:  # SELECT refused while connecting
+            close_client(client)
+            if embedded is not None:
+                embedded.stop()
+            message = missing_database(url, e)
+            if message is None:
+                raise
+            raise NoDatabaseError(message) from None
         try:
             return cls(client, embedded=embedded, **options)
         except Exception:  # e.g. a --shards other than the deployment's: close, then say so

@@ -56,6 +56,13 @@ class UnreachableError(RedisflowError):
     exit_code = 3
 
 
+class NoDatabaseError(RedisflowError):
+    """Redis answers, but has no database of the number the URL names (``SELECT`` out of
+    range): a setting to correct, not a wait for Redis (so nothing retries it)."""
+
+    exit_code = 3
+
+
 class NotReplicatedError(RedisflowError):
     """Written on the master, but fewer replicas than asked acknowledged it in time
     (``wait_replicas``): the write stands, yet a failover before it reaches a replica

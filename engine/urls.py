@@ -367,6 +367,22 @@ def not_redis(url: str, error: BaseException) -> str:
     )
 
 
+def missing_database(url: str, error: BaseException) -> str | None:
+    """One line for ``error`` when it is Redis refusing the database ``url`` names (its
+    ``SELECT`` out of range), else None."""
+    if not isinstance(error, redis.ResponseError) or "DB index is out of range" not in str(error):
+        return None
+    try:
+        db = parse_url(url, check_options=False).db
+    except URLError:
+        db = None
+    which = f"database {db}" if db is not None else "the database the URL names"
+    return (
+        f"Redis at {redact(url)} has no {which}: a server has databases 0 to 15 unless its "
+        "`databases` setting gives more; name one it has in the URL's path (redis://HOST:6379/0)"
+    )
+
+
 def redact(url: str) -> str:
     """``url`` fit to print (:meth:`RedisURL.redacted`): the password as ``***``, no
     query options; for a URL that cannot be read, only its scheme."""

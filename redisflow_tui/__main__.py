@@ -20,10 +20,10 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from engine import DefinitionError, EmbeddedRedis, Engine, UnreachableError
+from engine import DefinitionError, EmbeddedRedis, Engine, NoDatabaseError, UnreachableError
 from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
 from engine.definition import DEFAULT_MAX_PAYLOAD
-from engine.urls import close_client, open_client, redact
+from engine.urls import close_client, missing_database, open_client, redact
 
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
@@ -89,7 +89,16 @@ def make_engine(
         )
     except (redis.ConnectionError, redis.exceptions.RedisClusterException) as e:
         raise UnreachableError(f"cannot reach Redis at {redact(url)}: {e}") from None
-    return Engine(client, namespace=namespace, max_payload=max_payload, shards=shards, **options)
+    try:
+        return Engine(
+            client, namespace=namespace, max_payload=max_payload, shards=shards, **options
+        )
+    except redis.ResponseError as e:  # SELECT refused: a database the server does not have
+        close_client(client)
+        message = missing_database(url, e)
+        if message is None:
+            raise
+        raise NoDatabaseError(message) from None
 
 
 def missing_module(names: Sequence[str]) -> str | None:
@@ -203,7 +212,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         app.run()
         close_client(engine.redis)
         return app.return_code or 0
-    except UnreachableError as e:
+    except (UnreachableError, NoDatabaseError) as e:
         print(f"redisflow-tui: {e}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except DefinitionError as e:  # e.g. --shards other than the deployment's

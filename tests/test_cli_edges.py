@@ -63,6 +63,32 @@ def test_another_protocol_on_the_port_is_one_line_exit_3(http_port: int) -> None
     assert f"cannot reach Redis at {url}" in err and "not the Redis protocol" in err
 
 
+def test_a_database_redis_does_not_have_is_one_line_exit_3(redis_url: str) -> None:
+    """``redis://HOST:PORT/99`` on a server with 16 databases: the CLI, an agent, the HTTP
+    server (one process or workers) and the console each say so in one line, exit 3."""
+    url = redis_url.rsplit("/", 1)[0] + "/99"
+    env = no_url_env()
+    port = str(_free_port())
+    for tool, args in (
+        ("redisflow", ["list"]),
+        ("redisflow", ["status", "1"]),
+        ("redisflow-agent", ["--exec", "true", "--until-idle"]),
+        ("redisflow", ["serve", "--port", port]),
+        ("redisflow", ["serve", "--port", port, "--workers", "2"]),
+        ("redisflow-tui", []),
+    ):
+        result = cli(*args, "--url", url, env=env, tool=tool)
+        assert result.returncode == 3, (tool, args, result.stderr[-2000:])
+        err = one_line_error(result)
+        assert f"Redis at {url} has no database 99" in err, (tool, args, err)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -262,6 +262,9 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         max_streams_per_token=args.max_streams_per_token,
     )
     if args.workers > 1:
+        # each worker connects by itself: find out here, once, that Redis is there and has
+        # the URL's database (exit 3 with one line, not a traceback per worker)
+        connect(args, push_retry_s=PUSH_RETRY_S).close()
         serve(settings, args.host, args.port, args.workers, args.access_log)
         return EXIT_OK
     from ..http import create_app
