@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from . import waiting
-from .child_runs import cascade_to, check_templates
+from .child_runs import (
+    MAX_DEPTH,
+    MAX_DESCENDANTS,
+    cascade_to,
+    check_templates,
+    child_key,
+    cycle_of,
+)
 from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
 from .definition import plan as plan_workflow
 from .embedded import EmbeddedRedis, url_from_env
@@ -35,7 +42,7 @@ from .errors import (
     no_such_task,
 )
 from .events import EventListener
-from .flow import Pushed, RunRequest, check_key, check_template_name
+from .flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
 from .loader import load_text
 from .model import (
     AgentInfo,
@@ -138,6 +145,7 @@ class Engine:
         push_retry_s: float = PUSH_RETRY_S,
         wait_replicas: int = 0,
         wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        max_descendants: int = MAX_DESCENDANTS,
     ) -> None:
         if wait_replicas < 0:
             raise DefinitionError(f"wait_replicas must be 0 or more, not {wait_replicas}")
@@ -147,6 +155,17 @@ class Engine:
         # the stored layout, or a new one (engine/store/layout.py)
         self.keys: Keyspace = resolve_layout(client, namespace, shards)
         self.max_payload = max_payload
+        if (
+            isinstance(max_descendants, bool)
+            or not isinstance(max_descendants, int)
+            or max_descendants < 1
+        ):
+            raise DefinitionError(
+                f"max_descendants must be a whole number from 1, not {show_value(max_descendants)}"
+            )
+        # the most child runs (children, theirs...) one run may have under it: the wait
+        # keeper's bound when it starts one (engine.child_runs)
+        self.max_descendants = max_descendants
         self.event_cap = event_cap
         self.retention_s = retention_s
         self.embedded = embedded
@@ -174,6 +193,10 @@ class Engine:
         ``shards`` (option): the deployment's shard count, stored in Redis by the first
         client that gives it (on a cluster: one per master by default) and checked by
         every later one (:mod:`engine.store.layout`).
+
+        ``max_descendants`` (option, default 10,000): the most child runs (children,
+        theirs, ...) one run may have under it when this engine's wait keeper starts
+        them (:mod:`engine.child_runs`).
 
         ``wait_replicas`` (option, default 0): after every state change (each script
         call or batch), wait for that many replicas to acknowledge it, up to
@@ -314,6 +337,8 @@ class Engine:
 
         ``key`` makes the push idempotent: while a workflow pushed with the same key
         exists (until it is cleaned up), pushing again returns its id and writes nothing.
+        Keys starting with ``child:`` or ``trigger:`` are the engine's own
+        (:data:`engine.flow.RESERVED_KEY_PREFIXES`): refused (:class:`DefinitionError`).
         """
         return self.push_runs(
             [RunRequest(wf, input, key=key)], start_in=start_in, start_at=start_at
@@ -398,10 +423,15 @@ class Engine:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
             gates += run.gates
             if run.key is not None:
-                check_key(run.key)
+                own = ""  # the engine's own key for this run, the only reserved one it may use
+                if run.parent is not None:
+                    own = child_key(run.parent)
+                elif run.trigger is not None:
+                    own = f"trigger:{run.trigger}:"
+                check_run_key(run.key, own)
             options = run_options(
                 template=run.template, version=run.version, key=run.key, gates=gates,
-                parent=run.parent, depth=run.depth,
+                parent=run.parent, depth=run.depth, root=run.root,
                 rate_keys=rate_keys(c.name, c.rate_keys, run.input) if c.rate_keys else None,
             )  # fmt: skip
             rows.append((c, text, options))
@@ -528,7 +558,9 @@ class Engine:
         """Store a workflow file's ``text`` (YAML or JSON, one workflow) as the next
         version of template ``name`` (default: the workflow's name). Putting the latest
         version's text again stores nothing. The workflow is validated first
-        (:class:`DefinitionError`: nothing written)."""
+        (:class:`DefinitionError`: nothing written). ``warnings`` on what it returns:
+        a template that reaches itself through ``run:`` (directly or through other stored
+        templates), whose every run starts children until a limit stops it."""
         wfs = load_text(text, source)
         if len(wfs) != 1:
             raise DefinitionError(f"{source}: a template is one workflow; this file has {len(wfs)}")
@@ -537,10 +569,17 @@ class Engine:
         check_template_name(name, source)
         if not wf.name:
             wf.name = name
-        self.compile(wf)
+        compiled = self.compile(wf)
         version, new = self.store.templates.put(name, text, source)
         info = self.store.templates.get(name, version)
         info.new = new
+        cycle = cycle_of(self, name, version) if compiled.runs else None
+        if cycle is not None:
+            info.warnings.append(
+                f"template {name} runs itself through run: ({' -> '.join(cycle)}): each run "
+                f"starts child runs until a limit ends them (at most {MAX_DEPTH} deep, "
+                f"{self.max_descendants:,} under one run), failing them there"
+            )
         return info
 
     def templates(self) -> builtins.list[TemplateInfo]:
@@ -590,18 +629,21 @@ class Engine:
         start_at: datetime | None = None,
         parent: str | None = None,
         depth: int = 0,
+        root: str | None = None,
     ) -> RunResult:
         """Push a run of template ``name`` (its latest version, or ``version``) with
         ``input``. With ``key`` it is idempotent (:meth:`push`): a live run pushed with
         the same key is returned (``existing``) and nothing is written. The run records
-        its template and version (``list(template=name)``). ``parent`` and ``depth``:
-        a child run's parent task and nesting (:mod:`engine.child_runs` sets them)."""
+        its template and version (``list(template=name)``). ``parent``, ``depth`` and
+        ``root``: a child run's parent task, nesting and the run at the top of its tree
+        (:mod:`engine.child_runs` sets them)."""
         compiled, v = self.compile_template(name, version)
         pushed = self.push_runs(
             [
                 RunRequest(
-                    compiled, input, key=key, template=name, version=v, parent=parent, depth=depth
-                )
+                    compiled, input, key=key, template=name, version=v, parent=parent,
+                    depth=depth, root=root,
+                )  # fmt: skip
             ],
             start_in=start_in,
             start_at=start_at,

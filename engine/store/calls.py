@@ -313,6 +313,14 @@ class Calls:
         result JSON; failed, fatal: why)."""
         return self._child(wid, idx, attempt, how, value, child)
 
+    def child_count(self, root: str, member: str, most: int) -> str:
+        """child.lua: count the child run that parent task ``member`` (``wid:idx:attempt``)
+        is about to start under root run ``root``, once per member: "ok"; "over" when
+        ``most`` are counted already (nothing counted); "gone" when the root is gone."""
+        shard = self.keys.shard_of(root)
+        args = [*self._common(shard), root, member, "", "count", str(most)]
+        return self.scripts.run(Call("child", [shard.workflow(root)], args, str))
+
     def _child(self, wid: str | int, idx: str, attempt: int, *rest: str) -> str:
         shard = self.keys.shard_of(wid)
         args = [*self._common(shard), str(wid), idx, attempt, *rest]

@@ -126,6 +126,10 @@ key                           type    holds
 ``P:orphans``                 zset    child runs whose parent ended first (cancelled, past
                                       its deadline): the keeper cancels them
 ``P:w:<wid>:ch``              hash    a run's child runs: task index -> child run id
+``P:w:<wid>:dc``              set     a root run's child runs, every level: the parent
+                                      task ``<wid>:<idx>:<attempt>`` that started each,
+                                      counted before it starts (``child.lua``, at most
+                                      ``max_descendants``); deleted with the root
 ``P:w:<wid>:sig``             hash    a workflow's signals: ``id:<signal id>`` each id's
                                       first outcome, ``bytes`` the size of its mailboxes
                                       (``q:<name>``: an earlier release's mailbox, one
@@ -277,6 +281,10 @@ class ShardKeys:
     def children(self, wid: int | str) -> str:
         """A run's child runs, by task index."""
         return f"{self.prefix}:w:{wid}:ch"
+
+    def descendants(self, wid: int | str) -> str:
+        """A root run's child runs, every level (the parent tasks that started them)."""
+        return f"{self.prefix}:w:{wid}:dc"
 
     def signals(self, wid: int | str) -> str:
         """A workflow's signals kept for waits not reached yet, and signal ids seen."""

@@ -52,8 +52,9 @@ F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
 F_LOG_BYTES = "lb"  # bytes of its task logs kept (P:w:<wid>:log), for the log budget
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
 # A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
-# child of a run that is no one's child; engine/child_runs.py)
-F_PARENT, F_DEPTH = "pa", "dp"
+# child of a run that is no one's child; engine/child_runs.py); the run at the top of its
+# tree (whose P:w:<wid>:dc counts the tree's child runs)
+F_PARENT, F_DEPTH, F_ROOT = "pa", "dp", "rt"
 F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
 SUMMARY_FIELDS = (
     F_NAME, F_STATE, F_COUNT, F_OK, F_BAD, F_SKIP, F_CREATED, F_FINISHED, F_UPSTREAM,

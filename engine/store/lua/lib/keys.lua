@@ -156,6 +156,8 @@ local function k_signals(wk) return wk .. ':sig' end
 -- Signals `name` kept for a wait not reached yet (a list: lib/waits.lua's mailbox).
 local function k_mailbox(wk, name) return wk .. ':sq:' .. name end
 local function k_children(wk) return wk .. ':ch' end
+-- A root run's child runs, all levels (a set of the parent tasks that started one).
+local function k_descendants(wk) return wk .. ':dc' end
 -- A workflow's task logs (a stream) and its tasks' progress (a hash), removed with it;
 -- the shard's log budget (bytes, dropped); history buckets per minute and per hour.
 local function k_logs(wk) return wk .. ':log' end
