@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,6 +105,21 @@ def test_require_checks_roles() -> None:
     with _refused(401, "unauthorized"):
         require(tokens, f"Basic {READ}", "read")
     require(Tokens(), None, "write")  # no token configured: loopback-only server, open
+
+
+def test_tokens_carry_labels_and_require_says_who_calls(tmp_path: Path) -> None:
+    f = tmp_path / "tokens"
+    f.write_text(f"write {WRITE} label=ci-bot\nread {READ}\n")
+    tokens = load_tokens(str(f), env={"REDISFLOW_HTTP_WRITE_TOKEN": "e" * 16})
+    assert require(tokens, f"Bearer {WRITE}", "write") == "token ci-bot"
+    assert require(tokens, f"Bearer {'e' * 16}", "write") == "token REDISFLOW_HTTP_WRITE_TOKEN"
+    unlabelled = require(tokens, f"Bearer {READ}", "read")
+    assert re.fullmatch(r"token sha256:[0-9a-f]{8}", unlabelled)
+    assert READ not in unlabelled
+    assert require(Tokens(), None, "write") == "anonymous"
+    f.write_text(f"write {WRITE} label=\n")
+    with pytest.raises(DefinitionError, match="tokens:1: a token's label is 1 to 64"):
+        load_tokens(str(f), env={})
 
 
 @pytest.mark.parametrize(

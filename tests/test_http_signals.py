@@ -3,6 +3,8 @@ refusals as JSON with their status."""
 
 from __future__ import annotations
 
+import hashlib
+
 import httpx
 from test_http_server import JSON, READ, WRITE, Client, client  # noqa: F401 - the fixture
 
@@ -77,3 +79,49 @@ def test_a_signal_needs_a_write_token(engine: Engine, client: Client) -> None:  
     assert api.post(path, json={}, headers={"Authorization": f"Bearer {READ}"}).status_code == 403
     ok = api.post(path, json={}, headers={"Authorization": f"Bearer {WRITE}"})
     assert ok.status_code == 200
+
+
+def test_a_signal_records_the_token_that_sent_it(engine: Engine, client: Client) -> None:  # noqa: F811
+    other = "w" * 24
+    api: httpx.Client = client(
+        Tokens(write=frozenset({WRITE, other}), labels=frozenset({(WRITE, "ci-bot")}))
+    )
+    wf = Workflow("three")
+    for name in ("a", "b", "c"):
+        wf.task(name, wait={"signal": "go"})
+    wid = engine.push(wf)
+    path = f"/v1/workflows/{wid}/signals/go"
+    for body, token in (({"by": "the-ceo"}, WRITE), ({}, WRITE), ({"by": "x"}, other)):
+        r = api.post(path, json=body, headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+    st = engine.status(wid)
+    got = [(st.task(n).signal or {}).get("by") for n in "abc"]
+    ids = [(st.task(n).signal or {}).get("identity") for n in "abc"]
+    fingerprint = "token sha256:" + hashlib.sha256(other.encode()).hexdigest()[:8]
+    assert got == ["the-ceo", "token ci-bot", "x"]  # as claimed; by default the label
+    assert ids == ["token ci-bot", "token ci-bot", fingerprint]
+    seen = [e.data for e in engine.events(20) if e.kind == "workflow.signal"]
+    assert {(d["by"], d["identity"]) for d in seen} == set(zip(got, ids, strict=True))
+
+    open_api: httpx.Client = client()  # no token: loopback only, anyone
+    wid = engine.push(approval())
+    r = open_api.post(f"/v1/workflows/{wid}/signals/approve", json={"by": "bob"})
+    assert r.status_code == 200, r.text
+    sig = engine.status(wid).task("approve").signal or {}
+    assert (sig["by"], sig["identity"]) == ("bob", "anonymous")
+
+
+def test_a_full_mailbox_answers_409_and_keeps_nothing(engine: Engine, client: Client) -> None:  # noqa: F811
+    api: httpx.Client = client()
+    wf = Workflow("early")
+    a = wf.task("a")
+    wf.task("w", after=[a], wait={"signal": "paid"})
+    wid = engine.push(wf)
+    for k in range(100):
+        assert api.post(f"/v1/workflows/{wid}/signals/paid", json={"payload": k}).status_code == 202
+    box = engine.keys.shard_of(wid).mailbox(wid, "paid")
+    r = api.post(f"/v1/workflows/{wid}/signals/paid", json={"payload": 100})
+    assert r.status_code == 409
+    assert "already keeps 100 signals paid" in r.json()["error"]
+    assert engine.redis.llen(box) == 100
+    assert engine.redis.lindex(box, -1).endswith("\n99")

@@ -101,7 +101,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: 
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="bearer tokens, one a line: 'read TOKEN' or 'write TOKEN' (write implies read)",
+        help="bearer tokens, one a line: 'read TOKEN' or 'write TOKEN' (write implies read), "
+        "optionally 'label=NAME' after it (who it stands for, as signals record it)",
     )
     p.add_argument(
         "--workers",
@@ -251,6 +252,7 @@ def cmd_serve(_: Engine | None, args: argparse.Namespace) -> int:
         max_payload=args.max_payload,
         read_tokens=tuple(sorted(tokens.read)),
         write_tokens=tuple(sorted(tokens.write)),
+        token_labels=tuple(sorted(tokens.labels)),
         max_wait_s=args.max_wait,
         max_stream_s=args.max_stream,
         allowed_hosts=tuple(hosts),

@@ -230,8 +230,10 @@ class Api:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def auth(self, request: Request, role: str) -> None:
-        require(self.config.tokens, request.headers.get("authorization"), role)
+    def auth(self, request: Request, role: str) -> str:
+        """Who calls (``token <label>``, or ``anonymous`` with no token configured);
+        401/403 unless they may act in ``role``."""
+        return require(self.config.tokens, request.headers.get("authorization"), role)
 
     def caller(self, request: Request) -> str | None:
         """The bearer token of an authorized request, whose event streams are counted

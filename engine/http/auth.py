@@ -29,12 +29,19 @@ STANDARD_TOLERANCE_S = 300.0  # Standard Webhooks: how far webhook-timestamp may
 WHSEC = "whsec_"
 
 
+ANONYMOUS = "anonymous"  # who calls a server with no token configured (loopback only)
+MAX_LABEL = 64
+
+
 @dataclass(frozen=True)
 class Tokens:
-    """Bearer tokens by role. Empty: no authentication (loopback only)."""
+    """Bearer tokens by role. Empty: no authentication (loopback only). ``labels``: who
+    a token stands for, ``(token, label)`` (a token without one goes by its
+    fingerprint, :func:`fingerprint`)."""
 
     read: frozenset[str] = field(default_factory=frozenset)
     write: frozenset[str] = field(default_factory=frozenset)
+    labels: frozenset[tuple[str, str]] = field(default_factory=frozenset)
 
     @property
     def configured(self) -> bool:
@@ -43,23 +50,39 @@ class Tokens:
     def role_of(self, token: str) -> str | None:
         """``"write"``, ``"read"`` or None for ``token``, every stored token compared in
         constant time (so a reply's timing says nothing about which one was close)."""
+        found = self.identify(token)
+        return None if found is None else found[0]
+
+    def identify(self, token: str) -> tuple[str, str] | None:
+        """``(role, label)`` of ``token``, or None, compared as :meth:`role_of` does."""
         given = token.encode()
-        role = None
+        role, known = None, ""
         for name, tokens in (("read", self.read), ("write", self.write)):
             for t in tokens:
                 if hmac.compare_digest(given, t.encode()):
-                    role = name if role != "write" else role
-        return role
+                    role, known = (name, t) if role != "write" else (role, known)
+        if role is None:
+            return None
+        label = next((lb for t, lb in self.labels if t == known), None)
+        return role, label or fingerprint(known)
+
+
+def fingerprint(token: str) -> str:
+    """A token's label when it has none: ``sha256:`` and the first 8 hex digits of its
+    SHA-256 (names it in status and events without giving it away)."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:8]
 
 
 def load_tokens(path: str | None = None, env: Mapping[str, str] | None = None) -> Tokens:
-    """Tokens from ``path`` (lines ``role token``; blank lines and ``#`` comments
-    skipped) and from ``REDISFLOW_HTTP_READ_TOKEN`` / ``REDISFLOW_HTTP_WRITE_TOKEN``.
+    """Tokens from ``path`` (lines ``role token`` or ``role token label=NAME``; blank
+    lines and ``#`` comments skipped) and from ``REDISFLOW_HTTP_READ_TOKEN`` /
+    ``REDISFLOW_HTTP_WRITE_TOKEN`` (labelled with the variable's name).
 
     Raises :class:`DefinitionError` naming the file and line of a bad entry.
     """
     env = os.environ if env is None else env
     found: dict[str, set[str]] = {r: set() for r in ROLES}
+    labels: dict[str, str] = {}
     if path is not None:
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -70,17 +93,34 @@ def load_tokens(path: str | None = None, env: Mapping[str, str] | None = None) -
             if not line or line.startswith("#"):
                 continue
             parts = line.split()
-            if len(parts) != 2 or parts[0] not in ROLES:
+            labelled = len(parts) == 3 and parts[2].startswith("label=")
+            if (
+                len(parts) not in (2, 3)
+                or (len(parts) == 3 and not labelled)
+                or (parts[0] not in ROLES)
+            ):
                 raise DefinitionError(
-                    f"{path}:{n}: expected 'read TOKEN' or 'write TOKEN', got {len(parts)} "
-                    f"word(s) starting {parts[0][:20]!r}"
+                    f"{path}:{n}: expected 'read TOKEN' or 'write TOKEN' (and an optional "
+                    f"label=NAME), got {len(parts)} word(s) starting {parts[0][:20]!r}"
                 )
-            found[parts[0]].add(_checked(parts[1], f"{path}:{n}"))
+            token = _checked(parts[1], f"{path}:{n}")
+            found[parts[0]].add(token)
+            if labelled:
+                labels[token] = _label(parts[2][6:], f"{path}:{n}")
     for role, name in TOKEN_ENV.items():
         value = env.get(name, "").strip()
         if value:
             found[role].add(_checked(value, name))
-    return Tokens(frozenset(found["read"]), frozenset(found["write"]))
+            labels.setdefault(value, name)
+    return Tokens(frozenset(found["read"]), frozenset(found["write"]), frozenset(labels.items()))
+
+
+def _label(label: str, where: str) -> str:
+    if not 0 < len(label) <= MAX_LABEL or not label.isascii() or not label.isprintable():
+        raise DefinitionError(
+            f"{where}: a token's label is 1 to {MAX_LABEL} printable ASCII characters"
+        )
+    return label
 
 
 def _checked(token: str, where: str) -> str:
@@ -101,20 +141,22 @@ def bearer(header: str | None) -> str | None:
     return token.strip()
 
 
-def require(tokens: Tokens, header: str | None, role: str) -> None:
-    """Raise a 401 :class:`HttpError` unless ``header`` carries a known token, a 403 one
-    when ``role`` is ``write`` and the token may only read; anything goes when no token
-    is configured."""
+def require(tokens: Tokens, header: str | None, role: str) -> str:
+    """Who calls, as authenticated: ``token <label>`` (:class:`Tokens`), or
+    :data:`ANONYMOUS` when no token is configured (then anything goes). Raises a 401
+    :class:`HttpError` unless ``header`` carries a known token, a 403 one when ``role``
+    is ``write`` and the token may only read."""
     if not tokens.configured:
-        return
+        return ANONYMOUS
     token = bearer(header)
     if token is None:
         raise HttpError(401, "missing bearer token (Authorization: Bearer <token>)", "unauthorized")
-    have = tokens.role_of(token)
-    if have is None:
+    found = tokens.identify(token)
+    if found is None:
         raise HttpError(401, "invalid bearer token", "unauthorized")
-    if role == "write" and have != "write":
+    if role == "write" and found[0] != "write":
         raise HttpError(403, "this token may only read: this needs a write token", "read_only")
+    return f"token {found[1]}"
 
 
 def is_loopback(host: str) -> bool:

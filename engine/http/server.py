@@ -37,6 +37,7 @@ class Settings:
     max_payload: int
     read_tokens: tuple[str, ...] = ()
     write_tokens: tuple[str, ...] = ()
+    token_labels: tuple[tuple[str, str], ...] = ()  # (token, label)
     max_wait_s: float = 300.0
     max_stream_s: float = 3600.0
     allowed_hosts: tuple[str, ...] = ()  # () : those of the bound address (default_hosts)
@@ -56,7 +57,9 @@ class Settings:
 
     def config(self, host: str = "127.0.0.1") -> HttpConfig:
         """The app's config, for a server bound to ``host``."""
-        tokens = Tokens(frozenset(self.read_tokens), frozenset(self.write_tokens))
+        tokens = Tokens(
+            frozenset(self.read_tokens), frozenset(self.write_tokens), frozenset(self.token_labels)
+        )
         return HttpConfig(
             tokens=tokens,
             max_wait_s=self.max_wait_s,
@@ -104,6 +107,7 @@ def app_from_env() -> Any:
     host = raw.pop("host")
     for name in ("read_tokens", "write_tokens", "allowed_hosts", "allowed_origins"):
         raw[name] = tuple(raw[name])
+    raw["token_labels"] = tuple((t, label) for t, label in raw.get("token_labels", ()))
     settings = Settings(**raw)
     # this worker process serves this one app: its protocol class takes the timeouts
     TimedHttpProtocol.header_timeout = settings.header_timeout_s

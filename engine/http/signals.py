@@ -2,7 +2,9 @@
 know their own key but not the run's id, ``POST /v1/signals/{name}?key=<key>`` (the
 run's idempotency key). Write token. The body (optional) is a JSON object:
 ``{"payload": <any JSON>, "reject": false, "comment": "...", "by": "..."}``; the
-``Idempotency-Key`` header is the signal's id (a repeat is applied once).
+``Idempotency-Key`` header is the signal's id (a repeat is applied once). ``by`` is who
+sends it as the caller says (default: the token's label); the token's label is recorded
+beside it as its ``identity`` (``anonymous`` on a server with no token).
 
 Answers 200 ``{"workflow_id", "name", "outcome", "task"}`` when the signal ended a wait
 task (``delivered``) or repeated an id (``duplicate:<first outcome>``), 202 when it was
@@ -29,7 +31,7 @@ FIELDS = {"payload", "reject", "comment", "by"}
 
 
 async def _send(api: Api, request: Request, wid: str | None, key: str | None) -> Response:
-    api.auth(request, "write")
+    identity = api.auth(request, "write")
     body = parse_json(await api.body(request))
     if body is None:
         body = {}
@@ -49,7 +51,7 @@ async def _send(api: Api, request: Request, wid: str | None, key: str | None) ->
     done = await run_in_threadpool(
         lambda: api.engine.signal(
             wid, name, body.get("payload"), key=key, signal_id=sid, reject=reject,
-            comment=body.get("comment"), by=body.get("by"),
+            comment=body.get("comment"), by=body.get("by"), identity=identity,
         )
     )  # fmt: skip
     return JSONResponse(done.to_dict(), status_code=202 if done.outcome == "kept" else 200)
@@ -95,7 +97,11 @@ _BODY = {
         "payload": {"description": "any JSON: the wait task's output"},
         "reject": {"type": "boolean", "description": "fail the wait task instead"},
         "comment": {"type": "string"},
-        "by": {"type": "string", "description": "who sends it"},
+        "by": {
+            "type": "string",
+            "maxLength": 200,
+            "description": "who sends it, as the caller says (recorded beside the token's label)",
+        },
     },
     "additionalProperties": False,
 }
