@@ -35,6 +35,7 @@ from typing import Any
 
 import redis
 
+from .condition_pool import ConditionPool
 from .conditions import gate
 from .deployment import Host
 from .errors import EarlierReleaseError, LeaseLostError, NotReplicatedError
@@ -58,11 +59,20 @@ ASYNC_CONCURRENCY = 32
 INLINE_BATCH_S = 0.05
 MAX_INLINE_BATCH = 256
 WATCH_S = 0.25  # how often a task past its timeout is looked for, while any has one
+# Between housekeeping rounds while retention has a backlog (maintain said a shard is
+# still behind): rounds of about as long as this pause, so the sweep takes at most about
+# half of the keeper's time and Redis's while it catches up.
+SWEEP_PAUSE_S = 0.05
 SHORT_WARN_S = 10.0  # with wait_replicas: at most one warning this often about shortfalls
 EARLIER_WARN_S = 60.0  # at most one warning this often about agents of an earlier release
 
 
 DRAIN_ASKED = 2  # heartbeat.lua's answer when an operator asked the agent to drain
+CONDITION_BUDGET_S = 1.0  # wall-clock seconds one `when:` evaluation may take
+MAX_EVALUATORS = 4  # condition evaluator processes an agent keeps at most
+# An attempt is taken as still ours, with no question to Redis, for this share of the
+# lease after the agent's last renewal began (see Agent._execute).
+FENCE_SHARE = 0.5
 
 
 class Agent:
@@ -91,6 +101,9 @@ class Agent:
             (:mod:`engine.schedules.scheduler`; any number of agents may).
         log_budget: bytes of task logs the deployment keeps (:mod:`engine.tasklogs`;
             0: no limit); give every agent the same.
+        condition_budget_s: the wall-clock seconds a task's ``when:`` condition may take
+            to evaluate (in a worker process, :mod:`engine.condition_pool`); past it the
+            evaluation is stopped and the task fails without a retry.
     """
 
     def __init__(
@@ -108,6 +121,7 @@ class Agent:
         max_lost: int = 5,
         scheduler: bool = False,
         log_budget: int = BUDGET,
+        condition_budget_s: float = CONDITION_BUDGET_S,
     ) -> None:
         if not handlers:
             raise ValueError("an agent needs at least one handler")
@@ -124,6 +138,8 @@ class Agent:
             raise ValueError("lease_s must be above 0")
         if heartbeat_s is not None and not 0 < heartbeat_s < lease_s:
             raise ValueError("heartbeat_s must be above 0 and below lease_s")
+        if not condition_budget_s > 0:
+            raise ValueError("condition_budget_s must be above 0")
         self.engine = engine
         self.id = agent_id
         self.handlers = dict(handlers)
@@ -176,6 +192,16 @@ class Agent:
         self._watch_lock = threading.Lock()
         self.scheduler = scheduler
         self._logs = TaskLogs(engine, log_budget)  # what handlers write, and run times
+        # `when:` conditions: evaluator processes, started by the first one to decide
+        self._conditions = ConditionPool(min(concurrency, MAX_EVALUATORS), condition_budget_s)
+        # Fencing (see _execute): the lease epoch grows at every loss and registration;
+        # _lost_at[shard] is the epoch of the last on that shard; _held_until is the
+        # monotonic time until which a claim of the current epoch is surely still ours.
+        self._epoch = 0
+        self._lost_at: dict[int, int] = {}
+        self._held_until = float("-inf")
+        self._dropped: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        self.dropped = 0  # claimed tasks not run: their attempt was no longer ours
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -224,6 +250,15 @@ class Agent:
             self._lease_lost.clear()
         if everywhere:
             lost = None
+        with self._watch_lock:
+            # registering restarts this agent's running tasks there under new attempts:
+            # those claimed before are no longer its own
+            self._epoch += 1
+            epoch = self._epoch
+            for shard in self._shards:
+                if lost is None or shard.shard in lost:
+                    self._lost_at[shard.shard] = epoch
+        began = time.monotonic()
         first = not self._registered  # only a start waits for an earlier release's agents
         done: list[ShardKeys] = []
         for shard in self._shards:
@@ -241,6 +276,8 @@ class Agent:
                 self._lease_lost.set()
                 raise
             done.append(shard)
+        if lost is None or all(s.shard in lost for s in self._shards):
+            self._renewed(began, epoch)
         self._registered = True
         if tasks:
             log.info("agent %s took back %d task(s) of its own", self.id, len(tasks))
@@ -283,6 +320,7 @@ class Agent:
                 self._pool.shutdown(wait=True)
             if self._event_loop:
                 self._event_loop.close()
+            self._conditions.close()
             if self._beat.is_alive():
                 self._beat.join(timeout=self.heartbeat_s + 1)
             for sig, old in installed:
@@ -363,6 +401,7 @@ class Agent:
         it returns fewer tasks than there are free slots are the others asked, one after
         another, for the rest: never more tasks than free slots.
         """
+        epoch = self._epoch  # before the claim: a lease lost after it fences its tasks off
         outcomes = self._collect()
         free = self.concurrency - self._inflight if self._pool else self.batch
         want = min(free, self.batch) if free > 0 and not self._stopping.is_set() else 0
@@ -388,7 +427,7 @@ class Agent:
             pipe = self._store.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, []), shard))
-        self._start(tasks)
+        self._start(tasks, epoch)
         if failed is not None:
             raise failed  # after the claims' tasks started: the loop backs off
         return len(tasks)
@@ -413,9 +452,12 @@ class Agent:
             tasks.extend(reply)
         return tasks
 
-    def _start(self, tasks: list[Task]) -> None:
+    def _start(self, tasks: list[Task], epoch: int | None = None) -> None:
+        """Run ``tasks``, claimed in lease epoch ``epoch`` (default: the current one)."""
         if not tasks:
             return
+        if epoch is None:
+            epoch = self._epoch
         if self._pool is None:
             began = time.perf_counter()
             ran = 0
@@ -426,7 +468,9 @@ class Agent:
                     # attempt not counted
                     self._unstarted.extend(tasks[ran:])
                     break
-                self._results.put(self._execute(t))
+                outcome = self._execute(t, epoch)
+                if outcome is not None:
+                    self._results.put(outcome)
                 ran += 1
             self._inline = []
             if self._adaptive and ran:
@@ -438,17 +482,19 @@ class Agent:
         self._inflight += len(tasks)
         if self._event_loop is not None:
             self._event_loop.start_all(
-                self._execute_async(t) for t in tasks if t.type in self._async_types
+                self._execute_async(t, epoch) for t in tasks if t.type in self._async_types
             )
         for t in tasks:
             if t.type not in self._async_types:
-                self._pool.submit(self._execute_and_report, t)
+                self._pool.submit(self._execute_and_report, t, epoch)
 
-    def _execute_and_report(self, task: Task) -> None:
+    def _execute_and_report(self, task: Task, epoch: int) -> None:
         running = self._running  # a dict's set and pop are atomic: no lock on this path
         running[id(task)] = task
         try:
-            self._results.put(self._execute(task))
+            outcome = self._execute(task, epoch)
+            if outcome is not None:
+                self._results.put(outcome)
         finally:
             running.pop(id(task), None)
 
@@ -458,11 +504,26 @@ class Agent:
             raise TaskFailed(f"agent {self.id} has no handler for type {task.type!r}")
         return handler
 
-    def _execute(self, task: Task) -> Outcome:
+    def _execute(self, task: Task, epoch: int) -> Outcome | None:
+        """Run ``task`` (claimed in lease epoch ``epoch``): its outcome, or None when its
+        attempt was no longer this agent's and its handler was not run."""
         if task._when is not None:  # a condition: decided before the handler runs
-            decided = gate(task)
+            decided = gate(task, self._conditions)
             if decided is not None:
                 return Outcome(task.workflow_id, task.key, task.attempt, *decided)
+        # Fencing: the handler runs only while the attempt is surely ours. Nobody can take
+        # it but by reaping this agent, and Redis reaps it only once its lease has run out:
+        # a lease renewal that began at t (heartbeat or registration) keeps it ours until
+        # t + lease at least (a Redis clock stepping forward shortens that by at most a
+        # third of a lease: lease_clock in lib/lease.lua), so within FENCE_SHARE of the
+        # lease after t, and with no loss or registration since the claim (the epoch), no
+        # question to Redis is needed: the plain path pays one clock read. Past it (a slow
+        # condition, a long wait for a thread, a stalled heartbeat) Redis is asked.
+        if (
+            epoch != self._epoch or time.monotonic() >= self._held_until
+        ) and not self._still_ours(task, epoch):
+            self._drop(task)
+            return None
         token = self._logs.begin(task)  # what the handler writes is this attempt's
         outcome = self._run_handler(task)
         self._logs.end(token, outcome.kind == "ok")
@@ -494,11 +555,16 @@ class Agent:
         finally:
             self._unwatch(task)
 
-    async def _execute_async(self, task: Task) -> None:
+    async def _execute_async(self, task: Task, epoch: int) -> None:
         if task._when is not None:  # a condition: decided before the handler runs
-            decided = gate(task)
+            # in a thread: the loop goes on with other handlers while a worker evaluates
+            decided = await asyncio.to_thread(gate, task, self._conditions)
             if decided is not None:
                 self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
+                return
+        if epoch != self._epoch or time.monotonic() >= self._held_until:  # as in _execute
+            if not await asyncio.to_thread(self._still_ours, task, epoch):
+                self._drop(task)
                 return
         token = self._logs.begin(task)  # this coroutine's context: its own log
         self._watch(task)
@@ -547,6 +613,9 @@ class Agent:
             if self._lost_shards is not None:
                 self._lost_shards.add(shard.shard)
             self._lease_lost.set()
+            self._epoch += 1  # what was claimed there before is fenced off (_execute)
+            self._lost_at[shard.shard] = self._epoch
+            self._held_until = float("-inf")
         for task in running:
             task.cancelled.set()
         if running:
@@ -556,6 +625,50 @@ class Agent:
                 self.id,
                 len(running),
             )
+
+    def _renewed(self, began: float, epoch: int) -> None:
+        """Every shard's lease was renewed by calls that began at ``began`` (monotonic):
+        claims of ``epoch`` are surely ours for a while (see :meth:`_execute`)."""
+        with self._watch_lock:
+            if self._epoch == epoch:
+                self._held_until = began + FENCE_SHARE * self.lease_s
+
+    def _still_ours(self, task: Task, epoch: int) -> bool:
+        """Whether the attempt of ``task``, claimed in lease epoch ``epoch``, is still this
+        agent's, asked of Redis: a heartbeat on its shard. Its answer that the lease is
+        live means nobody reaped this agent since the claim (reaping removes the lease,
+        and only a registration, which starts a new epoch, puts it back)."""
+        shard = self.engine.keys.shard_of(task.workflow_id)
+        backoff = Backoff()
+        while self._lost_at.get(shard.shard, 0) <= epoch:
+            try:
+                alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
+            except NotReplicatedError as e:
+                alive = int(self._short(e)[0] or 0)
+            except Exception as e:  # noqa: BLE001 - no answer: the handler must not run
+                if transient(e) and not self._stopping.is_set():
+                    self._stopping.wait(backoff.failed())
+                    continue
+                log.warning("agent %s could not confirm it holds %s: %s", self.id, task.key, e)
+                self._unstarted.append(task)  # handed back when the agent leaves
+                return False
+            if not alive:
+                self._lose_lease(shard)
+                return False
+            return self._lost_at.get(shard.shard, 0) <= epoch
+        return False
+
+    def _drop(self, task: Task) -> None:
+        """``task``'s attempt is no longer this agent's: its handler is not run."""
+        log.warning(
+            "agent %s: task %s of workflow %s (attempt %d) is no longer its own (its lease "
+            "was lost before the handler started): not run here",
+            self.id,
+            task.name,
+            task.workflow_id,
+            task.attempt,
+        )
+        self._dropped.put(task)
 
     def _cancel_late(self) -> None:
         """Set ``cancelled`` on the tasks running here past their timeout."""
@@ -595,7 +708,19 @@ class Agent:
                 break
         if self._pool is not None:
             self._inflight -= len(out)
+        if not self._dropped.empty():
+            self._count_dropped()
         return out
+
+    def _count_dropped(self) -> None:
+        while True:
+            try:
+                self._dropped.get_nowait()
+            except queue.Empty:
+                return
+            self.dropped += 1
+            if self._pool is not None:
+                self._inflight -= 1
 
     def _wait_result(self, timeout: float) -> None:
         try:
@@ -753,13 +878,15 @@ class Agent:
 
     def _heartbeat_loop(self) -> None:
         next_maintain = next_beat = 0.0
-        tick = min(self.heartbeat_s, self.maintain_s)
-        while not self._closed.wait(min(tick, WATCH_S) if self._watched else tick):
+        tick = pause = min(self.heartbeat_s, self.maintain_s)
+        while not self._closed.wait(min(pause, WATCH_S) if self._watched else pause):
+            pause = tick
             self._cancel_late()
             try:
                 now = time.monotonic()
                 if now >= next_beat:
                     next_beat = now + self.heartbeat_s
+                    epoch, renewed = self._epoch, True
                     for shard in self._shards:
                         try:
                             alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
@@ -770,18 +897,24 @@ class Agent:
                             self.stop()
                         if not alive:
                             self._lose_lease(shard)
+                            renewed = False
+                    if renewed:
+                        self._renewed(now, epoch)
                 if now >= next_maintain:
                     # each shard's housekeeping is one agent's while it lives (reap.lua)
+                    behind = 0
                     try:
-                        self.engine.maintain(
+                        behind = self.engine.maintain(
                             max_lost=self.max_lost,
                             keeper=self.id,
                             hold_s=3 * self.maintain_s,
                             lease_s=self.lease_s,
                             waits=False,  # the agent's own keeper thread runs them
-                        )
+                        )[4]
                     except NotReplicatedError as e:
                         self._short(e)
-                    next_maintain = time.monotonic() + self.maintain_s
+                    if behind:  # finished runs past their retention wait: again soon
+                        pause = SWEEP_PAUSE_S
+                    next_maintain = time.monotonic() + (pause if behind else self.maintain_s)
             except Exception as e:  # noqa: BLE001 - the thread must live on: log, retry
                 log.warning("agent %s heartbeat failed: %s", self.id, e)

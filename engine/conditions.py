@@ -13,12 +13,17 @@ substituted into its text:
 - ``run.id``: the run's workflow id.
 
 It is compiled and checked when the workflow is pushed (:func:`check_when`): a syntax
-error, an unknown variable, or a parent that is not one of the task's parents is refused
+error, an unknown variable, a parent that is not one of the task's parents, or
+comprehensions (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) nested more than
+:data:`MAX_NESTING` deep (each level multiplies the work by its list's length) is refused
 there. The claim row of a task with a condition brings the expression and its parents'
 states (``lib/claim_row.lua``); :func:`gate` decides it: true runs the handler; false
 reports the outcome ``skip`` (the task is ``skipped``, and its children decide by their
-trigger rules); an expression that fails to evaluate, or gives no boolean, fails the task
-without a retry. Programs are compiled once per expression text and kept.
+trigger rules); an expression that fails to evaluate, gives no boolean, or runs past its
+budget fails the task without a retry. An agent evaluates in worker processes
+(:mod:`engine.condition_pool`), each evaluation under a wall-clock budget: CEL holds the
+GIL while it runs, so in the agent's process a slow one would stall its lease heartbeat.
+Programs are compiled once per expression text and kept.
 
 A task's trigger rule decides first (it is not claimed unless its rule lets it run);
 then its condition.
@@ -27,11 +32,13 @@ then its condition.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .cel_worker import judge
+from .cel_worker import short as _short
+from .condition_pool import ConditionPool, EvaluatorError, OverBudget
 from .errors import DefinitionError
 from .outcomes import FATAL, SKIP
 
@@ -41,14 +48,18 @@ if TYPE_CHECKING:
 VARIABLES = ("input", "parents", "run")
 RUN_FIELDS = ("id",)
 MAX_WHEN = 4096  # characters of an expression
+# comprehensions one inside another: n items at each of d levels cost n**d evaluations
+MAX_NESTING = 3
 
 # A CEL source's tokens that matter here: string literals (skipped: a name inside one is
-# no reference), identifiers, and the punctuation after them.
+# no reference), comments (dropped), identifiers, and the punctuation after them.
 _STRING = (
     r"""[rRbB]{0,2}(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\""""
     r"""|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
 )
-_TOKEN = re.compile(rf"(?P<s>{_STRING})|(?P<i>[A-Za-z_][A-Za-z0-9_]*)|(?P<p>\S)", re.S)
+_TOKEN = re.compile(
+    rf"(?P<s>{_STRING})|(?P<c>//[^\n]*)|(?P<i>[A-Za-z_][A-Za-z0-9_]*)|(?P<p>\S)", re.S
+)
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 
@@ -81,7 +92,7 @@ def _literal(token: str) -> str | None:
 def references(text: str) -> tuple[list[str], list[str], set[str]]:
     """What ``text`` reads: the parents it names (``parents.x``, ``parents["x"]``), the
     fields of ``run`` it names, and the names macros bind (``l.all(x, ...)``)."""
-    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text)]
+    tokens = _tokens(text)
     parents: list[str] = []
     run: list[str] = []
     bound: set[str] = set()
@@ -102,6 +113,31 @@ def references(text: str) -> tuple[list[str], list[str], set[str]]:
         elif tok == "run" and len(nxt) >= 2 and nxt[0][1] == "." and nxt[1][0] == "i":
             run.append(nxt[1][1])
     return parents, run, bound
+
+
+def _tokens(text: str) -> list[tuple[str | None, str]]:
+    """``text``'s tokens (kind ``s``, ``i`` or ``p``, and text), comments left out."""
+    return [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text) if m.lastgroup != "c"]
+
+
+def nesting(text: str) -> int:
+    """How deep ``text`` nests comprehensions (``l.all(x, l.exists(y, ...))``: 2); a
+    macro in another's receiver (``l.map(x, x).all(...)``) is not inside it."""
+    tokens = _tokens(text)
+    opened: list[bool] = []  # per open bracket: whether a macro's call opened it
+    deepest = inside = 0
+    for k, (kind, tok) in enumerate(tokens):
+        if tok in "([{" and kind == "p":
+            macro = (
+                k >= 2 and tokens[k - 1][0] == "i" and tokens[k - 1][1] in _MACROS
+                and tokens[k - 2][1] == "." and tok == "("
+            )  # fmt: skip
+            opened.append(macro)
+            inside += macro
+            deepest = max(deepest, inside)
+        elif tok in ")]}" and kind == "p" and opened:
+            inside -= opened.pop()
+    return deepest
 
 
 def _line(text: str) -> str:
@@ -144,6 +180,12 @@ def _check_when(text: Any, task: str, parents: Sequence[str], where: str | None)
         detail = " ".join(str(e).split())
         detail = detail.replace(f"Failed to parse expression {text!r}: ", "")
         raise DefinitionError(f"{who}: {detail[:300]}") from None
+    depth = nesting(text)
+    if depth > MAX_NESTING:
+        raise DefinitionError(
+            f"{who} nests comprehensions (all, exists, exists_one, map, filter) {depth} deep; "
+            f"at most {MAX_NESTING}: each level multiplies the work by its list's length"
+        )
     names, run, bound = references(text)
     unknown = [v for v in program.variables() if v not in VARIABLES and v not in bound]
     if unknown:
@@ -175,14 +217,6 @@ def activation(
     }  # fmt: skip
 
 
-def _short(value: Any) -> str:
-    try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)[:120]
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
 def explain(text: str, variables: Mapping[str, Any]) -> str:
     """Why a condition was false: the expression and the values it read."""
     names, reads_input, reads_run = _reads(text)
@@ -199,34 +233,52 @@ def explain(text: str, variables: Mapping[str, Any]) -> str:
     return _line(f"when {text} was false" + (f" ({', '.join(read)})" if read else ""))
 
 
+def _verdict(text: str, kind: str, value: Any) -> bool:
+    """The condition's value from :func:`engine.cel_worker.judge`'s answer; ``ValueError``
+    when it failed or gave no boolean."""
+    if kind == "ok":
+        return bool(value)
+    if kind == "value":
+        raise ValueError(_line(f"when {text}: gave {value}, not true or false"))
+    raise ValueError(_line(f"when {text}: {value}"))
+
+
 def evaluate(text: str, variables: Mapping[str, Any]) -> bool:
-    """The condition's value; ``ValueError`` when it fails or gives no boolean."""
+    """The condition's value, evaluated in this process with no time limit (the planner);
+    ``ValueError`` when it fails or gives no boolean."""
     try:
-        value = compile_when(text).execute(dict(variables))
+        program = compile_when(text)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # noqa: BLE001 - any evaluation error (a Rust panic too)
-        detail = " ".join(str(e).split()) or type(e).__name__
-        if isinstance(e, KeyError):
-            detail = f"no such key: {detail}"
-        raise ValueError(_line(f"when {text}: {detail[:300]}")) from None
-    if not isinstance(value, bool):
-        raise ValueError(_line(f"when {text}: gave {_short(value)}, not true or false"))
-    return value
+    except BaseException as e:  # noqa: BLE001 - a syntax error (ValueError), a Rust panic
+        raise ValueError(_line(f"when {text}: {' '.join(str(e).split())[:300]}")) from None
+    return _verdict(text, *judge(program, dict(variables)))
 
 
-def gate(task: Task) -> tuple[str, str] | None:
+def gate(task: Task, pool: ConditionPool | None = None) -> tuple[str, str] | None:
     """Decide the condition of a claimed task that has one: ``None`` to run its handler,
-    ``("skip", why)`` when it is false, ``("fatal", error)`` when it cannot be
-    evaluated."""
+    ``("skip", why)`` when it is false, ``("fatal", error)`` when it cannot be evaluated
+    or runs past the ``pool``'s budget (evaluated there; in this process without one),
+    ``("err", error)`` when no evaluator answered (the attempt fails and is retried)."""
     text = task._when
     if text is None:
         return None
     try:
         variables = activation(task.input, task.parents, task._states or {}, task.workflow_id)
-        if evaluate(text, variables):
+        if pool is None:
+            holds = evaluate(text, variables)
+        else:
+            holds = _verdict(text, *pool.evaluate(text, variables))
+        if holds:
             return None
         return SKIP, explain(text, variables)
+    except OverBudget:
+        budget = pool.budget_s if pool is not None else 0
+        return FATAL, _line(
+            f"when {text}: exceeded its {budget:g}s budget (evaluation stopped; not retried)"
+        )
+    except EvaluatorError as e:
+        return "err", _line(f"when {text}: not decided: {e}")
     except Exception as e:  # noqa: BLE001 - the task fails, never the agent
         return FATAL, str(e) if isinstance(e, ValueError) else _line(f"when {text}: {e!r}")
 

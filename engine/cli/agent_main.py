@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import redis
 
 from ..acl import missing_permissions
-from ..agent import Agent
+from ..agent import CONDITION_BUDGET_S, Agent
 from ..child_runs import MAX_DESCENDANTS
 from ..client import Engine
 from ..definition import check_name
@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=positive_int, default=None, help="tasks claimed per round trip")
     p.add_argument("--lease", type=positive_float, default=15.0, help="lease seconds (default 15)")
+    p.add_argument(
+        "--condition-budget",
+        type=positive_float,
+        default=CONDITION_BUDGET_S,
+        metavar="SECONDS",
+        help="how long a task's when: condition may take to evaluate; past it the task "
+        f"fails, not retried (default {CONDITION_BUDGET_S:g})",
+    )
     p.add_argument(
         "--connect-timeout",
         type=positive_float,
@@ -214,6 +222,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 concurrency=args.concurrency,
                 batch=args.batch,
                 lease_s=args.lease,
+                condition_budget_s=args.condition_budget,
                 scheduler=args.scheduler,
                 log_budget=args.log_budget_mb * 1024 * 1024,
             )
