@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 import redis
 from engine_helpers import agent_thread, wait_for
 
@@ -14,9 +15,11 @@ import engine.agent as agent_module
 from engine import Engine, Task, Workflow
 
 
+@pytest.mark.parametrize("how", ["inline", "threads", "async"])
 def test_a_task_whose_lease_was_lost_before_its_handler_started_is_not_run(
-    engine: Engine, redis_url: str, monkeypatch: Any
+    engine: Engine, redis_url: str, monkeypatch: Any, how: str
 ) -> None:
+    """Each way an agent runs handlers: inline, in its thread pool, on its event loop."""
     wf = Workflow("fenced")
     wf.task("t", when="input.go")
     wid = engine.push(wf, {"go": True})
@@ -46,10 +49,15 @@ def test_a_task_whose_lease_was_lost_before_its_handler_started_is_not_run(
         def run(t: Task) -> None:
             ran.append((name, t.attempt))
 
-        return run
+        async def run_async(t: Task) -> None:
+            ran.append((name, t.attempt))
+
+        return run_async if how == "async" and name == "first" else run
 
     try:
         options: dict[str, Any] = {"lease_s": 1.0, "heartbeat_s": 0.2}
+        if how == "threads":
+            options["concurrency"] = 2
         with agent_thread(first, {"": handler("first")}, "first", **options) as a:
             wait_for(held.is_set, what="the first agent to claim the task")
             # its lease runs out: housekeeping hands the task to the second agent, which
