@@ -95,7 +95,9 @@ class Agent:
         batch: how many tasks one claim takes at most (default: ``concurrency``; with
             inline handlers, sized from their measured time, up to 256).
         lease_s: how long the agent's tasks stay its own without a heartbeat.
-        heartbeat_s: how often the lease is renewed (default a third of the lease).
+        heartbeat_s: how often the lease is renewed (default a third of the lease); keep
+            it under half the lease, or tasks started late in a renewal's interval each
+            cost a question to Redis first (:data:`FENCE_SHARE`).
         idle_check_s: the safety timer of an idle agent.
         scheduler: also fire schedules' ticks, in a thread of its own
             (:mod:`engine.schedules.scheduler`; any number of agents may).

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import IO, Any
 
 WORKER = Path(__file__).with_name("cel_worker.py")
+# what of the agent's environment a worker gets: what Python needs to start, no secrets
+# (a Redis URL, tokens) in a process that runs expressions from workflow definitions
+_ENV_KEPT = ("PATH", "HOME", "LANG", "TMPDIR", "SYSTEMROOT")
 START_S = 60.0  # a worker's start (an interpreter, ``import cel``): only a hang is refused
 
 
@@ -35,6 +38,11 @@ class EvaluatorError(Exception):
     evaluation (killed from outside, out of memory)."""
 
 
+def _worker_env() -> dict[str, str]:
+    kept = os.environ.items()
+    return {k: v for k, v in kept if k in _ENV_KEPT or k.startswith(("PYTHON", "LC_"))}
+
+
 class _Worker:
     """One evaluator process and its pipes."""
 
@@ -45,6 +53,7 @@ class _Worker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
+                env=_worker_env(),
             )
         except OSError as e:
             raise EvaluatorError(f"could not start a condition evaluator: {e}") from None
@@ -161,8 +170,12 @@ class ConditionPool:
         with self._changed:
             while not self._idle and self._count >= self.size:
                 self._changed.wait()
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    return worker
+                self._count -= 1  # ended while idle (killed from outside): replaced
+                worker.kill()
             self._count += 1
         try:
             return _Worker()

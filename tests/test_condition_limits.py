@@ -23,6 +23,7 @@ from engine_helpers import (
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import DefinitionError, Engine, Task, Workflow
+from engine.condition_pool import ConditionPool
 from engine.conditions import MAX_NESTING, nesting
 
 # three comprehensions, one inside another, over 3,000 items: 2.7e10 evaluations (hours)
@@ -141,3 +142,15 @@ def test_the_cli_and_http_refuse_comprehensions_nested_too_deep(
     after = snapshot(engine.redis)
     after.pop(engine.keys.shard(0).http_counters, None)
     assert after == before
+
+
+def test_an_evaluator_that_ended_while_idle_is_replaced() -> None:
+    pool = ConditionPool(1, 5.0)
+    try:
+        assert pool.evaluate("input.n < 2", {"input": {"n": 1}}) == ("ok", True)
+        [worker] = pool._idle
+        worker.proc.kill()  # from outside, between two evaluations
+        worker.proc.wait()
+        assert pool.evaluate("input.n < 2", {"input": {"n": 3}}) == ("ok", False)
+    finally:
+        pool.close()
