@@ -29,7 +29,7 @@ from .store.scripts import script_commands, script_sha, script_source
 if TYPE_CHECKING:
     from .client import Engine
 
-ROLES = ("agent", "operator", "reader")
+ROLES = ("agent", "operator", "reader", "keeper")
 
 # Every role: connection upkeep (PING for health checks), pub/sub, the server's clock.
 # SELECT is granted for one database only (setuser_line's db); INFO for none: it is in
@@ -78,10 +78,17 @@ OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
     "schedule", "tick", "heads", "signal", "child", "drain",
 )  # fmt: skip
+# The wait keeper's (engine/wait_keeper.py, a thread in every agent) when it starts, links,
+# reports and cancels child runs (engine/child_runs.py): waits, push (a child run), child
+# (count, link, end) and cancel (a child whose parent ended first, or that started for a
+# task that moved on). An agent that starts child runs is one user of the agent and keeper
+# roles; nothing else of the operator's, and not the sealed keys (trigger secrets).
+KEEPER_SCRIPTS = ("waits", "push", "child", "cancel")
 ROLE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "agent": AGENT_SCRIPTS,
     "operator": OPERATOR_SCRIPTS,
     "reader": (),
+    "keeper": KEEPER_SCRIPTS,
 }
 # Trigger secrets and schemes (the sealed keys): the operator, who puts triggers and whose
 # user `redisflow serve` runs as.
@@ -119,6 +126,8 @@ def role_commands(role: str, cluster: bool = False) -> list[str]:
         wanted = {*BASE, *RUN_SCRIPTS, *AGENT_READS, *LAYOUT}
     elif role == "operator":
         wanted = {*BASE, *RUN_SCRIPTS, *READS, *LAYOUT, *RATE_LIMITS}
+    elif role == "keeper":  # it reads runs and templates (READS), writes only by scripts
+        wanted = {*BASE, *RUN_SCRIPTS, *READS}
     else:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
     wanted.update(*(script_commands(s) for s in ROLE_SCRIPTS[role]))
@@ -191,7 +200,7 @@ def setuser_line(
     if set(roles) & set(SEALED_ROLES):
         parts.append(f"~{namespace}{SEALED}*")
     parts += ["resetchannels", f"&{namespace}:*"]
-    if set(roles) - {"agent"}:  # the console's keyspace notifications (its database)
+    if set(roles) - {"agent", "keeper"}:  # the console's keyspace notifications (its database)
         parts.append(f"&__keyspace@{db}__:{namespace}:*")
     commands = sorted({c for r in roles for c in role_commands(r, cluster)})
     parts += ["-@all", *(f"+{c.lower()}" for c in commands)]

@@ -68,8 +68,12 @@ def test_script_commands_are_read_from_every_call() -> None:
 
 
 def test_roles_are_least_privilege() -> None:
-    agent, operator, reader = (set(role_commands(r)) for r in ROLES)
+    agent, operator, reader, keeper = (set(role_commands(r)) for r in ROLES)
     assert not {"PUSH", "INCRBY"} & agent  # the agent never pushes
+    # the keeper pushes child runs and cancels them, by script; it writes nothing else
+    assert set(ROLE_SCRIPTS["keeper"]) == {"waits", "push", "child", "cancel"}
+    assert "INCRBY" in keeper and not {"ZPOPMIN", "HSETNX"} & keeper
+    assert "~rf!*" not in setuser_line("keeper") and "~rf!*" in setuser_line("operator")
     assert "ZPOPMIN" not in operator  # nor does the operator claim
     assert not {"EVALSHA", "XADD", "HSET", "DEL", "PUBLISH"} & reader
     assert not {"FLUSHALL", "FLUSHDB", "KEYS", "CONFIG", "SHUTDOWN"} & (agent | operator)

@@ -392,3 +392,54 @@ def test_the_lines_work_on_redis_6_2(redis62: EmbeddedRedis) -> None:
                 admin62.acl_deluser(user)
         admin62.flushall()
         admin62.close()
+
+
+# -- the wait keeper: child runs without the operator's role --------------------------------
+
+
+def test_an_agent_of_the_keeper_role_starts_child_runs_and_reads_no_trigger_secret(
+    admin: redis.Redis,
+) -> None:
+    """The documented setup for workflows with run: tasks, `acl --role agent --role keeper
+    --user NAME`: its agent starts, links, reports and cancels child runs; it has no sealed
+    key pattern, reads no trigger secret and runs none of the operator's steering."""
+    from engine.wait_keeper import WaitKeeper
+
+    line = line_for("agent", "--role", "keeper", name="kp")
+    assert "!" not in line and "__keyspace" not in line
+    assert line_for("keeper").split()[:3] == ["ACL", "SETUSER", "rf-keeper"]
+    operator = Engine.connect(make_user(admin, "operator"))
+    operator.put_template("name: child\ntasks:\n  - name: inside\n")
+    operator.put_template("name: stuck\ntasks:\n  - name: inside\n    type: nobody\n")
+    operator.put_trigger(new_trigger("gh", "child", "github", SECRET))
+    done = Workflow("parent")
+    done.task("kid", after=[done.task("a")], run="child")
+    wid = operator.push(done)
+    late = Workflow("late")
+    late.task("kid", run="stuck")
+    orphaned = operator.push(late)
+    url = make_user(admin, "agent", name="kp", line=line)
+    with Engine.connect(url) as kp:
+        assert missing_permissions(kp, ["agent", "keeper"]) == []
+        assert "EVALSHA pause" in missing_permissions(kp, ["operator"])
+        for _ in range(4):
+            run_agent(kp, {"": lambda t: "ok"})
+            WaitKeeper(kp).step()
+        st = kp.status(wid)
+        assert st.state.value == "succeeded", st.to_dict()
+        kid = st.task("kid").child
+        assert kid is not None and kp.status(kid).parent == f"{wid}:1:1"
+        stuck = kp.status(orphaned).task("kid").child
+        assert stuck is not None and kp.state(stuck) == "running"
+        operator.store.cancel(orphaned, "test")  # the script alone: as a deadline ends it
+        WaitKeeper(kp).step()  # the keeper cancels the orphan
+        assert kp.state(stuck) == "cancelled"
+        with pytest.raises(redis.exceptions.NoPermissionError, match="script pause"):
+            kp.pause(wid)
+        sealed = kp.keys.shard(0).trigger("gh")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="key"):
+            kp.redis.hget(sealed, "s")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            kp.redis.hset(sealed, "a", "none")
+    assert admin.hget(sealed, "s") == SECRET and admin.hget(sealed, "a") == "github"
+    operator.close()

@@ -44,8 +44,10 @@ def register(sub: Any, parents: Parents) -> None:
         dest="roles",
         action="append",
         required=True,
-        choices=["agent", "operator", "reader"],
-        help="agent: runs tasks; operator: pushes and steers; reader: reads (repeatable)",
+        choices=["agent", "operator", "reader", "keeper"],
+        help="agent: runs tasks; operator: pushes and steers; reader: reads; keeper: "
+        "starts and cancels child runs (an agent whose workflows have run: tasks: "
+        "--role agent --role keeper --user NAME) (repeatable)",
     )
     p.add_argument(
         "--namespace",
