@@ -22,7 +22,11 @@ DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
 PRIORITY_RANGE = (-999, 999)
 DEFAULT_MAX_TASKS = 100_000  # tasks per workflow, unless validate() is given another limit
-MAX_DEPTH = 100  # nesting levels of a payload (and of a workflow file)
+# Nesting, counted the same way in every format (JSON, YAML, a Python value): a list or
+# mapping is one level, each one inside it one more.
+MAX_DEPTH = 100  # levels of a value (a payload), counted from the value itself
+FRAME_DEPTH = 10  # levels a workflow file may put around its values (tasks, map, steps...)
+MAX_FILE_DEPTH = MAX_DEPTH + FRAME_DEPTH  # levels of a workflow file, from its top
 MAX_NAME = 1000  # characters of a workflow, task or type name
 MAX_ATTEMPTS = 1_000_000
 MAX_BACKOFF = 366 * 86400.0  # seconds
@@ -296,6 +300,21 @@ def check_name(value: Any, what: str, where: str | None, empty: bool = False) ->
             "no control characters, line breaks or lone surrogates",
         )
     return value
+
+
+def depth_past(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and mappings more than ``limit`` levels deep (a
+    scalar: 0 levels), found without recursion and stopping as soon as it does."""
+    if not isinstance(value, list | dict):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in items if isinstance(v, list | dict))
+    return False
 
 
 def _payload_problem(payload: Any, max_nodes: int) -> str | None:

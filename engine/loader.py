@@ -34,10 +34,11 @@ these files follow the manager (:func:`engine.seed002_message` builds its messag
 Seed 000 (a list of tasks with ``Name``, ``Type``, ``Payload``, ``Parents``, ``Children``,
 optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must agree.
 
-Hostile input is refused quickly with one line naming the file and line: nesting deeper
-than ``MAX_DEPTH``, YAML aliases that expand the document more than ``ALIAS_GROWTH``
-times, more tasks than ``max_tasks`` (counted before any task is built), integers longer
-than Python converts, and NaN or Infinity in JSON.
+Hostile input is refused quickly with one line naming the file and line: a file nested
+deeper than ``MAX_FILE_DEPTH`` (a payload's ``MAX_DEPTH`` plus ``FRAME_DEPTH`` around it,
+counted the same way in JSON and YAML), YAML aliases that expand the document more than
+``ALIAS_GROWTH`` times, more tasks than ``max_tasks`` (counted before any task is built),
+integers longer than Python converts, and NaN or Infinity in JSON.
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ from .child_runs import run_of
 from .definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_TASKS,
-    MAX_DEPTH,
+    MAX_FILE_DEPTH,
     MAX_STEPS,
     PRIORITY_RANGE,
     TaskDef,
     Workflow,
+    depth_past,
     one_line,
     show_value,
 )
@@ -68,6 +70,8 @@ from .errors import DefinitionError
 from .mapping import MapSpec, element_key
 from .timing import parse_duration
 from .waits import WaitSpec, wait_of
+
+_TOO_DEEP = f"nested more than {MAX_FILE_DEPTH} levels deep"
 
 
 class _Located(dict[str, Any]):
@@ -126,30 +130,44 @@ class _JSONReader:
 
     def read(self) -> Any:
         text = self.text
-        value, end = self._value(_skip(text, 0), "doc")
+        value, end = self._value(_skip(text, 0), "doc", 0)
         end = _skip(text, end)
         if end != len(text):
             raise json.JSONDecodeError("Extra data", text, end)
         return value
 
-    def _value(self, idx: int, role: str) -> tuple[Any, int]:
-        """The value at ``idx`` in its ``role``: doc, workflow, workflows, tasks, task."""
+    def _value(self, idx: int, role: str, depth: int) -> tuple[Any, int]:
+        """The value at ``idx`` in its ``role``: doc, workflow, workflows, tasks, task;
+        ``depth``: the lists and objects around it."""
         ch = self.text[idx : idx + 1]
         if ch == "{" and role in ("doc", "workflow"):
-            return self._frame_object(idx, role)
+            return self._frame_object(idx, role, depth)
         if ch == "[" and role in ("doc", "tasks", "workflows"):
-            return self._frame_list(idx, "workflow" if role == "workflows" else "task")
+            return self._frame_list(idx, "workflow" if role == "workflows" else "task", depth)
         line = self._line_at(idx) if role == "task" else None
         try:
             value, end = self.scan(self.text, idx)
         except StopIteration as e:
             raise json.JSONDecodeError("Expecting value", self.text, e.value) from None
+        self._check_depth(value, idx, end, depth)
         if line is not None and isinstance(value, _Located):
             value.line = line
         return value, end
 
-    def _frame_object(self, idx: int, role: str) -> tuple[_Located, int]:
+    def _check_depth(self, value: Any, start: int, end: int, depth: int) -> None:
+        """Refuse ``value`` (read from ``text[start:end]`` inside ``depth`` levels) when
+        the file nests past :data:`MAX_FILE_DEPTH` there, as the YAML reader does; a value
+        with fewer brackets than the levels left is not walked."""
+        left = MAX_FILE_DEPTH - depth
         text = self.text
+        if text.count("[", start, end) + text.count("{", start, end) <= left:
+            return
+        if depth_past(value, left):
+            raise self.error(_TOO_DEEP, self._line_at(start))
+
+    def _frame_object(self, idx: int, role: str, depth: int) -> tuple[_Located, int]:
+        text = self.text
+        depth += 1
         out = _Located()
         out.line = self._line_at(idx)
         idx = _skip(text, idx + 1)
@@ -170,7 +188,7 @@ class _JSONReader:
                 child = "workflows"
             else:
                 child = "value"
-            value, idx = self._value(_skip(text, idx + 1), child)
+            value, idx = self._value(_skip(text, idx + 1), child, depth)
             if key in out:
                 raise self.error(f"duplicate key {show_value(key)}", out.line)
             out[key] = value
@@ -178,28 +196,32 @@ class _JSONReader:
             if closed:
                 return out, idx
 
-    def _frame_list(self, idx: int, role: str) -> tuple[list[Any], int]:
+    def _frame_list(self, idx: int, role: str, depth: int) -> tuple[list[Any], int]:
         text = self.text
+        depth += 1
         line = self._line_at(idx)
         out: list[Any] = []
         idx = _skip(text, idx + 1)
         if text[idx : idx + 1] == "]":
             return out, idx + 1
         scan = self.scan
+        left = MAX_FILE_DEPTH - depth  # levels a task may nest (brackets fewer: not walked)
         while True:
             if role != "task":
-                value, idx = self._value(idx, role)
+                value, idx = self._value(idx, role, depth)
             elif len(out) == self.max_tasks:
                 raise DefinitionError(
                     f"{self.source}:{line}: more than {self.max_tasks} tasks in one workflow"
                 )
             else:  # _value(idx, "task"), inlined: this loop runs once per task
                 self.line += text.count("\n", self.pos, idx)
-                self.pos = idx
+                self.pos = start = idx
                 try:
                     value, idx = scan(text, idx)
                 except StopIteration as e:
                     raise json.JSONDecodeError("Expecting value", text, e.value) from None
+                if text.count("[", start, idx) + text.count("{", start, idx) > left:
+                    self._check_depth(value, start, idx, depth)
                 if type(value) is _Located:
                     value.line = self.line
             out.append(value)
@@ -226,8 +248,8 @@ def _read_json(text: str, source: str, max_tasks: int) -> Any:
         return reader.read()
     except json.JSONDecodeError as e:
         raise DefinitionError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except RecursionError:
-        raise reader.error("nested too deeply", reader.line) from None
+    except RecursionError:  # far past MAX_FILE_DEPTH: the C scanner's own limit
+        raise reader.error(_TOO_DEEP, reader.line) from None
     except ValueError as e:  # int(): more digits than sys.get_int_max_str_digits()
         long = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1}}}", text)
         if long is None:
@@ -252,8 +274,7 @@ _SEQ_TAGS = {None, "!", "tag:yaml.org,2002:seq"}
 ALIAS_GROWTH, ALIAS_ALLOWANCE = 10, 100_000
 _NO_KEY = object()
 _MERGE = object()
-_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
-# libyaml's own refusal of deep flow nesting; its limit (1,000) is past MAX_DEPTH
+# libyaml's own refusal of deep flow nesting; its limit (1,000) is past MAX_FILE_DEPTH
 _LIBYAML_DEPTH = "maximum nesting depth"
 
 
@@ -343,7 +364,7 @@ class _YAMLBuilder:
                 is_map = kind is map_start
                 if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
                     raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
-                if len(stack) >= MAX_DEPTH:
+                if len(stack) >= MAX_FILE_DEPTH:
                     raise self.fail(ev.start_mark, _TOO_DEEP)
                 if is_map:
                     value = _Located()
@@ -382,7 +403,7 @@ class _YAMLBuilder:
                     what = "refers to a node that contains it" if inside else "is undefined"
                     raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
                 value, size, height = got
-                if len(stack) + height > MAX_DEPTH:
+                if len(stack) + height > MAX_FILE_DEPTH:
                     raise self.fail(ev.start_mark, _TOO_DEEP)
                 expanded += size
                 if expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:

@@ -16,7 +16,7 @@ from engine_helpers import BIN, Hand, snapshot
 
 from engine import DefinitionError, Engine, Workflow, load_file, load_text
 from engine.cli.main import run
-from engine.definition import DEFAULT_MAX_TASKS, MAX_DEPTH, validate
+from engine.definition import DEFAULT_MAX_TASKS, MAX_DEPTH, MAX_FILE_DEPTH, validate
 
 DIGITS = 5000  # past Python's 4,300-digit int/str conversion limit
 
@@ -49,23 +49,23 @@ HOSTILE: dict[str, tuple[str, str, str]] = {
     "payload nested 5,000 deep (JSON)": (
         "w.json",
         '{"name": "w", "tasks": [{"name": "a", "payload": ' + "[" * 5000 + "]" * 5000 + "}]}",
-        r"w.json:1: invalid JSON: nested too deeply",
+        rf"w.json:1: invalid JSON: nested more than {MAX_FILE_DEPTH} levels deep",
     ),
     "payload nested 150 deep (JSON)": (
         "w.json",
         '{"name": "w", "tasks": [{"name": "a", "payload": ' + "[" * 150 + "]" * 150 + "}]}",
-        rf"w.json:1: task 'a': payload is nested more than {MAX_DEPTH} levels deep",
+        rf"w.json:1: invalid JSON: nested more than {MAX_FILE_DEPTH} levels deep",
     ),
     "payload nested 5,000 deep (YAML flow)": (
         "w.yaml",
         "name: w\ntasks:\n  - name: a\n    payload: " + "[" * 5000 + "]" * 5000 + "\n",
-        rf"w.yaml:4:\d+: invalid YAML: nested more than {MAX_DEPTH} levels deep",
+        rf"w.yaml:4:\d+: invalid YAML: nested more than {MAX_FILE_DEPTH} levels deep",
     ),
     "payload nested 1,000 deep (YAML block)": (
         "w.yaml",
         "name: w\ntasks:\n  - name: a\n    payload:\n"
         + "".join(" " * (6 + i) + f"k{i}:\n" for i in range(1000)),
-        rf"w.yaml:\d+:\d+: invalid YAML: nested more than {MAX_DEPTH} levels deep",
+        rf"w.yaml:\d+:\d+: invalid YAML: nested more than {MAX_FILE_DEPTH} levels deep",
     ),
     "lone surrogate in a task name (JSON)": (
         "w.json",
@@ -259,7 +259,8 @@ def test_deep_yaml_flow_gets_our_message_from_either_parser(
     with pytest.raises(DefinitionError) as e:
         load_text(text, "w.yaml")
     assert re.fullmatch(
-        rf"w.yaml:4:\d+: invalid YAML: nested more than {MAX_DEPTH} levels deep", str(e.value)
+        rf"w.yaml:4:\d+: invalid YAML: nested more than {MAX_FILE_DEPTH} levels deep",
+        str(e.value),
     )
 
 
@@ -524,3 +525,69 @@ def test_agent_refuses_a_non_utf8_id_in_one_line(cli_env: dict[str, str]) -> Non
         check=False,
     )
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _as_yaml(doc: Any, block: bool) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(doc, default_flow_style=not block, width=10**6))
+
+
+def test_depth_counts_the_same_in_json_and_yaml(engine: Engine) -> None:
+    """A payload nests MAX_DEPTH levels, counted from itself, in JSON and YAML alike (at a
+    task, and in a map's step, the deepest place a file puts one); one level more is
+    refused by both in the same words; a file nested past MAX_FILE_DEPTH anywhere is
+    refused by both in the same words."""
+    ok, over = _deep(MAX_DEPTH), _deep(MAX_DEPTH + 1)
+
+    def files(payload: Any, in_step: bool = False) -> dict[str, str]:
+        task: dict[str, Any] = {"name": "a", "payload": payload}
+        tasks: list[dict[str, Any]] = [task]
+        if in_step:
+            tasks = [
+                {"name": "split"},
+                {"name": "a", "after": ["split"], "map": {"over": "split", "key": "x"},
+                 "steps": [{"name": "s", "payload": payload}]},
+            ]  # fmt: skip
+        doc = {"name": "w", "tasks": tasks}
+        return {
+            "w.json": json.dumps(doc),
+            "w.yaml": _as_yaml(doc, block=True),
+            "w.yml": _as_yaml(doc, block=False),
+        }
+
+    for in_step in (False, True):
+        for source, text in files(ok, in_step).items():
+            wf = load_text(text, source)[0]
+            engine.compile(wf)
+            if not in_step:
+                assert wf.tasks[0].payload == ok, source
+                wid = engine.push(wf)
+                assert engine.status(wid).tasks[0].payload == ok, source
+        said = set()
+        for source, text in files(over, in_step).items():
+            with pytest.raises(DefinitionError) as e:
+                engine.compile(load_text(text, source)[0])
+            said.add(re.sub(r"^w\.(?:json|ya?ml)(?::\d+)?", "", str(e.value)))
+        assert len(said) == 1, said
+        assert f"payload is nested more than {MAX_DEPTH} levels deep" in said.pop()
+    schema: Any = {}
+    for _ in range(MAX_FILE_DEPTH):
+        schema = {"not": schema}
+    doc = {"name": "w", "input_schema": schema, "tasks": [{"name": "a"}]}
+    for source, text in {
+        "w.json": json.dumps(doc),
+        "w.yaml": _as_yaml(doc, block=True),
+        "w.yml": _as_yaml(doc, block=False),
+    }.items():
+        with pytest.raises(
+            DefinitionError, match=rf"nested more than {MAX_FILE_DEPTH} levels deep"
+        ):
+            load_text(text, source)
