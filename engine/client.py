@@ -73,9 +73,11 @@ if TYPE_CHECKING:
     from .history import Timeline
     from .schedules import PreviewTick, ScheduleInfo, ScheduleSpec
     from .store.gauges import Gauges
+    from .store.keys import ShardKeys
     from .store.schedules import TickOutcome
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
+SWEEP_S = 0.05  # a housekeeping round's time for a retention backlog (maintain's sweep_s)
 DEFAULT_EVENT_CAP = 2000
 PUSH_BATCH = 256  # at most this many workflows per push.lua call
 PUSH_BATCH_TASKS = 2048  # and about this many tasks
@@ -878,14 +880,22 @@ class Engine:
         hold_s: float = 0.0,
         lease_s: float = 0.0,
         waits: bool = True,
+        sweep_s: float = SWEEP_S,
     ) -> builtins.list[int]:
         """One round of housekeeping on every shard (see ``reap.lua``, and with ``waits``
         a pass of the wait keeper: wait tasks reached, timers due, child runs; an agent,
         which runs a keeper of its own, leaves it out); agents call this
         as ``keeper``: a shard another agent looks after (for ``hold_s`` after its last
         round) is left to it. ``lease_s``: the keeper's lease, which says how long a gap
-        between calls shows a stalled Redis (its leases are then moved on)."""
+        between calls shows a stalled Redis (its leases are then moved on).
+
+        Retention removes at most ``limit`` finished workflows per script call; a shard
+        whose batch came back full is swept again (that step of ``reap.lua`` alone, every
+        such shard in one round trip) until it is caught up or ``sweep_s`` has passed.
+        Returns [agents reaped, tasks requeued, retries promoted, workflows cleaned,
+        shards still behind (call again soon)]."""
         totals = [0, 0, 0, 0]
+        behind: builtins.list[ShardKeys] = []
         retention_ms = int(self.retention_s * 1000)
         hold_ms = int(hold_s * 1000)
         lease_ms = int(lease_s * 1000)
@@ -902,6 +912,8 @@ class Engine:
                 continue
             out, late = reaped
             totals = [a + b for a, b in zip(totals, out, strict=True)]
+            if out[3] >= limit:  # a full batch: more may be due
+                behind.append(shard)
             # attempts past their task's timeout fail as their agents would; maps whose
             # expansion the agent that began it did not finish are expanded
             steps: builtins.list[Callable[[], int]] = (
@@ -915,6 +927,14 @@ class Engine:
                     step()
                 except NotReplicatedError as e:
                     short = short or e
+        if behind:
+            try:
+                removed, behind = self.store.sweep(
+                    behind, retention_ms, limit, keeper, hold_ms, lease_ms, sweep_s
+                )
+                totals[3] += removed
+            except NotReplicatedError as e:
+                short = short or e
         if waits:  # wait tasks reached, timers due, child runs
             from .wait_keeper import WaitKeeper
 
@@ -924,7 +944,7 @@ class Engine:
                 short = short or e
         if short is not None:
             raise short
-        return totals
+        return [*totals, len(behind)]
 
     # -- reading ------------------------------------------------------------------------
 
@@ -1039,8 +1059,9 @@ class Engine:
         return self.store.names(prefix, limit)
 
     def stats(self) -> Stats:
-        """Totals of tasks and workflows by state, and queue depth per type."""
-        return self.store.stats()
+        """Totals of tasks and workflows by state, queue depth per type, and how many
+        finished workflows are past their retention but not removed yet."""
+        return self.store.stats(int(self.retention_s * 1000))
 
     def agents(self) -> builtins.list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
@@ -1200,4 +1221,4 @@ class Engine:
         ``GET /metrics`` reports (see :mod:`engine.store.gauges`)."""
         from .store.gauges import read_gauges
 
-        return read_gauges(self.store)
+        return read_gauges(self.store, int(self.retention_s * 1000))

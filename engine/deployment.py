@@ -68,4 +68,5 @@ class Host(Runner, Protocol):
         hold_s: float = 0.0,
         lease_s: float = 0.0,
         waits: bool = True,
+        sweep_s: float = 0.05,
     ) -> list[int]: ...

@@ -271,6 +271,8 @@ class Stats:
     tasks_pushed: int
     workflows_pushed: int
     queued: dict[str, int]  # ready tasks waiting per type
+    # finished workflows past their retention that housekeeping has not removed yet
+    retention_backlog: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()

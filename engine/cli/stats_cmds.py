@@ -24,6 +24,7 @@ def cmd_stats(engine: Engine, args: argparse.Namespace) -> int:
     out.print(f"pushed     {s.workflows_pushed} workflows, {s.tasks_pushed} tasks")
     if s.queued:
         out.print("queued     " + "  ".join(f"{type_label(t)} {n}" for t, n in s.queued.items()))
+    out.print(f"retention  {s.retention_backlog} finished workflows past it, not removed yet")
     return EXIT_OK
 
 

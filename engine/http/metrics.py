@@ -74,6 +74,11 @@ class RedisCollector(Collector):
         yield agents
 
         yield GaugeMetricFamily(
+            "redisflow_retention_backlog",
+            "Finished workflows past their retention that housekeeping has not removed yet.",
+            value=s.retention_backlog,
+        )
+        yield GaugeMetricFamily(
             "redisflow_schedule_lag_seconds",
             "How far the earliest due schedule is behind (0: none is late).",
             value=g.schedule_lag_s,

@@ -9,6 +9,7 @@ run in a :class:`~.scripts.ScriptBatch`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -396,6 +397,48 @@ class Calls:
         gap between calls shows a stalled Redis: lease_clock in lib/lease.lua)."""
         args = [*self._common(shard), retention_ms, max_lost, limit, keeper, hold_ms, lease_ms]
         return self.scripts.run(Call("reap", [shard.agents_live], args, _reaped))
+
+    def sweep(
+        self,
+        shards: Sequence[ShardKeys],
+        retention_ms: int,
+        limit: int,
+        keeper: str = "",
+        hold_ms: int = 0,
+        lease_ms: int = 0,
+        budget_s: float = 0.05,
+    ) -> tuple[int, list[ShardKeys]]:
+        """reap.lua's retention step alone on ``shards`` (those whose housekeeping batch
+        came back full; the other arguments as :meth:`reap`'s): at most ``limit``
+        removals per shard and call, every shard's call in one round trip (a cluster's
+        masters work at once), again while a batch comes back full and ``budget_s`` has
+        not passed. Each call holds Redis briefly, and a backlog goes at the pace the
+        budget allows. Returns how many finished workflows were removed, and the shards
+        still behind (their last batch full). A shard another agent than ``keeper`` looks
+        after is left to it. Raises :class:`NotReplicatedError` after the last round
+        when a call was not acknowledged by enough replicas."""
+        deadline = time.monotonic() + budget_s
+        behind, removed = list(shards), 0
+        short: NotReplicatedError | None = None
+        while behind and time.monotonic() < deadline:
+            batch = self.batch()
+            for shard in behind:
+                args = [*self._common(shard), retention_ms, 0, limit, keeper, hold_ms, lease_ms]
+                batch.add(Call("reap", [shard.agents_live], [*args, 1], _reaped))
+            try:
+                replies = batch.execute()
+            except NotReplicatedError as e:
+                replies, short = e.results, short or e
+            counts: list[int] = []
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+                counts.append(-1 if reply is None else reply[0][3])  # None: another's
+            removed += sum(max(0, n) for n in counts)
+            behind = [shard for shard, n in zip(behind, counts, strict=True) if n >= limit]
+        if short is not None:
+            raise short
+        return removed, behind
 
     def time_out(self, shard: ShardKeys, late: Sequence[TimedOut]) -> int:
         """Fail attempts past their timeout as their agents would report them (complete.lua

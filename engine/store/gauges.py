@@ -43,10 +43,11 @@ class Gauges:
     http: dict[str, int] = field(default_factory=dict)  # P:http counters
 
 
-def read_gauges(reads: Reads) -> Gauges:
-    """Read every gauge of the deployment ``reads`` reads."""
+def read_gauges(reads: Reads, retention_ms: int = 0) -> Gauges:
+    """Read every gauge of the deployment ``reads`` reads (``retention_ms``: the
+    deployment's retention, for the backlog of runs past it)."""
     keys = reads.keys
-    stats = reads.stats()
+    stats = reads.stats(retention_ms)
     pipe = reads.redis.pipeline(transaction=False)
     cluster = is_cluster(reads.redis)  # a cluster pipeline takes keyed commands only
     if not cluster:

@@ -264,6 +264,11 @@ class ShardKeys:
         return f"{self.prefix}:expire"
 
     @property
+    def sweep(self) -> str:
+        """Where the deployment's retention has looked up to, per finished state."""
+        return f"{self.prefix}:sweep"
+
+    @property
     def timers(self) -> str:
         """Suspended wait tasks' timers (engine/waits.py)."""
         return f"{self.prefix}:timers"

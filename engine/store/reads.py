@@ -661,8 +661,10 @@ class Reads:
                     counts[name] = counts.get(name, 0) + int(score)
         return sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
 
-    def stats(self) -> Stats:
-        """Totals of tasks and workflows by state, and queue depth per type."""
+    def stats(self, retention_ms: int = 0) -> Stats:
+        """Totals of tasks and workflows by state, queue depth per type, and the
+        retention backlog (:meth:`retention_backlog`, for the deployment's retention
+        ``retention_ms``)."""
         tasks = {s.value: 0 for s in TaskState}
         workflows = {s.value: 0 for s in WorkflowState}
         pushed_t = pushed_w = 0
@@ -686,7 +688,31 @@ class Reads:
                 pipe.zcard(shard.queue(t))
             for t, n in zip(types, pipe.execute(), strict=True):
                 queued[t] = queued.get(t, 0) + int(n)
-        return Stats(tasks, workflows, pushed_t, pushed_w, queued)
+        backlog = self.retention_backlog(retention_ms)
+        return Stats(tasks, workflows, pushed_t, pushed_w, queued, backlog)
+
+    def retention_backlog(self, retention_ms: int) -> int:
+        """How many finished workflows are past their retention and not removed yet: due
+        in ``P:expire`` (their own), and finished more than ``retention_ms`` ago (the
+        deployment's, 0: keep forever) after where its sweep stopped. Two round trips of
+        O(log n) counts per shard. A run with a retention of its own that has outlived
+        the deployment's too counts in both until housekeeping removes it or steps over
+        it (the sweep's mark moves past it)."""
+        shards = self.keys.all_shards()
+        now = int(self.server_time() * 1000)
+        marks: list[list[str | None]] = [[None] * len(FINISHED_STATES)] * len(shards)
+        if retention_ms > 0:
+            pipe = self.redis.pipeline(transaction=False)
+            for shard in shards:
+                pipe.hmget(shard.sweep, list(FINISHED_STATES))
+            marks = pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        for shard, mark in zip(shards, marks, strict=True):
+            pipe.zcount(shard.expire, "-inf", now)
+            if retention_ms > 0:
+                for state, since in zip(FINISHED_STATES, mark, strict=True):
+                    pipe.zcount(shard.by_state(state), since or "-inf", now - retention_ms)
+        return sum(int(n) for n in pipe.execute())
 
     def agents(self) -> builtins.list[AgentInfo]:
         """Every agent known, once, with liveness from its heartbeat age and lease.

@@ -107,6 +107,7 @@ LIB = (
     "claim_row",
     "housekeeping",
     "operator",
+    "retention",
     "outcomes",
     "push",
     "calls",

@@ -2,7 +2,8 @@
 --  1. agents whose lease expired: their running tasks go back to ready (or fail after
 --     too many lost leases), the agent is marked dead;
 --  2. retries whose backoff is over go to their queues;
---  3. finished workflows older than the retention period (or their own) are cleaned up;
+--  3. finished workflows older than the retention period (or their own) are cleaned up,
+--     at most ARGV[5] a call (lib/retention.lua);
 --  4. agents not seen for a day are forgotten;
 --  5. attempts past their task's timeout are returned, for the caller to fail (timed_out).
 -- KEYS[1]  P:agents:live
@@ -12,7 +13,10 @@
 --         housekeeping is its own for that long (P:hk), renewed by each of its calls, and
 --         a call by another agent meanwhile does nothing and returns {-1}: each shard is
 --         looked after by one agent at a time, not by every agent;
--- ARGV[8] the asking agent's lease ms (absent: none; see lease_clock in lib/lease.lua).
+-- ARGV[8] the asking agent's lease ms (absent: none; see lease_clock in lib/lease.lua);
+-- ARGV[9] "1": step 3 only, for a shard whose last batch was full (Engine.maintain calls
+--         again while its batches come back full, within a time budget: a backlog goes
+--         in calls that each hold Redis briefly).
 -- Returns {agents reaped, tasks requeued, retries promoted, workflows cleaned, {timed out
 -- attempts: {wid, idx, attempt, agent, timeout ms}...}}.
 local keeper = ARGV[6] or ''
@@ -29,6 +33,11 @@ end
 local retention = tonumber(ARGV[3])
 local max_lost = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
+if ARGV[9] == '1' then
+  local cleaned = sweep_retention(retention, limit)
+  flush()
+  return {0, 0, 0, cleaned, {}}
+end
 local reaped, requeued, cleaned = 0, 0, 0
 for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT', 0, 100)) do
   each_held(agent, function(member, wid, i, wk, f, t)
@@ -79,42 +88,9 @@ for _, agent in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT'
 end
 local promoted = promote_due(1000) + start_due(1000)
 end_late(limit)
--- Workflows with a retention of their own go when it ends (one retried since is running
--- again: it is put back when it ends again).
-for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_EXPIRE, '-inf', NOW, 'LIMIT', 0, limit)) do
-  local st = redis.call('HGET', wkey(wid), F_STATE)
-  if st == 'succeeded' or st == 'failed' or st == 'cancelled' then
-    remove_workflow(wid, wkey(wid), st)
-    cleaned = cleaned + 1
-  else
-    redis.call('ZREM', K_EXPIRE, wid)
-  end
-end
--- The deployment's retention, for the others: the finished workflows of each state in
--- the order they finished, from where the last sweep stopped (those kept longer stay
--- behind it, and are not read again).
-if retention > 0 then
-  for _, st in ipairs({'succeeded', 'failed', 'cancelled'}) do
-    local from = redis.call('HGET', K_SWEEP, st) or '-inf'
-    local skip, mark = 0, nil
-    for _ = 1, 10 do
-      local old = redis.call('ZRANGEBYSCORE', k_state(st), from, NOW - retention,
-        'WITHSCORES', 'LIMIT', skip, limit)
-      for n = 1, #old, 2 do
-        local wid = old[n]
-        if redis.call('ZSCORE', K_EXPIRE, wid) then
-          skip = skip + 1
-        else
-          remove_workflow(wid, wkey(wid), st)
-          cleaned = cleaned + 1
-        end
-        mark = old[n + 1]
-      end
-      if #old < 2 * limit or cleaned >= limit then break end
-    end
-    if mark and skip > 0 then redis.call('HSET', K_SWEEP, st, mark) end
-  end
-end
+-- Finished workflows past their retention, a batch (lib/retention.lua): a full one says
+-- more are due, and Engine.maintain goes on with sweep.lua
+cleaned = sweep_retention(retention, limit)
 for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do
   if not redis.call('ZSCORE', KEYS[1], agent) then
     redis.call('ZREM', K_AGENTS_SEEN, agent)
