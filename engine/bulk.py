@@ -115,6 +115,32 @@ def select(engine: Engine, flt: Filter, limit: int = MAX_SELECTED) -> Selection:
     return Selection(ids, matched)
 
 
+def check_known(engine: Engine, flt: Filter) -> None:
+    """Raise :class:`NotFoundError` when ``flt`` names a template or a workflow name that
+    nothing known has (no template of that name nor any run of one kept; no workflow of
+    that name kept): a typo, not a filter that happens to match nothing now. Meant for a
+    selection that came back empty (two reads at most)."""
+    if flt.template is not None and not _template_known(engine, flt.template):
+        raise NotFoundError(
+            f"template {flt.template!r} matches nothing known: no template has that name "
+            "and no run of one is kept"
+        )
+    if flt.name is not None and not engine.count(name=flt.name):
+        raise NotFoundError(
+            f"name {flt.name!r} matches nothing known: no workflow of that name is kept"
+        )
+
+
+def _template_known(engine: Engine, name: str) -> bool:
+    if engine.count(template=name):
+        return True
+    try:
+        engine.template(name)
+    except NotFoundError:
+        return False
+    return True
+
+
 def _count(engine: Engine, flt: Filter) -> int:
     return engine.count(
         flt.state, flt.name, flt.template, flt.created_after, flt.created_before

@@ -126,6 +126,34 @@ def test_a_filter_needs_yes_without_a_terminal(engine: Engine, cli_env: dict[str
     assert (none.returncode, none.stdout) == (0, "no workflow matches: nothing to cancel\n")
 
 
+def test_a_filter_naming_nothing_known_is_refused(engine: Engine, cli_env: dict[str, str]) -> None:
+    """A template or name nothing has (a typo) matches nothing known: exit 2 and HTTP 404,
+    in one line; a known one that matches nothing now still says so, exit 0 / 200. A
+    template with no run yet, and one removed whose runs are kept, are known."""
+    runs = seeded(engine)
+    for args, says in (
+        (["--template", "nigthly"], "template 'nigthly' matches nothing known"),
+        (["--name", "ohter", "--state", "failed"], "name 'ohter' matches nothing known"),
+        (["--template", "nightly", "--name", "ohter"], "name 'ohter' matches nothing known"),
+    ):
+        r = cli("retry", *args, "--yes", env=cli_env)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stdout == ""
+        assert r.stderr.strip().splitlines() == [f"redisflow: {says}: " + (
+            "no template has that name and no run of one is kept" if "template" in says
+            else "no workflow of that name is kept"
+        )]  # fmt: skip
+    none = cli("retry", "--name", "other", "--state", "failed", "--yes", env=cli_env)
+    assert (none.returncode, none.stdout) == (0, "no workflow matches: nothing to retry\n")
+    engine.put_template(NIGHTLY.replace("nightly", "fresh"))  # known, no run yet
+    none = cli("cancel", "--template", "fresh", "--yes", env=cli_env)
+    assert (none.returncode, none.stdout) == (0, "no workflow matches: nothing to cancel\n")
+    engine.remove_template("nightly")  # gone, its runs kept: still known
+    none = cli("cancel", "--template", "nightly", "--state", "paused", "--yes", env=cli_env)
+    assert (none.returncode, none.stdout) == (0, "no workflow matches: nothing to cancel\n")
+    assert all(engine.state(w) == WorkflowState.FAILED for w in runs["failed"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -209,6 +237,23 @@ def test_http_bulk_by_ids_names_the_refused(engine: Engine, api: httpx.Client) -
             "scheduled or queued workflow can be cancelled",
         }
     ]
+
+
+def test_http_bulk_filter_naming_nothing_known_is_404(engine: Engine, api: httpx.Client) -> None:
+    seeded(engine)
+    for flt, says in (
+        ({"template": "nigthly"}, "template 'nigthly' matches nothing known"),
+        ({"name": "ohter", "state": "failed"}, "name 'ohter' matches nothing known"),
+    ):
+        for extra in ({"dry_run": True}, {"expect": 0}):
+            r = api.post("/v1/bulk", json={"action": "retry", "filter": flt, **extra})
+            assert r.status_code == 404, r.text
+            assert r.json()["error"].startswith(says)
+    known = api.post(
+        "/v1/bulk", json={"action": "retry", "filter": {"name": "other", "state": "failed"},
+                          "expect": 0},
+    )  # fmt: skip
+    assert known.status_code == 200 and known.json()["selected"] == 0
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,7 @@ def run_bulk(engine: Engine, args: argparse.Namespace, action: str) -> int:
         flt = _filter(engine, args)
         chosen = bulk.select(engine, flt, args.max)
         if not chosen.ids:
+            bulk.check_known(engine, flt)  # a template or name nothing has: exit 2
             return _answer(bulk.Report(action), chosen, flt, args)
         if not _confirm(action, chosen, args):
             print(f"nothing done: {action} not confirmed", file=sys.stderr)

@@ -122,6 +122,8 @@ async def bulk_action(api: Api, request: Request) -> Response:
         chosen = bulk.Selection(ids, len(ids))
     else:
         chosen = await run_in_threadpool(bulk.select, engine, req["filter"], req["limit"])
+        if not chosen.ids:  # a template or name nothing has: 404
+            await run_in_threadpool(bulk.check_known, engine, req["filter"])
     answer: dict[str, Any] = {
         "action": action,
         "dry_run": req["dry_run"],
@@ -217,6 +219,11 @@ def openapi_paths(common: dict[str, Any], write: dict[str, Any]) -> dict[str, An
                         **error,
                         "description": "a bad body: ids and a filter, neither, a filter "
                         "without expect, a bad state or time",
+                    },
+                    "404": {
+                        **error,
+                        "description": "a filter naming a template or name nothing known "
+                        "has (no such template, no run of it or workflow of that name kept)",
                     },
                     "409": {**error, "description": "not the expected count: nothing done"},
                     "413": {**error, "description": "body over the payload limit"},
