@@ -110,7 +110,9 @@ class Capture:
             text = self._partial.pop(source, "") + text
             parts = text.split("\n")
             if parts[-1]:
-                self._partial[source] = parts[-1]
+                # a line is kept cut to MAX_LINE: a handler writing without a newline
+                # grows nothing past that (one character more keeps a trailing \r apart)
+                self._partial[source] = parts[-1][: MAX_LINE + 1]
             for line in parts[:-1]:
                 self._add(source, line)
 

@@ -150,6 +150,25 @@ def test_an_attempt_keeps_its_cap_and_says_so(
     assert len(lines) == 6 and "7 more line(s) dropped" in lines[5].text
 
 
+def test_a_line_without_an_end_is_held_cut(engine: Engine) -> None:
+    """A handler writing megabytes with no newline grows the agent by a line's cap only,
+    and the line is kept cut, as every long line is."""
+    held: list[int] = []
+
+    def handle(task: Task) -> None:
+        for _ in range(2000):
+            sys.stdout.write("x" * 1000)  # 2 MB, never a newline
+            capture = tasklogs.current()
+            assert capture is not None
+            held.append(max(len(p) for p in capture._partial.values()))
+
+    wid = engine.push(chain("a"))
+    run_agent(engine, {"": handle})
+    assert held and max(held) <= tasklogs.MAX_LINE + 1
+    lines, _ = read_logs(engine, wid)
+    assert [(x.source, x.text) for x in lines] == [("stdout", "x" * tasklogs.MAX_LINE)]
+
+
 def test_the_budget_refuses_and_removal_gives_it_back(engine: Engine) -> None:
     wid = engine.push(chain("a"))
     run_agent(engine, {"": lambda t: print("x" * 100)}, log_budget=50)
