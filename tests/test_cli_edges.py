@@ -63,6 +63,7 @@ def test_another_protocol_on_the_port_is_one_line_exit_3(http_port: int) -> None
     assert f"cannot reach Redis at {url}" in err and "not the Redis protocol" in err
 
 
+@pytest.mark.single_redis  # a cluster has one database: its URLs name none
 def test_a_database_redis_does_not_have_is_one_line_exit_3(redis_url: str) -> None:
     """``redis://HOST:PORT/99`` on a server with 16 databases: the CLI, an agent, the HTTP
     server (one process or workers) and the console each say so in one line, exit 3."""
