@@ -48,7 +48,7 @@ $(VENV)/.docs-installed: $(BIN)/redisflow
 	touch $@
 
 docs: $(VENV)/.docs-installed
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(BIN)/redisflow
 	$(BIN)/redisflow-demo --shape fan10 --workflows 10000 --agents 2

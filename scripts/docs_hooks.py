@@ -163,7 +163,8 @@ def _operation(path: str, method: str, op: dict[str, Any]) -> list[str]:
     if body:
         media = body.get("content", {})
         kinds = ", ".join(f"`{m}` {_schema_name(v.get('schema'))}" for m, v in media.items())
-        out += [f"Body: {kinds}. {_cell(body.get('description', ''))}", ""]
+        what = _cell(body.get("description", ""))
+        out += [f"Body: {kinds}" + (f": {what}" if what else ""), ""]
     responses = op.get("responses", {})
     if responses:
         out += ["| status | what | body |", "|---|---|---|"]
