@@ -2,12 +2,13 @@
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
 #   make test   installs into .venv (redis-server included) and runs the whole suite
 #   make test-cluster  the Redis-semantics suite again on a local 3-master Redis Cluster
+#   make docs   builds the docs site (mkdocs, strict: a broken link fails it) into site/
 #   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-cluster chaos lint bench screenshots clean
+.PHONY: demo test test-cluster chaos docs lint bench screenshots clean
 
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,6 +41,15 @@ test-cluster: $(BIN)/redisflow
 chaos: $(BIN)/redisflow
 	RF_CHAOS_LONG=1 $(BIN)/python -m pytest -q -s tests/test_chaos.py -k long
 
+# The docs extra (and http's, for the API reference generated from the server's OpenAPI
+# document) on top of the venv's, once per change of pyproject.toml.
+$(VENV)/.docs-installed: $(BIN)/redisflow
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[docs,http]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(BIN)/redisflow
 	$(BIN)/redisflow-demo --shape fan10 --workflows 10000 --agents 2
 
@@ -50,4 +60,4 @@ screenshots: $(BIN)/redisflow
 	$(BIN)/python scripts/screenshot_observability.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

@@ -820,7 +820,7 @@ class Engine:
         self, wid: str | int | None, ttl: float | None, *, key: str | None = None
     ) -> float | None:
         """Change a workflow's own retention: keep it ``ttl`` seconds, or (``None`` or
-        ``-1``, gush's ``expire_workflow(wf, -1)``) until it is cleaned up by hand.
+        ``-1``) until it is cleaned up by hand.
 
         A finished workflow is kept that long from now; one not finished yet keeps it for
         when it ends. Returns when a finished workflow goes (epoch seconds), ``None`` when
@@ -1108,7 +1108,7 @@ class Engine:
     ) -> EventListener:
         """Register callbacks for workflows that succeed (``complete``) or fail.
 
-        This is seed 000's ``WorkflowComplete`` / ``WorkflowFailed``. Close the returned
+        As redis.workflow's ``WorkflowComplete`` / ``WorkflowFailed``. Close the returned
         listener to stop.
         """
         return waiting.on_workflow_finished(self.store, complete, failed)

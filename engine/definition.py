@@ -89,9 +89,9 @@ class TaskDef:
             changes the workflow's result; without ``after``, after every leaf task.
         timeout: seconds an attempt may run; past it the engine fails the attempt (and
             retries it per ``max_attempts``) whatever its agent does.
-        delay: seconds it waits, once its parents allow it to run, before it is ready
-            (gush's ``wait``); a root waits that long after the workflow starts.
-        before: names of tasks that run after this one (gush's ``before:``): ``a`` before
+        delay: seconds it waits, once its parents allow it to run, before it is ready;
+            a root waits that long after the workflow starts.
+        before: names of tasks that run after this one: ``a`` before
             ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
         when: a condition (CEL over ``input``, ``parents.<name>.output`` / ``.state``,
             ``run.id``): once its rule lets it run, it runs only if this is true, else it

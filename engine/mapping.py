@@ -4,7 +4,7 @@
 under ``sections`` in ``split``'s output (``map=split`` when the output is itself a list);
 each item gets its element as ``task.item``. A child of ``count`` is its gather: it runs
 when every item has ended and gets the items' outputs, in item order, as ``count``'s
-output. Semantics (see the README's "Fan-out over data" section):
+output. Semantics (see docs/maps.md):
 
 * an empty list: ``on_empty="succeed"`` (the default: output ``[]``, the gather runs),
   ``"skip"`` (the map and what depends on it are skipped; the workflow can still
