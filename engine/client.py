@@ -1,7 +1,7 @@
 """The client API: push, steer and read workflows.
 
 Every Redis call goes through :class:`engine.store.Store`; live events, listening and
-waiting are :mod:`engine.events` and :mod:`engine.waiting`.
+waiting are :mod:`engine.runtime.events` and :mod:`engine.runtime.run_waiting`.
 """
 
 from __future__ import annotations
@@ -19,32 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import waiting
-from .child_runs import (
-    MAX_DEPTH,
-    MAX_DESCENDANTS,
-    cascade_to,
-    check_templates,
-    child_key,
-    cycle_of,
-)
-from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
-from .definition import plan as plan_workflow
-from .embedded import EmbeddedRedis, url_from_env
-from .errors import (
-    DefinitionError,
-    NoDatabaseError,
-    NotFoundError,
-    NotReplicatedError,
-    PartialWriteError,
-    StateError,
-    UnreachableError,
-    no_such_task,
-)
-from .events import EventListener
-from .flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
-from .loader import load_text
-from .model import (
+from engine.connect.embedded import EmbeddedRedis, url_from_env
+from engine.connect.urls import close_client
+from engine.core.model import (
     AgentInfo,
     Event,
     ItemStatus,
@@ -55,22 +32,47 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
-from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
-from .retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
-from .rules import Plan
-from .schemas import check_input
+from engine.core.rules import Plan
+from engine.core.timing import start_delay_ms
+from engine.runtime import run_waiting as waiting
+from engine.runtime.child_runs import (
+    MAX_DEPTH,
+    MAX_DESCENDANTS,
+    cascade_to,
+    check_templates,
+    child_key,
+    cycle_of,
+)
+from engine.runtime.events import EventListener
+from engine.runtime.retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
+from engine.spec.definition import plan as plan_workflow
+from engine.spec.flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
+from engine.spec.loader import load_text
+from engine.spec.rate_limits import RateLimit, rate_keys, rate_limit_from, task_types
+from engine.spec.schemas import check_input
+from engine.spec.wait_tasks import SignalResult
+
+from .errors import (
+    DefinitionError,
+    NoDatabaseError,
+    NotFoundError,
+    NotReplicatedError,
+    PartialWriteError,
+    StateError,
+    UnreachableError,
+    no_such_task,
+)
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
 from .store.layout import resolve as resolve_layout
 from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
-from .timing import start_delay_ms
-from .urls import close_client
-from .waits import SignalResult
 
 if TYPE_CHECKING:
-    from .history import Timeline
+    from engine.runtime.history import Timeline
+
     from .schedules import PreviewTick, ScheduleInfo, ScheduleSpec
     from .store.gauges import Gauges
     from .store.keys import ShardKeys
@@ -166,7 +168,7 @@ class Engine:
                 f"max_descendants must be a whole number from 1, not {show_value(max_descendants)}"
             )
         # the most child runs (children, theirs...) one run may have under it: the wait
-        # keeper's bound when it starts one (engine.child_runs)
+        # keeper's bound when it starts one (engine.runtime.child_runs)
         self.max_descendants = max_descendants
         self.event_cap = event_cap
         self.retention_s = retention_s
@@ -198,7 +200,7 @@ class Engine:
 
         ``max_descendants`` (option, default 10,000): the most child runs (children,
         theirs, ...) one run may have under it when this engine's wait keeper starts
-        them (:mod:`engine.child_runs`).
+        them (:mod:`engine.runtime.child_runs`).
 
         ``wait_replicas`` (option, default 0): after every state change (each script
         call or batch), wait for that many replicas to acknowledge it, up to
@@ -207,14 +209,14 @@ class Engine:
 
         Every reply is waited for at most ``REDISFLOW_TIMEOUT`` seconds (default 10; with
         ``wait_replicas``, at least ``wait_timeout_ms`` plus 5 s), with TCP keepalive on
-        (:func:`engine.urls.connection_defaults`): a frozen Redis raises
+        (:func:`engine.connect.urls.connection_defaults`): a frozen Redis raises
         ``redis.TimeoutError`` rather than hanging a call.
 
         Raises :class:`UnreachableError` when Redis does not answer,
         :class:`NoDatabaseError` when it has no database of the URL's number, and
-        :class:`DefinitionError` for a malformed URL (:func:`engine.urls.parse_url`).
+        :class:`DefinitionError` for a malformed URL (:func:`engine.connect.urls.parse_url`).
         """
-        from .urls import (
+        from engine.connect.urls import (
             URLError,
             missing_database,
             not_redis,
@@ -274,8 +276,8 @@ class Engine:
     @property
     def url(self) -> str:
         """Where this handle connects, fit to print (password as ***). The full URL, to
-        hand to another process, is :func:`engine.urls.url_of` of :attr:`redis`."""
-        from .urls import redact, url_of
+        hand to another process, is :func:`engine.connect.urls.url_of` of :attr:`redis`."""
+        from engine.connect.urls import redact, url_of
 
         return redact(url_of(self.redis))
 
@@ -340,7 +342,7 @@ class Engine:
         ``key`` makes the push idempotent: while a workflow pushed with the same key
         exists (until it is cleaned up), pushing again returns its id and writes nothing.
         Keys starting with ``child:`` or ``trigger:`` are the engine's own
-        (:data:`engine.flow.RESERVED_KEY_PREFIXES`): refused (:class:`DefinitionError`).
+        (:data:`engine.spec.flow.RESERVED_KEY_PREFIXES`): refused (:class:`DefinitionError`).
         """
         return self.push_runs(
             [RunRequest(wf, input, key=key)], start_in=start_in, start_at=start_at
@@ -638,7 +640,7 @@ class Engine:
         the same key is returned (``existing``) and nothing is written. The run records
         its template and version (``list(template=name)``). ``parent``, ``depth`` and
         ``root``: a child run's parent task, nesting and the run at the top of its tree
-        (:mod:`engine.child_runs` sets them)."""
+        (:mod:`engine.runtime.child_runs` sets them)."""
         compiled, v = self.compile_template(name, version)
         pushed = self.push_runs(
             [
@@ -671,7 +673,7 @@ class Engine:
         limit of their own (a task's ``rate_limit`` or its workflow's ``rate_limits``
         come first). Checked first (:class:`DefinitionError`: nothing written).
         """
-        from .definition import check_name
+        from engine.spec.definition import check_name
 
         check_name(task_type, "rate limit: task type", None, empty=True)
         r = rate_limit_from(
@@ -720,7 +722,7 @@ class Engine:
         return self._steer("cancel", self._wid(wid, key))
 
     def _steer(self, op: str, wid: str | int) -> int:
-        """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.child_runs`),
+        """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.runtime.child_runs`),
         whose links a cleanup reads first (it deletes them)."""
         kids = self._children_before_cleanup(wid) if op == "cleanup" else None
         count = getattr(self.store, op)(wid, self.actor)
@@ -762,7 +764,7 @@ class Engine:
         finished one, one with no task waiting for ``name`` or whose waits for it all
         ended, or one whose kept signals are at their limit; :class:`DefinitionError` for
         a bad name or payload (nothing written)."""
-        from .signals import send
+        from engine.runtime.signals import send
 
         return send(
             self, self._wid(wid, key), name, payload,
@@ -936,7 +938,7 @@ class Engine:
             except NotReplicatedError as e:
                 short = short or e
         if waits:  # wait tasks reached, timers due, child runs
-            from .wait_keeper import WaitKeeper
+            from engine.runtime.wait_keeper import WaitKeeper
 
             try:
                 WaitKeeper(self).step()
@@ -952,7 +954,7 @@ class Engine:
         """What is wrong with the server's settings for redisflow, one line each: an
         eviction policy other than ``noeviction`` (evicted keys are lost workflows), memory
         near ``maxmemory``. Agents print these at start; the console shows them."""
-        from .health import server_warnings
+        from engine.connect.health import server_warnings
 
         return server_warnings(self.redis)
 
@@ -1072,7 +1074,7 @@ class Engine:
         finishes and reports what it runs, and leaves (its process exits). Raises
         :class:`NotFoundError` for an agent no shard knows, :class:`StateError` for one
         not live (stopped, or dead: its lease expired)."""
-        from .agent_ops import drain
+        from engine.runtime.agent_ops import drain
 
         drain(self, agent_id)
 
@@ -1082,8 +1084,8 @@ class Engine:
         return self.store.events(count)
 
     def timeline(self, wid: str | int) -> Timeline:
-        """Workflow ``wid``'s task attempts over time (see :mod:`engine.history`)."""
-        from .history import timeline
+        """Workflow ``wid``'s task attempts over time (see :mod:`engine.runtime.history`)."""
+        from engine.runtime.history import timeline
 
         return timeline(self.store, wid)
 
@@ -1095,7 +1097,7 @@ class Engine:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
         return self.store.events_after(last_ids, block_ms)
 
-    # -- listening and waiting (engine.events, engine.waiting) --------------------------
+    # -- listening and waiting (engine.runtime.events, engine.runtime.run_waiting) ---------
 
     def listen(self, callback: Callable[[Event], None]) -> EventListener:
         """Call ``callback`` for every live event, from a background thread, until closed."""

@@ -13,10 +13,11 @@ import pytest
 from engine_helpers import cli, run_agent
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
-from engine import Engine, Task, Workflow, bulk
+from engine import Engine, Task, Workflow
 from engine.cli import main as cli_main
+from engine.core.model import WorkflowState
 from engine.errors import DefinitionError
-from engine.model import WorkflowState
+from engine.ops import bulk
 
 NIGHTLY = "name: nightly\ntasks:\n  - name: load\n    type: load\n"
 

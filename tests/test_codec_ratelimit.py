@@ -9,7 +9,7 @@ import pytest
 from lua_helpers import run_lua
 
 from engine import Engine
-from engine.ratelimit import RateLimit, encode_spec
+from engine.spec.rate_limits import RateLimit, encode_spec
 from engine.store.keys import bucket_id
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..rollups import metric_families
+from engine.runtime.rollups import metric_families
 
 if TYPE_CHECKING:
     from ..client import Engine

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..definition import MAX_NAME
+from engine.spec.definition import MAX_NAME
+
 from ..schedules.spec import CATCHUP, OVERLAP
 from ..store.triggers import AUTH_SCHEMES
 from .stream import CURSOR_PATTERN, MAX_CURSOR

@@ -1,6 +1,6 @@
 """Reads of a deployment's state: every plain (non-script) Redis read the engine makes.
 
-Replies come back decoded into the engine's records (:mod:`engine.model`); the formats
+Replies come back decoded into the engine's records (:mod:`engine.core.model`); the formats
 are :mod:`.codec`'s. Definitions never change, so they are cached between reads.
 """
 
@@ -18,8 +18,7 @@ from typing import Any, TypeAlias, cast
 import redis
 from redis.typing import KeyT, StreamIdT
 
-from ..errors import NotFoundError
-from ..model import (
+from engine.core.model import (
     ITEM_STATES,
     AgentInfo,
     AgentState,
@@ -32,7 +31,9 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
-from ..urls import block_slice_ms
+from engine.store.blocking import block_slice_ms
+
+from ..errors import NotFoundError
 from . import by_time
 from .channels import ShardedPubSub
 from .codec import (

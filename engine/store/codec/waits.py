@@ -23,7 +23,7 @@ def wait_due_ms(spec: dict[str, Any], ct_ms: int, ready_ms: int) -> int | None:
 
 
 def wait_status(raw: str, ct_ms: int, ready: str, state: str) -> dict[str, Any]:
-    """What a wait task waits for, in seconds, for :class:`~engine.model.TaskStatus`;
+    """What a wait task waits for, in seconds, for :class:`~engine.core.model.TaskStatus`;
     ``due`` (epoch seconds) while it is suspended and has a timer."""
     spec = json.loads(raw)
     out: dict[str, Any] = {}
