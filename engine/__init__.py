@@ -25,6 +25,8 @@ from engine.runtime.agent import Agent
 from engine.runtime.handlers import (
     exec_handler,
     import_handler,
+    manager_handler,
+    manager_message,
     seed002_handler,
     seed002_message,
 )
@@ -79,6 +81,8 @@ __all__ = [
     "import_handler",
     "load_file",
     "load_text",
+    "manager_handler",
+    "manager_message",
     "seed002_handler",
     "seed002_message",
 ]

@@ -6,7 +6,6 @@ waiting are :mod:`engine.runtime.events` and :mod:`engine.runtime.run_waiting`.
 
 from __future__ import annotations
 
-import builtins
 import functools
 import getpass
 import itertools
@@ -96,12 +95,12 @@ class _RanNothing(Exception):
     """A push batch some call of which a server answered without running it (a cluster
     shard failing over): sent again while time is left (``Engine._send_push``)."""
 
-    def __init__(self, results: builtins.list[Any]) -> None:
+    def __init__(self, results: list[Any]) -> None:
         super().__init__("a call was answered by a server that ran nothing")
         self.results = results
 
 
-def _span(ids: builtins.list[str]) -> str:
+def _span(ids: list[str]) -> str:
     """A list of ids in a message: all of a few, else the first and last."""
     return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} ... {ids[-1]}"
 
@@ -316,7 +315,7 @@ class Engine:
             found = limits[types] = self._type_limits(list(types))
         return compile_workflow(wf, self.max_payload, type_limits=found)
 
-    def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
+    def _type_limits(self, types: list[str]) -> dict[str, RateLimit]:
         """The deployment's rate limits of ``types``, read again while Redis is unreachable
         (up to ``push_retry_s``, as a push's calls are sent)."""
         return patiently(lambda: self.store.rate_limits.of_types(types), self.push_retry_s)
@@ -355,7 +354,7 @@ class Engine:
         *,
         start_in: float | None = None,
         start_at: datetime | None = None,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Validate every workflow (and input) first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
@@ -371,7 +370,7 @@ class Engine:
         lost is not applied twice. ``start_in`` / ``start_at``: as :meth:`push`.
         """
         workflows = list(workflows)
-        values: builtins.list[Any] = [None] * len(workflows)
+        values: list[Any] = [None] * len(workflows)
         if inputs is not None:
             values = list(inputs)
             if len(values) != len(workflows):
@@ -391,7 +390,7 @@ class Engine:
         *,
         start_in: float | None = None,
         start_at: datetime | None = None,
-    ) -> builtins.list[Pushed]:
+    ) -> list[Pushed]:
         """:meth:`push_many` for runs that carry their own options (idempotency key,
         template): one :class:`Pushed` each, in order, saying whether it already existed.
 
@@ -404,8 +403,8 @@ class Engine:
         """
         later_ms = start_delay_ms(start_in, start_at)
         seen: dict[int, CompiledWorkflow] = {}
-        rows: builtins.list[tuple[CompiledWorkflow, str, str]] = []
-        routes: builtins.list[str | None] = []
+        rows: list[tuple[CompiledWorkflow, str, str]] = []
+        routes: list[str | None] = []
         checked: set[str] = set()  # definitions whose child templates exist
         limits: dict[tuple[str, ...], dict[str, RateLimit]] = {}
         for run in runs:
@@ -422,7 +421,7 @@ class Engine:
             if c.runs and c.digest not in checked:
                 check_templates(self, c)
                 checked.add(c.digest)
-            gates: builtins.list[tuple[str, int]] = []
+            gates: list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
             gates += run.gates
@@ -440,10 +439,10 @@ class Engine:
             )  # fmt: skip
             rows.append((c, text, options))
             routes.append(gates[0][0] if gates else run.key)
-        out: builtins.list[Pushed | None] = [None] * len(rows)
-        calls: builtins.list[tuple[builtins.list[int], Call[Any]]] = []
+        out: list[Pushed | None] = [None] * len(rows)
+        calls: list[tuple[list[int], Call[Any]]] = []
         # runs without a route go round robin over the shards, one workflow at a time
-        routed: dict[int, builtins.list[int]] = {}
+        routed: dict[int, list[int]] = {}
         shards = self.keys.shards
         for n, r in enumerate(routes):
             shard_no = self.keys.shard_for(r) if r is not None else next(self._rr) % shards
@@ -462,9 +461,9 @@ class Engine:
                 )
                 calls.append((part, call))
                 start = end
-        unconfirmed: builtins.list[int] = []  # runs whose WAIT fell short
-        failed: builtins.list[int] = []  # runs refused, or not sent after a refusal
-        unknown: builtins.list[int] = []  # runs whose call got no reply: maybe written
+        unconfirmed: list[int] = []  # runs whose WAIT fell short
+        failed: list[int] = []  # runs refused, or not sent after a refusal
+        unknown: list[int] = []  # runs whose call got no reply: maybe written
         cause: BaseException | None = None
         # Each call is atomic, the calls together are not: once one is refused no more are
         # sent, and what the others wrote is reported exactly (PartialWriteError).
@@ -504,17 +503,17 @@ class Engine:
                 f"than {self.wait_replicas} replica(s) in time (ids {_span(ids)}): they "
                 "exist, but a failover now could lose them; push them again with an "
                 "idempotency key to be sure",
-                builtins.list(pushed),
+                list(pushed),
                 sorted(unconfirmed),
             )
         return pushed
 
     def _partly_pushed(
         self,
-        out: builtins.list[Pushed | None],
-        failed: builtins.list[int],
-        unknown: builtins.list[int],
-        unconfirmed: builtins.list[int],
+        out: list[Pushed | None],
+        failed: list[int],
+        unknown: list[int],
+        unconfirmed: list[int],
         cause: BaseException,
     ) -> BaseException:
         """The error of a push stopped by ``cause``: the cause itself when nothing was
@@ -529,7 +528,7 @@ class Engine:
         return PartialWriteError(
             f"{len(ids)} of {len(out)} workflow(s) were pushed (ids {_span(ids)}), {rest}"
             f"{short}: {cause}",
-            done=builtins.list(out),
+            done=list(out),
             stored_ids=ids,
             failed=failed,
             cause=cause,
@@ -537,13 +536,13 @@ class Engine:
             unconfirmed=sorted(unconfirmed),
         )
 
-    def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
+    def _send_push(self, batch: ScriptBatch) -> list[Any]:
         """Run a batch of push calls, sending it again for up to ``push_retry_s`` while
         Redis is unreachable or some call was answered by a server that ran nothing (a
         cluster shard failing over); past that, the replies as they are. The calls that
         did run reply as they first did when sent again: each carries its push token."""
 
-        def send() -> builtins.list[Any]:
+        def send() -> list[Any]:
             results = batch.execute()
             if any(isinstance(r, NOT_RUN_REPLIES) for r in results):
                 raise _RanNothing(results)
@@ -586,7 +585,7 @@ class Engine:
             )
         return info
 
-    def templates(self) -> builtins.list[TemplateInfo]:
+    def templates(self) -> list[TemplateInfo]:
         """Every template's latest version (without its text), by name."""
         return self.store.templates.all()
 
@@ -731,7 +730,7 @@ class Engine:
             cascade_to(self, kids, op)
         return int(count or 0)
 
-    def _children_before_cleanup(self, wid: str | int) -> builtins.list[str]:
+    def _children_before_cleanup(self, wid: str | int) -> list[str]:
         # a user who may not read them may not clean up either: the script says so
         try:
             return self.store.children_of(wid)
@@ -883,7 +882,7 @@ class Engine:
         lease_s: float = 0.0,
         waits: bool = True,
         sweep_s: float = SWEEP_S,
-    ) -> builtins.list[int]:
+    ) -> list[int]:
         """One round of housekeeping on every shard (see ``reap.lua``, and with ``waits``
         a pass of the wait keeper: wait tasks reached, timers due, child runs; an agent,
         which runs a keeper of its own, leaves it out); agents call this
@@ -897,7 +896,7 @@ class Engine:
         Returns [agents reaped, tasks requeued, retries promoted, workflows cleaned,
         shards still behind (call again soon)]."""
         totals = [0, 0, 0, 0]
-        behind: builtins.list[ShardKeys] = []
+        behind: list[ShardKeys] = []
         retention_ms = int(self.retention_s * 1000)
         hold_ms = int(hold_s * 1000)
         lease_ms = int(lease_s * 1000)
@@ -918,7 +917,7 @@ class Engine:
                 behind.append(shard)
             # attempts past their task's timeout fail as their agents would; maps whose
             # expansion the agent that began it did not finish are expanded
-            steps: builtins.list[Callable[[], int]] = (
+            steps: list[Callable[[], int]] = (
                 [functools.partial(self.store.time_out, shard, late)] if late else []
             )
             steps.append(
@@ -950,7 +949,7 @@ class Engine:
 
     # -- reading ------------------------------------------------------------------------
 
-    def server_warnings(self) -> builtins.list[str]:
+    def server_warnings(self) -> list[str]:
         """What is wrong with the server's settings for redisflow, one line each: an
         eviction policy other than ``noeviction`` (evicted keys are lost workflows), memory
         near ``maxmemory``. Agents print these at start; the console shows them."""
@@ -978,7 +977,7 @@ class Engine:
         offset: int = 0,
         limit: int = 50,
         state: str | None = None,
-    ) -> builtins.list[ItemStatus]:
+    ) -> list[ItemStatus]:
         """A page of the items of map ``task_name``, by item index; with ``state``, only
         the items in that state (``failed`` reads the failed set: cheap at any size).
 
@@ -989,7 +988,7 @@ class Engine:
 
     def map_outputs(
         self, wid: str | int, task_name: str, offset: int = 0, limit: int = 1000
-    ) -> builtins.list[Any]:
+    ) -> list[Any]:
         """The outputs of map ``task_name``'s items from ``offset``, in item order
         (``None`` for a failed item): a map of more than 10,000 items gives its gather a
         handle, ``{"map": index, "items": n, "workflow": wid}``, to page with this."""
@@ -999,7 +998,7 @@ class Engine:
         """The current state of one workflow."""
         return self.store.state(wid)
 
-    def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
+    def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
         return self.store.summaries(wids)
 
@@ -1013,7 +1012,7 @@ class Engine:
         oldest_first: bool = False,
         created_after: float | datetime | None = None,
         created_before: float | datetime | None = None,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Workflow ids, newest first (or oldest first), one page at a time; filter by
         state, name and/or the template they run, and by creation time: at or after
         ``created_after``, before ``created_before`` (epoch seconds or datetimes; found by
@@ -1023,9 +1022,7 @@ class Engine:
             _ms(created_after), _ms(created_before),
         )  # fmt: skip
 
-    # This method shadows the builtin inside the class body: annotations here say
-    # ``builtins.list``.
-    def list(
+    def list_workflows(
         self,
         state: str | None = None,
         name: str | None = None,
@@ -1035,7 +1032,7 @@ class Engine:
         oldest_first: bool = False,
         created_after: float | datetime | None = None,
         created_before: float | datetime | None = None,
-    ) -> builtins.list[WorkflowSummary]:
+    ) -> list[WorkflowSummary]:
         """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
         return self.summaries(
             self.list_ids(
@@ -1056,7 +1053,7 @@ class Engine:
         only to check a state)."""
         return self.store.count(state, name, template, _ms(created_after), _ms(created_before))
 
-    def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
+    def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""
         return self.store.names(prefix, limit)
 
@@ -1065,7 +1062,7 @@ class Engine:
         finished workflows are past their retention but not removed yet."""
         return self.store.stats(int(self.retention_s * 1000))
 
-    def agents(self) -> builtins.list[AgentInfo]:
+    def agents(self) -> list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
         return self.store.agents()
 
@@ -1078,7 +1075,7 @@ class Engine:
 
         drain(self, agent_id)
 
-    def events(self, count: int = 200) -> builtins.list[Event]:
+    def events(self, count: int = 200) -> list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""
         return self.store.events(count)
@@ -1093,7 +1090,7 @@ class Engine:
         """Fill in the ``task_name`` of task events, from their workflows' definitions."""
         self.store.name_tasks(events)
 
-    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
         return self.store.events_after(last_ids, block_ms)
 
@@ -1133,7 +1130,7 @@ class Engine:
 
         return manage.put(self, spec)
 
-    def schedules(self) -> builtins.list[ScheduleInfo]:
+    def schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name, with its next due time, last run and counters."""
         from .schedules import manage
 
@@ -1168,7 +1165,7 @@ class Engine:
 
     def backfill_schedule(
         self, name: str, start: datetime, end: datetime, overlap: str | None = None
-    ) -> builtins.list[TickOutcome]:
+    ) -> list[TickOutcome]:
         """Run the ticks of ``[start, end]`` not run yet (default overlap ``buffer_all``:
         one after another); twice does nothing new. The ticks go in calls of 100, each
         atomic: stopped part-way, :class:`PartialWriteError` (``done``: each tick's
@@ -1178,7 +1175,7 @@ class Engine:
         start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
         return manage.backfill(self, name, start_ms, end_ms, overlap)
 
-    def preview_schedule(self, name: str, count: int = 10) -> builtins.list[PreviewTick]:
+    def preview_schedule(self, name: str, count: int = 10) -> list[PreviewTick]:
         """Its next ``count`` ticks, with what daylight saving does to each."""
         from .schedules import manage
 
@@ -1205,7 +1202,7 @@ class Engine:
             raise NotFoundError(f"trigger {name!r} does not exist")
         return found
 
-    def triggers(self) -> builtins.list[Trigger]:
+    def triggers(self) -> list[Trigger]:
         """Every webhook trigger, oldest first."""
         return self._triggers.all()
 
@@ -1224,3 +1221,7 @@ class Engine:
         from .store.gauges import read_gauges
 
         return read_gauges(self.store, int(self.retention_s * 1000))
+
+    # ``engine.list(...)``: bound last, so that in the class body above ``list`` is the
+    # builtin
+    list = list_workflows

@@ -1,4 +1,4 @@
-"""An operator asks an agent to drain (engine/agent_ops.py, drain.lua): at its next
+"""An operator asks an agent to drain (engine/runtime/agent_ops.py, drain.lua): at its next
 heartbeat it stops claiming, finishes and reports what it runs, and leaves; agents gone
 a while leave the list."""
 

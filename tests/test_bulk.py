@@ -1,4 +1,4 @@
-"""Steering many workflows at once (engine/bulk.py): by ids or by the filter of
+"""Steering many workflows at once (engine/ops/bulk.py): by ids or by the filter of
 ``redisflow list``, in the engine, the CLI (a count to confirm; --yes without a
 terminal) and HTTP (POST /v1/bulk, a dry run's count as ``expect``). Every workflow is
 named as acted on or refused, with the reason its script gave."""

@@ -1,4 +1,4 @@
-"""Per-key rate limits (engine/ratelimit.py, lua/lib/ratelimit.lua) on a real redis-server:
+"""Per-key rate limits (engine/spec/rate_limits.py, lua/lib/rate_limits.lua) on a real redis-server:
 a bucket per (task type, key), GCRA on Redis's clock taken in claim.lua."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Trigger rules, failure branches and upstream_failed, on a real Redis.
 
-``engine/rules.py`` is the reference: its table is run against the Lua half, random
+``engine/core/rules.py`` is the reference: its table is run against the Lua half, random
 workflows with random rules and forced outcomes are run by real agents and compared
 with a model written here from FEATURES.md §2.3's table and with ``engine.plan``.
 """

@@ -102,7 +102,7 @@ class RedisCollector(Collector):
                 deliveries.add_metric([what, kind], n)
         yield rejected
         yield deliveries
-        yield from metric_families(self.engine)  # run-time history (engine/rollups.py)
+        yield from metric_families(self.engine)  # run-time history (engine/runtime/rollups.py)
 
 
 def registry_for(engine: Engine) -> CollectorRegistry:

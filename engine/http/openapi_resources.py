@@ -99,7 +99,7 @@ SCHEDULE_SETTINGS = {
         "paused": {"type": "boolean"},
     },
 }
-# a rate limit (engine/ratelimit.py); the server checks the rest: the period's unit and
+# a rate limit (engine/spec/rate_limits.py); the server checks the rest: the period's unit and
 # range, a key naming a field after input. or payload., at most 512 bytes
 _RATE_PROPERTIES: dict[str, Any] = {
     "key": {

@@ -63,9 +63,9 @@ LAYOUT = ("HSETNX", "EXISTS")
 # The deployment's rate limits (engine/store/rate_limits.py): put and deleted by an
 # operator, read at every push (HGETALL, in READS).
 RATE_LIMITS = ("HSET", "HDEL")
-# The scripts engine/agent.py runs: register and stop, claim, complete (a task's timeout
+# The scripts engine/runtime/agent.py runs: register and stop, claim, complete (a task's timeout
 # too: Calls.time_out reports through complete), heartbeat, expand (a map's items), reap
-# (housekeeping), waits (wait tasks' keeper, engine/wait_keeper.py), tasklog (what
+# (housekeeping), waits (wait tasks' keeper, engine/runtime/wait_keeper.py), tasklog (what
 # handlers wrote, progress) and rollup (run-time history). Never push, pause, release,
 # cancel, retry or cleanup.
 AGENT_SCRIPTS = (
@@ -78,8 +78,8 @@ OPERATOR_SCRIPTS = (
     "push", "pause", "release", "cancel", "retry", "cleanup", "expire", "expand", "template",
     "schedule", "tick", "heads", "signal", "child", "drain",
 )  # fmt: skip
-# The wait keeper's (engine/wait_keeper.py, a thread in every agent) when it starts, links,
-# reports and cancels child runs (engine/child_runs.py): waits, push (a child run), child
+# The wait keeper's (engine/runtime/wait_keeper.py, a thread in every agent) when it starts, links,
+# reports and cancels child runs (engine/runtime/child_runs.py): waits, push (a child run), child
 # (count, link, end) and cancel (a child whose parent ended first, or that started for a
 # task that moved on). An agent that starts child runs is one user of the agent and keeper
 # roles; nothing else of the operator's, and not the sealed keys (trigger secrets).

@@ -354,8 +354,9 @@ def exec_handler(
     return run
 
 
-def seed002_message(task: Task) -> dict[str, Any]:
-    """The message seed 002's manager sends a worker for ``task``, built as it builds it:
+def manager_message(task: Task) -> dict[str, Any]:
+    """The message a steps manager (the ``workflows:`` / ``steps:`` / ``depends:`` format
+    :mod:`engine.spec.loader` reads) sends a worker for ``task``, built as it builds it:
     a step with no parents gets the job's JSON (the run's input); a step with parents
     gets their outputs merged (those that are objects; the first parent listed in
     ``depends:`` wins a key). An item of a step with ``task:`` gets what its parent gave
@@ -381,14 +382,14 @@ def seed002_message(task: Task) -> dict[str, Any]:
     return message
 
 
-Seed002Worker = Callable[[str, dict[str, Any]], Any]
+ManagerWorker = Callable[[str, dict[str, Any]], Any]
 
 
-def seed002_handler(workers: Seed002Worker | Mapping[str, Seed002Worker]) -> Handler:
-    """A handler running workers written for seed 002's manager, as they are: each is
+def manager_handler(workers: ManagerWorker | Mapping[str, ManagerWorker]) -> Handler:
+    """A handler running workers written for a steps manager, as they are: each is
     called as ``worker(correlation_id, message)`` and returns its reply (the task's
     output). ``workers`` is one worker, or one per queue (the task's type). The message
-    is :func:`seed002_message`'s; the correlation id is ``"<job>:<step>"``, the job being
+    is :func:`manager_message`'s; the correlation id is ``"<job>:<step>"``, the job being
     the run's id, or ``"<run>.<item>"`` for an item of a ``task:`` step (a job of its own
     in the manager), the step the sub-task's step for an item."""
 
@@ -404,6 +405,12 @@ def seed002_handler(workers: Seed002Worker | Mapping[str, Seed002Worker]) -> Han
             steps = info.get("steps") or []
             if task.step is None and len(steps) == 1:
                 node = str(steps[0])
-        return worker(f"{job}:{node}", seed002_message(task))
+        return worker(f"{job}:{node}", manager_message(task))
 
     return run
+
+
+# Their names before, after the format's first system: kept for code written against them.
+seed002_message = manager_message
+seed002_handler = manager_handler
+Seed002Worker = ManagerWorker

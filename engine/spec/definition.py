@@ -151,12 +151,12 @@ class Workflow:
         rate_limits: Mapping[str, RateLimit | dict[str, Any]] | None = None,
     ):
         self.name = name
-        # a JSON Schema the run's input must fit (engine/schemas.py)
+        # a JSON Schema the run's input must fit (engine/spec/schemas.py)
         self.input_schema = input_schema
         self.ttl = ttl  # seconds a finished run is kept (default: the deployment's)
-        # at most `limit` runs at once per value of an input field (engine/flow.py)
+        # at most `limit` runs at once per value of an input field (engine/spec/flow.py)
         self.concurrency = concurrency
-        # rate limits of its tasks by type, for those without their own (engine/ratelimit.py)
+        # rate limits of its tasks by type, for those without their own (engine/spec/rate_limits.py)
         self.rate_limits = rate_limits
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max

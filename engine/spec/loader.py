@@ -29,7 +29,7 @@ Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task 
 is its ``queue`` (default: the step name). A step with ``task:`` is a map over the list
 under the task's ``itemListKey`` in its parent's output, with seed 002's gather
 (:func:`engine.spec.mapping.gather_of`): where seed 002's manager and the native model differ,
-these files follow the manager (:func:`engine.seed002_message` builds its messages).
+these files follow the manager (:func:`engine.manager_message` builds its messages).
 
 Seed 000 (a list of tasks with ``Name``, ``Type``, ``Payload``, ``Parents``, ``Children``,
 optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must agree.
@@ -593,7 +593,7 @@ MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
 SEED002_TASK = {"name", "itemListKey", "steps"}
-SEED002_START = "__start__"  # seed 002's explicit root: `depends: [__start__]`
+MANAGER_START = "__start__"  # seed 002's explicit root: `depends: [__start__]`
 
 
 def _map(value: Any, where: str) -> MapSpec | None:
@@ -695,7 +695,7 @@ def _native_task(node: Any, source: str) -> TaskDef:
     return task
 
 
-def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
+def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
     where = _where(source, doc)
     defs = _list(doc["workflows"], "'workflows'", where)
     if not defs:
@@ -720,18 +720,18 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
             name = _text(s.get("name"), "a step's name", here)
             _known(s, SEED002_STEP, "step", name, here)
             payload = s.get("payload")
-            after = [d for d in _names(s.get("depends"), "depends", here) if d != SEED002_START]
+            after = [d for d in _names(s.get("depends"), "depends", here) if d != MANAGER_START]
             used = _text(s.get("task"), f"step {name!r}: task", here)
             if used is not None and not after:
                 # the manager's task over the job's own JSON: a first task outputs it
-                after = [SEED002_START]
-                if not any(t.name == SEED002_START for t in wf.tasks):
-                    start = TaskDef(SEED002_START, where=here, wait=WaitSpec(input=True))
+                after = [MANAGER_START]
+                if not any(t.name == MANAGER_START for t in wf.tasks):
+                    start = TaskDef(MANAGER_START, where=here, wait=WaitSpec(input=True))
                     wf.tasks.insert(0, start)
             step_type = s.get("queue") or name or ""
             spec = None
             if used is not None:
-                spec, step_type, payload = _seed002_map(
+                spec, step_type, payload = _manager_map(
                     subtasks, used, name, after, payload, here, source
                 )
             wf.tasks.append(TaskDef(name or "", payload, step_type, 0, after, 1, here, spec))
@@ -739,7 +739,7 @@ def _seed002(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]
     return out
 
 
-def _seed002_map(
+def _manager_map(
     subtasks: dict[str | None, dict[str, Any]],
     used: str,
     name: str | None,
@@ -793,7 +793,7 @@ def _seed002_map(
         return spec, step.get("queue") or step_name, info
     spec.steps = []
     for step, step_name, where in sub_steps:
-        deps = [d for d in _names(step.get("depends"), "depends", where) if d != SEED002_START]
+        deps = [d for d in _names(step.get("depends"), "depends", where) if d != MANAGER_START]
         own = dict(info, depends=deps)  # its steps' own: the message a step gets
         if step.get("payload") is not None:
             own["payload"] = step["payload"]
@@ -891,7 +891,7 @@ def _load(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
     if doc is None:
         raise DefinitionError(f"{source}: the file is empty")
     if isinstance(doc, dict) and "workflows" in doc:
-        return _seed002(doc, source, max_tasks)
+        return _manager_format(doc, source, max_tasks)
     if isinstance(doc, dict) and "tasks" in doc:
         return _native(doc, source, max_tasks)
     if isinstance(doc, dict) and "Tasks" in doc:

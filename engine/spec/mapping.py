@@ -72,7 +72,7 @@ def element_key(list_key: str) -> str:
 
 def gather_of(outputs: list[Any], list_key: str) -> dict[str, Any]:
     """Seed 002's gather of its items' ``outputs`` (the reference of the Lua gather,
-    ``seed002_gather`` in ``lib/maps.lua``): each object's value under the element key listed,
+    ``manager_gather`` in ``lib/maps.lua``): each object's value under the element key listed,
     in order, under ``list_key``; every other key merged in, the first item's value
     winning; an output that is not an object adds nothing."""
     elem = element_key(list_key)

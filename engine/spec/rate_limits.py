@@ -8,7 +8,7 @@ field>`` (the task's payload) or a constant. One bucket is (task type, key value
 task of that type with that key value shares it, whatever its workflow.
 
 The buckets are GCRA (a token bucket kept as one time, the *theoretical arrival time*) on
-Redis's clock, taken by the claim script (``lua/lib/ratelimit.lua``). Over any window of
+Redis's clock, taken by the claim script (``lua/lib/rate_limits.lua``). Over any window of
 ``w`` ms at most ``burst + limit * w / per`` tasks of one bucket start.
 
 Rate keys from the input are computed at push (here, :func:`rate_keys`) and stored with
@@ -220,7 +220,7 @@ def rate_keys(workflow: str, paths: list[tuple[int, str, str]], input: Any) -> d
 
 
 def encode_spec(r: RateLimit, constant: str | None) -> str:
-    """Definition field ``<i>L`` (lua/lib/ratelimit.lua reads it): ``<emission interval
+    """Definition field ``<i>L`` (lua/lib/rate_limits.lua reads it): ``<emission interval
     us>|<burst>|<key>``, the key ``=<constant>`` or ``@`` (the run's field ``rk``)."""
     interval_us = -(-r.per_ms * 1000 // r.limit)  # rounded up: never faster than asked
     key = "@" if constant is None else "=" + constant

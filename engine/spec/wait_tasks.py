@@ -11,7 +11,7 @@ agent, no slot and no lease while it waits. Once its parents allow it to run it 
 - ``{sleep: 2h}`` or ``{until: "2026-12-01T06:00Z"}``: a durable sleep, ended by the
   engine's clock (Redis's), whatever agents come and go.
 
-The Lua half is ``store/lua/lib/waits.lua`` (activation, ends, timers) with the scripts
+The Lua half is ``store/lua/lib/wait_tasks.lua`` (activation, ends, timers) with the scripts
 ``signal.lua`` and ``waits.lua``; :mod:`engine.runtime.wait_keeper` runs the timers.
 """
 
@@ -54,7 +54,7 @@ class WaitSpec:
         return "signal" if self.signal is not None else "sleep"
 
     def encoded(self) -> str:
-        """The definition's field for it (``D_WAIT``), read by ``lib/waits.lua``:
+        """The definition's field for it (``D_WAIT``), read by ``lib/wait_tasks.lua``:
         ``{"s": signal, "t": timeout ms, "o": on_timeout}`` or ``{"p": sleep ms}`` or
         ``{"u": until epoch ms}``; ``"m"`` the prompt."""
         out: dict[str, Any] = {}

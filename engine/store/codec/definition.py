@@ -93,9 +93,9 @@ class CompiledWorkflow:
     name: str
     digest: str
     definition: list[Any]
-    # at most `limit` runs at once per value of an input field (engine/flow.py)
+    # at most `limit` runs at once per value of an input field (engine/spec/flow.py)
     concurrency: Concurrency | None = None
-    # the validator of its input_schema: every run's input must fit (engine/schemas.py)
+    # the validator of its input_schema: every run's input must fit (engine/spec/schemas.py)
     input_schema: Any = None
     # the templates (and versions) its run: tasks start: checked to exist at push
     runs: list[tuple[str, int | None]] = field(default_factory=list)

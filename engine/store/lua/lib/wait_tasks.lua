@@ -1,6 +1,6 @@
--- lib/waits.lua: Wait tasks: suspended until a signal, a time or a child run ends.
+-- lib/wait_tasks.lua: Wait tasks: suspended until a signal, a time or a child run ends.
 
--- A wait task (engine/waits.py) has the reserved type WAIT_TYPE: it is queued like any
+-- A wait task (engine/spec/wait_tasks.py) has the reserved type WAIT_TYPE: it is queued like any
 -- ready task (P:q:~wait, a wake-up on P:wake:~wait), and activate_waits takes it from
 -- there: suspended, with no agent, slot or lease. A signal kept for it (its mailbox,
 -- P:w:<wid>:sq:<name>) ends it at once; else a timer (its signal's timeout, its sleep) goes in
@@ -8,7 +8,7 @@
 -- (fire_timers) or an operator ends it through end_wait, which does what complete.lua
 -- does for a handler's outcome: record, counters, children, the workflow's end.
 local WAIT_TYPE = '~wait'
-local MAX_KEPT_SIGNALS = 100  -- per run and name (engine/signals.py caps the bytes)
+local MAX_KEPT_SIGNALS = 100  -- per run and name (engine/runtime/signals.py caps the bytes)
 
 -- The wait spec of task i (its definition's <i>A, decoded), or nil.
 local function wait_spec(wk, i, digest)
@@ -145,7 +145,7 @@ local function activate_waits(limit)
       emit('suspended', wid, i)
       local sig = nil
       if spec.s then sig = take_signal(wk, spec.s) end
-      if spec.c then  -- a child run: the keeper starts it (engine/child_runs.py)
+      if spec.c then  -- a child run: the keeper starts it (engine/runtime/child_runs.py)
         redis.call('ZADD', K_SPAWN, NOW, member)
       elseif spec.n then  -- the run's input, as an output (seed 002's job)
         end_wait(wid, wk, i, 'suspended', 'succeeded', read_input(wk, redis.call('HGET', wk, F_INPUT)), nil)

@@ -1,7 +1,7 @@
--- lib/ratelimit.lua: Rate limits: a bucket per (task type, key), GCRA on Redis's clock.
+-- lib/rate_limits.lua: Rate limits: a bucket per (task type, key), GCRA on Redis's clock.
 
 -- A task whose definition has a rate limit (field <i>L, "<interval us>|<burst>|<key>",
--- engine/ratelimit.py encode_spec; its key "=<constant>" or "@": the run's field
+-- engine/spec/rate_limits.py encode_spec; its key "=<constant>" or "@": the run's field
 -- F_RATE_KEYS) is not queued in P:q:<type> but in its bucket's queue P:rq:<b>, b being
 -- "<#type>:<type>:<key>". While that queue has tasks the bucket stands for them as the
 -- member "~<b>": in P:q:<type>, scored as its head task, while a token exists; else in
