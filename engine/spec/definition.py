@@ -370,6 +370,11 @@ def validate(
 ) -> list[str]:
     """Check a definition; raise :class:`DefinitionError` naming what and where.
 
+    One function per concern, in this order: the workflow's own fields, then each task in
+    turn (its name and type, priority, attempts, timeout and delay, kind, rate limit,
+    parents, payload, rule), then the graph (parents known, no cycle), conditions and
+    child runs' input references.
+
     Args:
         wf: the workflow.
         max_payload: the largest payload, in bytes of JSON.
@@ -378,6 +383,47 @@ def validate(
     Returns the JSON text of every task's payload (``""`` for no payload), in task order.
     """
     where = wf.where if isinstance(wf.where, str) else None
+    name = _check_workflow(wf, where, max_tasks)
+    _add_before_edges(wf.tasks, where, name)
+    seen: dict[str, TaskDef] = {}
+    types: set[str] = set()
+    payloads: list[str] = []
+    for t in wf.tasks:
+        if not isinstance(t, TaskDef):
+            raise _fail(where, f"workflow {name!r}: not a task: {show_value(t)}")
+        here = t.where if isinstance(t.where, str) else where
+        _check_task_name(t, here, name, seen, types)
+        _check_priority(t, here)
+        _check_attempts(t, here)
+        _check_times(t, here)
+        _check_kind(t, here)
+        _check_task_rate_limit(t, here)
+        _check_after(t, here)
+        payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
+        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
+            _check_rule(t, here)
+    parents, rules = resolve(wf)
+    if any(getattr(t, "when", None) is not None for t in wf.tasks):
+        from engine.spec.conditions import check_conditions
+
+        check_conditions(wf.tasks, parents, where)
+    _check_graph(wf, parents, rules, seen, where, name)
+    if any(t.run is not None for t in wf.tasks):
+        _check_run_references(wf, parents, where)
+    return payloads
+
+
+def _seconds(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is a number of seconds (no bool) in ``(low, high]``."""
+    return (
+        not isinstance(value, bool) and isinstance(value, int | float) and low < value <= high
+    )
+
+
+def _check_workflow(wf: Workflow, where: str | None, max_tasks: int) -> str:
+    """The workflow's own fields: name, tasks (some, not too many), retry backoff,
+    deadline, ttl, concurrency and rate limits (these two normalized in place). Returns
+    its name."""
     if isinstance(wf.name, str) and not wf.name.strip():
         raise _fail(where, "the workflow has no name")
     name = check_name(wf.name, "workflow name", where)
@@ -400,20 +446,14 @@ def validate(
                 f"{MAX_BACKOFF:.0f}, not {show_value(value)}",
             )
     deadline = getattr(wf, "deadline", None)
-    if deadline is not None and (
-        isinstance(deadline, bool)
-        or not isinstance(deadline, int | float)
-        or not 0 < deadline <= MAX_TIMEOUT
-    ):
+    if deadline is not None and not _seconds(deadline, 0, MAX_TIMEOUT):
         raise _fail(
             where,
             f"workflow {name!r}: deadline must be a number of seconds above 0 and at most "
             f"{MAX_TIMEOUT:.0f}, not {show_value(deadline)}",
         )
     ttl = getattr(wf, "ttl", None)
-    if ttl is not None and (
-        isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL
-    ):
+    if ttl is not None and not _seconds(ttl, 0, MAX_TTL):
         raise _fail(
             where,
             f"workflow {name!r}: ttl must be a number of seconds above 0 and at most "
@@ -425,83 +465,106 @@ def validate(
     wf.rate_limits = rate_limits_from(
         getattr(wf, "rate_limits", None), f"{_at(where)}workflow {name!r}"
     )
-    _add_before_edges(wf.tasks, where, name)
-    seen: dict[str, TaskDef] = {}
-    types: set[str] = set()
-    payloads: list[str] = []
-    lo, hi = PRIORITY_RANGE
-    for t in wf.tasks:
-        if not isinstance(t, TaskDef):
-            raise _fail(where, f"workflow {name!r}: not a task: {show_value(t)}")
-        here = t.where if isinstance(t.where, str) else where
-        if isinstance(t.name, str) and t.name == "":
-            raise _fail(here, f"a task of workflow {name!r} has no name")
-        check_name(t.name, "task name", here)
-        if t.name in seen:
-            first = seen[t.name].where
-            also = f" (first defined at {first})" if first else ""
-            raise _fail(here, f"duplicate task name {t.name!r}{also}")
-        seen[t.name] = t
-        if type(t.type) is not str or t.type not in types:
-            types.add(check_name(t.type, f"task {t.name!r}: type", here, empty=True))
-        if isinstance(t.priority, bool) or not isinstance(t.priority, int):
-            raise _fail(
-                here, f"task {t.name!r}: priority must be an integer, not {show_value(t.priority)}"
-            )
-        if not lo <= t.priority <= hi:
-            raise _fail(
-                here, f"task {t.name!r}: priority {show_value(t.priority)} is outside {lo}..{hi}"
-            )
-        if isinstance(t.max_attempts, bool) or not isinstance(t.max_attempts, int):
-            raise _fail(here, f"task {t.name!r}: max_attempts must be an integer")
-        if t.max_attempts < 1:
-            raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
-        if t.max_attempts > MAX_ATTEMPTS:
-            raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
-        for what, secs, low in (("timeout", t.timeout, 0), ("delay", t.delay, -1)):
-            if secs is not None and (
-                isinstance(secs, bool)
-                or not isinstance(secs, int | float)
-                or not low < secs <= MAX_TIMEOUT
-            ):
-                above = "above 0" if low == 0 else "from 0"
-                raise _fail(
-                    here,
-                    f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
-                    f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
-                )
-        if t.wait is not None or t.run is not None:
-            _check_wait(t, here)
-        elif type(t.type) is str and t.type.startswith("~"):
-            raise _fail(
-                here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
-            )
-        if getattr(t, "rate_limit", None) is not None:
-            t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
-            if t.map is not None or t.wait is not None or t.run is not None:
-                what = "a map" if t.map is not None else "a wait task (no agent starts it)"
-                raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
-        if t.delay and t.map is not None:
-            raise _fail(
-                here, f"task {t.name!r}: a map cannot have a delay (its items start at once)"
-            )
-        if not isinstance(t.after, list):
-            raise _fail(here, f"task {t.name!r}: after must be a list of task names")
-        for p in t.after:
-            if not isinstance(p, str):
-                raise _fail(
-                    here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}"
-                )
-        payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
-        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
-            _check_rule(t, here)
-    parents, rules = resolve(wf)
-    if any(getattr(t, "when", None) is not None for t in wf.tasks):
-        from engine.spec.conditions import check_conditions
+    return name
 
-        check_conditions(wf.tasks, parents, where)
+
+def _check_task_name(
+    t: TaskDef, here: str | None, workflow: str, seen: dict[str, TaskDef], types: set[str]
+) -> None:
+    """A task's name (given, valid, not taken: ``seen`` gets it) and type (valid; each
+    type checked once, ``types`` remembers it)."""
+    if isinstance(t.name, str) and t.name == "":
+        raise _fail(here, f"a task of workflow {workflow!r} has no name")
+    check_name(t.name, "task name", here)
+    if t.name in seen:
+        first = seen[t.name].where
+        also = f" (first defined at {first})" if first else ""
+        raise _fail(here, f"duplicate task name {t.name!r}{also}")
+    seen[t.name] = t
+    if type(t.type) is not str or t.type not in types:
+        types.add(check_name(t.type, f"task {t.name!r}: type", here, empty=True))
+
+
+def _check_priority(t: TaskDef, here: str | None) -> None:
+    """An integer within :data:`PRIORITY_RANGE`."""
+    lo, hi = PRIORITY_RANGE
+    if isinstance(t.priority, bool) or not isinstance(t.priority, int):
+        raise _fail(
+            here, f"task {t.name!r}: priority must be an integer, not {show_value(t.priority)}"
+        )
+    if not lo <= t.priority <= hi:
+        raise _fail(
+            here, f"task {t.name!r}: priority {show_value(t.priority)} is outside {lo}..{hi}"
+        )
+
+
+def _check_attempts(t: TaskDef, here: str | None) -> None:
+    """``max_attempts``: an integer from 1 to :data:`MAX_ATTEMPTS`."""
+    if isinstance(t.max_attempts, bool) or not isinstance(t.max_attempts, int):
+        raise _fail(here, f"task {t.name!r}: max_attempts must be an integer")
+    if t.max_attempts < 1:
+        raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
+    if t.max_attempts > MAX_ATTEMPTS:
+        raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
+
+
+def _check_times(t: TaskDef, here: str | None) -> None:
+    """``timeout`` above 0, ``delay`` from 0, both at most :data:`MAX_TIMEOUT`."""
+    for what, secs, low in (("timeout", t.timeout, 0), ("delay", t.delay, -1)):
+        if secs is not None and not _seconds(secs, low, MAX_TIMEOUT):
+            above = "above 0" if low == 0 else "from 0"
+            raise _fail(
+                here,
+                f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
+                f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
+            )
+
+
+def _check_kind(t: TaskDef, here: str | None) -> None:
+    """A wait task or a child run (:func:`_check_wait`); any other keeps off the
+    engine's own types (``~...``)."""
+    if t.wait is not None or t.run is not None:
+        _check_wait(t, here)
+    elif type(t.type) is str and t.type.startswith("~"):
+        raise _fail(
+            here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
+        )
+
+
+def _check_task_rate_limit(t: TaskDef, here: str | None) -> None:
+    """A task's rate limit (normalized in place): not on a map or a wait task; and a
+    map takes no delay (its items start at once)."""
+    if getattr(t, "rate_limit", None) is not None:
+        t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
+        if t.map is not None or t.wait is not None or t.run is not None:
+            what = "a map" if t.map is not None else "a wait task (no agent starts it)"
+            raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
+    if t.delay and t.map is not None:
+        raise _fail(here, f"task {t.name!r}: a map cannot have a delay (its items start at once)")
+
+
+def _check_after(t: TaskDef, here: str | None) -> None:
+    """``after``: a list of task names (which tasks they are is the graph's concern)."""
+    if not isinstance(t.after, list):
+        raise _fail(here, f"task {t.name!r}: after must be a list of task names")
+    for p in t.after:
+        if not isinstance(p, str):
+            raise _fail(here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}")
+
+
+def _check_graph(
+    wf: Workflow,
+    parents: list[list[str]],
+    rules: list[str],
+    names: dict[str, TaskDef],
+    where: str | None,
+    name: str,
+) -> None:
+    """The edges: every parent a known task other than itself, listed once, at most
+    :data:`MAX_PARENTS`; none after a finally task without ``after`` (that one runs
+    last); a trigger rule only with parents; no cycle."""
     last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
-    children: dict[str, list[str]] = {n: [] for n in seen}
+    children: dict[str, list[str]] = {n: [] for n in names}
     # When every parent is defined before its child (the usual way to write a DAG) the
     # definition order is a topological order and no cycle can exist.
     earlier: set[str] = set()
@@ -513,7 +576,7 @@ def validate(
         for p in ups:
             if p == t.name:
                 raise _fail(here, f"task {t.name!r} depends on itself")
-            if p not in seen:
+            if p not in names:
                 how = "on_failure names" if t.on_failure is not None else "depends on"
                 raise _fail(here, f"task {t.name!r} {how} unknown task {show_value(p)}")
             if p in last:
@@ -537,20 +600,22 @@ def validate(
             cycle if len(cycle) <= 12 else [*cycle[:6], f"... {len(cycle) - 11} more", *cycle[-5:]]
         )
         raise _fail(where, f"workflow {name!r} has a cycle: {' -> '.join(shown)}")
-    if any(t.run is not None for t in wf.tasks):
-        ups_of = {t.name: ups for t, ups in zip(wf.tasks, parents, strict=True)}
-        for t in wf.tasks:
-            if t.run is not None:
-                seen_up: set[str] = set()
-                stack = list(ups_of[t.name])
-                while stack:
-                    p = stack.pop()
-                    if p not in seen_up:
-                        seen_up.add(p)
-                        stack.extend(ups_of.get(p, []))
-                here = t.where if isinstance(t.where, str) else where
-                check_references(t.run, t.name, seen_up, here or "")
-    return payloads
+
+
+def _check_run_references(wf: Workflow, parents: list[list[str]], where: str | None) -> None:
+    """A child run's input references name tasks upstream of it (or input, payload)."""
+    ups_of = {t.name: ups for t, ups in zip(wf.tasks, parents, strict=True)}
+    for t in wf.tasks:
+        if t.run is not None:
+            seen_up: set[str] = set()
+            stack = list(ups_of[t.name])
+            while stack:
+                p = stack.pop()
+                if p not in seen_up:
+                    seen_up.add(p)
+                    stack.extend(ups_of.get(p, []))
+            here = t.where if isinstance(t.where, str) else where
+            check_references(t.run, t.name, seen_up, here or "")
 
 
 def _check_wait(t: TaskDef, here: str | None) -> None:
