@@ -402,6 +402,16 @@ class Engine:
         on one shard.
         """
         later_ms = start_delay_ms(start_in, start_at)
+        rows, routes = self._push_rows(runs)
+        calls = self._push_calls(rows, routes, later_ms)
+        return self._send_push_calls(calls, len(rows))
+
+    def _push_rows(
+        self, runs: Iterable[RunRequest]
+    ) -> tuple[list[tuple[CompiledWorkflow, str, str]], list[str | None]]:
+        """Each run checked and laid out for push.lua: its compiled definition (once per
+        workflow object), its input's text and its options; and the key that routes it
+        to a shard (its first gate, or its idempotency key; None: any shard)."""
         seen: dict[int, CompiledWorkflow] = {}
         rows: list[tuple[CompiledWorkflow, str, str]] = []
         routes: list[str | None] = []
@@ -439,7 +449,17 @@ class Engine:
             )  # fmt: skip
             rows.append((c, text, options))
             routes.append(gates[0][0] if gates else run.key)
-        out: list[Pushed | None] = [None] * len(rows)
+        return rows, routes
+
+    def _push_calls(
+        self,
+        rows: list[tuple[CompiledWorkflow, str, str]],
+        routes: list[str | None],
+        later_ms: int,
+    ) -> list[tuple[list[int], Call[Any]]]:
+        """push.lua calls for ``rows``: each shard's runs in calls of at most
+        :data:`PUSH_BATCH` runs and about :data:`PUSH_BATCH_TASKS` tasks, with the runs
+        (their numbers in ``rows``) each call carries."""
         calls: list[tuple[list[int], Call[Any]]] = []
         # runs without a route go round robin over the shards, one workflow at a time
         routed: dict[int, list[int]] = {}
@@ -461,6 +481,14 @@ class Engine:
                 )
                 calls.append((part, call))
                 start = end
+        return calls
+
+    def _send_push_calls(
+        self, calls: list[tuple[list[int], Call[Any]]], runs: int
+    ) -> list[Pushed]:
+        """Send the calls, :data:`PUSH_PIPELINE` a round trip: one :class:`Pushed` per
+        run, in order, or :class:`PartialWriteError` / :class:`NotReplicatedError`."""
+        out: list[Pushed | None] = [None] * runs
         unconfirmed: list[int] = []  # runs whose WAIT fell short
         failed: list[int] = []  # runs refused, or not sent after a refusal
         unknown: list[int] = []  # runs whose call got no reply: maybe written
