@@ -8,30 +8,32 @@ The floors, bottom first, are those the import-linter contract in pyproject.toml
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import grimp
 
-# bottom first; a module may import from its own floor and those below it
-FLOORS = [
-    ["engine.errors"],
-    ["engine.core"],
-    ["engine.spec"],
-    ["engine.store"],
-    ["engine.runtime"],
-    ["engine.connect"],
-    ["engine.schedules"],
-    ["engine.client"],
-    ["engine.ops"],
-    ["engine.http"],
-    ["engine.cli"],
-]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def floors() -> list[str]:
+    """The floors, bottom first: the layers of import-linter's ``floors`` contract in
+    pyproject.toml (one list, so that the two checks cannot drift apart)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        if contract.get("id") == "floors":
+            return list(reversed(contract["layers"]))
+    raise LookupError("pyproject.toml has no import-linter contract with id 'floors'")
+
+
+FLOORS = floors()
 
 
 def floor_of(module: str) -> int | None:
     """The floor ``module`` stands on (``None``: ``engine`` itself, above them all)."""
-    for n, names in enumerate(FLOORS):
-        if any(module == f or module.startswith(f + ".") for f in names):
+    for n, floor in enumerate(FLOORS):
+        if module == floor or module.startswith(floor + "."):
             return n
     return None
 
