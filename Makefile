@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
-#   make test   installs into .venv (redis-server included) and runs the whole suite
+#   make test   installs into .venv (redis-server included) and runs the whole suite (ruff,
+#               mypy, the import contracts of pyproject.toml, pytest)
 #   make test-cluster  the Redis-semantics suite again on a local 3-master Redis Cluster
 #   make docs   builds the docs site (mkdocs, strict: a broken link fails it) into site/
 #   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
@@ -29,6 +30,7 @@ WORKERS ?= 2
 test: $(BIN)/redisflow
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict engine
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk 1
 
 # The Redis-semantics tests again on a local 3-master Redis Cluster (one per worker), one

@@ -1,8 +1,8 @@
 """The load generator behind ``redisflow-demo``: push W workflows, run them with A agents.
 
 The benchmark runs the code path users run: workflows are built with the public
-:class:`~engine.definition.Workflow` builder, stored with :meth:`Engine.push_many`, and run
-by :class:`~engine.agent.Agent` loops in separate processes, so every Lua transition,
+:class:`~engine.spec.definition.Workflow` builder, stored with :meth:`Engine.push_many`, and run
+by :class:`~engine.runtime.agent.Agent` loops in separate processes, so every Lua transition,
 lease, counter and event happens as in production.
 
 Phases:
@@ -35,12 +35,12 @@ from typing import Any, cast
 import redis
 
 from engine import Engine, Workflow
-from engine.agent import ASYNC_CONCURRENCY, DEFAULT_CONCURRENCY
+from engine.connect.urls import open_client, url_of
+from engine.runtime.agent import ASYNC_CONCURRENCY, DEFAULT_CONCURRENCY
 from engine.store.codec import encode_input
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
 from engine.store.layout import is_cluster
-from engine.urls import open_client, url_of
 
 from .shapes import SHAPES, random_dag
 from .work import bench_handler

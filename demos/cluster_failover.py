@@ -42,8 +42,8 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, NotReplicatedError, Workflow
+from engine.connect.local_cluster import LocalCluster
 from engine.errors import NotFoundError
-from engine.local_cluster import LocalCluster
 from engine.store import Outcome
 from engine.store.scripts import ScriptBatch
 

@@ -31,7 +31,8 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, Task, Workflow
-from engine.urls import open_client
+from engine.connect.urls import open_client
+from engine.schedules.scheduler import SchedulerThread
 
 from . import shapes
 
@@ -117,7 +118,7 @@ def _die_with_parent() -> None:
 
 def connect(url: str, namespace: str = "rf") -> Engine:
     """An engine on ``url`` (no embedded fallback: the demo always has a server)."""
-    client = open_client(url, decode_responses=True)  # timeouts: engine.urls
+    client = open_client(url, decode_responses=True)  # timeouts: engine.connect.urls
     return Engine(client, namespace=namespace)
 
 
@@ -184,7 +185,7 @@ def run_agent(
         {t: demo_handler for t in types},
         concurrency=concurrency,
         lease_s=15.0,
-        scheduler=scheduler,
+        side=[SchedulerThread(engine, agent_id)] if scheduler else (),
     )
     if die_after > 0:
         threading.Timer(die_after, lambda: os._exit(1)).start()

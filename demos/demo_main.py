@@ -275,7 +275,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_map(engine: Any, args: argparse.Namespace) -> int:
-    from engine.urls import url_of
+    from engine.connect.urls import url_of
 
     from .map_bench import run_map_bench
 
@@ -301,7 +301,7 @@ def _run_map(engine: Any, args: argparse.Namespace) -> int:
 
 
 def _run_waits(engine: Any, args: argparse.Namespace) -> int:
-    from engine.urls import url_of
+    from engine.connect.urls import url_of
 
     from .waits_bench import run_waits_bench
 

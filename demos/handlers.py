@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine import Task, seed002_message
+from engine import Task, manager_message
 
 BOOK_FILE = Path(__file__).with_name("book.txt")
 
@@ -54,11 +54,11 @@ def stepper(task: Task) -> Any:
 def book_word_counts(task: Task) -> Any:
     """The steps of seed 002's book-word-counts workflow
     (demos/seed002-book-word-counts.yaml), written against seed 002's message model
-    (:func:`engine.seed002_message`): a first step gets the job's JSON, a later one its
+    (:func:`engine.manager_message`): a first step gets the job's JSON, a later one its
     parents' outputs merged; an item of ``section-counts`` gets its element as
     ``section`` and answers under ``section``; the step after the map gets those answers
     listed as ``sections``."""
-    message = seed002_message(task)
+    message = manager_message(task)
     if task.name == "book-split":
         book = read_book(Path(message["book"]) if "book" in message else BOOK_FILE)
         return {"title": book["title"], "sections": book["sections"]}

@@ -1,7 +1,7 @@
 """How long big workflow files take to load, validate and push.
 
 Writes each shape as JSON and YAML into a temporary folder, then times
-:func:`engine.load_file`, :func:`engine.definition.validate` and, with ``--url``,
+:func:`engine.load_file`, :func:`engine.spec.definition.validate` and, with ``--url``,
 :meth:`engine.Engine.push_many` (the namespace ``rfmeasure`` is cleaned up after)::
 
     python -m demos.measure_input                       # load + validate only
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from engine import Engine, load_file
-from engine.definition import validate
+from engine.spec.definition import validate
 from engine.store.codec import compile_workflow
 
 

@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 from engine import Agent, Engine, Workflow
+from engine.connect.local_cluster import LocalCluster
 from engine.errors import NotFoundError
-from engine.local_cluster import LocalCluster
 from engine.store.shard_moves import ShardMoves
 
 

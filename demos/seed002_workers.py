@@ -2,7 +2,7 @@
 each takes ``(correlation_id, message)`` and returns its reply, and talks to the others
 through files (book-split names each chapter's lines, segment-word-counts leaves its
 counts in a pickle and answers with its path, sum-splits adds them up into a TSV).
-:func:`engine.seed002_handler` is their transport here in place of a message bus:
+:func:`engine.manager_handler` is their transport here in place of a message bus:
 
     redisflow push demos/seed002-book-word-counts.yaml --input '{"filename": "book.txt"}'
     redisflow-agent --handler demos.seed002_workers:handler --until-idle \\
@@ -20,7 +20,7 @@ import re
 import tempfile
 from typing import Any
 
-from engine import seed002_handler
+from engine import manager_handler
 
 CHAPTER = re.compile(r"^CHAPTER [XIV]+\.$")
 TITLE = re.compile(r"^Title: (.*)$")
@@ -85,7 +85,7 @@ def store_title(correlation_id: str, msg: dict[str, Any]) -> dict[str, Any]:
     return {"filename": msg["filename"], "title": title}
 
 
-handler = seed002_handler(
+handler = manager_handler(
     {
         "book-split": book_split,
         "segment-word-counts": segment_word_counts,

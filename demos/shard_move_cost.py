@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from engine import Agent, Engine, Workflow
-from engine.local_cluster import LocalCluster
+from engine.connect.local_cluster import LocalCluster
 from engine.store.shard_moves import ShardMoves
 
 

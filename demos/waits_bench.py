@@ -105,7 +105,7 @@ def run_waits_bench(engine: Engine, workflows: int, agents: int = 2, url: str = 
     cpu_before = redis_cpu_seconds(engine.redis)
     began = time.monotonic()
     wf = engine.compile(gated())
-    from engine.flow import RunRequest
+    from engine.spec.flow import RunRequest
 
     ids = [
         p.id for p in engine.push_runs([RunRequest(wf, key=f"order-{k}") for k in range(workflows)])

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 
 from engine import Task, TaskFailed
-from engine.urls import close_client, connection_defaults, is_cluster_url, open_client
+from engine.connect.urls import close_client, connection_defaults, is_cluster_url, open_client
 
 
 def _timeouts(url: str) -> dict[str, Any]:

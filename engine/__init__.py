@@ -7,10 +7,34 @@ Public API::
 
 from __future__ import annotations
 
-from .agent import Agent
+from engine.connect.embedded import EmbeddedRedis
+from engine.core.model import (
+    AgentInfo,
+    AgentState,
+    Event,
+    Stats,
+    TaskState,
+    TaskStatus,
+    WorkflowState,
+    WorkflowStatus,
+    WorkflowSummary,
+)
+from engine.core.outcomes import Abort, NonRetryable, Skip
+from engine.core.task import Task, TaskFailed
+from engine.runtime.agent import Agent
+from engine.runtime.handlers import (
+    exec_handler,
+    import_handler,
+    manager_handler,
+    manager_message,
+    seed002_handler,
+    seed002_message,
+)
+from engine.spec.definition import TaskDef, Workflow
+from engine.spec.loader import load_file, load_text
+from engine.spec.rate_limits import RateLimit
+
 from .client import Engine
-from .definition import TaskDef, Workflow
-from .embedded import EmbeddedRedis
 from .errors import (
     DefinitionError,
     LeaseLostError,
@@ -22,28 +46,6 @@ from .errors import (
     StateError,
     UnreachableError,
 )
-from .handlers import (
-    Task,
-    TaskFailed,
-    exec_handler,
-    import_handler,
-    seed002_handler,
-    seed002_message,
-)
-from .loader import load_file, load_text
-from .model import (
-    AgentInfo,
-    AgentState,
-    Event,
-    Stats,
-    TaskState,
-    TaskStatus,
-    WorkflowState,
-    WorkflowStatus,
-    WorkflowSummary,
-)
-from .outcomes import Abort, NonRetryable, Skip
-from .ratelimit import RateLimit
 
 __all__ = [
     "Abort",
@@ -79,6 +81,8 @@ __all__ = [
     "import_handler",
     "load_file",
     "load_text",
+    "manager_handler",
+    "manager_message",
     "seed002_handler",
     "seed002_message",
 ]

@@ -1,12 +1,11 @@
 """The client API: push, steer and read workflows.
 
 Every Redis call goes through :class:`engine.store.Store`; live events, listening and
-waiting are :mod:`engine.events` and :mod:`engine.waiting`.
+waiting are :mod:`engine.runtime.events` and :mod:`engine.runtime.run_waiting`.
 """
 
 from __future__ import annotations
 
-import builtins
 import functools
 import getpass
 import itertools
@@ -19,32 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import waiting
-from .child_runs import (
-    MAX_DEPTH,
-    MAX_DESCENDANTS,
-    cascade_to,
-    check_templates,
-    child_key,
-    cycle_of,
-)
-from .definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
-from .definition import plan as plan_workflow
-from .embedded import EmbeddedRedis, url_from_env
-from .errors import (
-    DefinitionError,
-    NoDatabaseError,
-    NotFoundError,
-    NotReplicatedError,
-    PartialWriteError,
-    StateError,
-    UnreachableError,
-    no_such_task,
-)
-from .events import EventListener
-from .flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
-from .loader import load_text
-from .model import (
+from engine.connect.embedded import EmbeddedRedis, url_from_env
+from engine.connect.urls import close_client
+from engine.core.model import (
     AgentInfo,
     Event,
     ItemStatus,
@@ -55,22 +31,47 @@ from .model import (
     WorkflowStatus,
     WorkflowSummary,
 )
-from .ratelimit import RateLimit, rate_keys, rate_limit_from, task_types
-from .retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
-from .rules import Plan
-from .schemas import check_input
+from engine.core.rules import Plan
+from engine.core.timing import start_delay_ms
+from engine.runtime import run_waiting as waiting
+from engine.runtime.child_runs import (
+    MAX_DEPTH,
+    MAX_DESCENDANTS,
+    cascade_to,
+    check_templates,
+    child_key,
+    cycle_of,
+)
+from engine.runtime.events import EventListener
+from engine.runtime.retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
+from engine.spec.definition import plan as plan_workflow
+from engine.spec.flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
+from engine.spec.loader import load_text
+from engine.spec.rate_limits import RateLimit, rate_keys, rate_limit_from, task_types
+from engine.spec.schemas import check_input
+from engine.spec.wait_tasks import SignalResult
+
+from .errors import (
+    DefinitionError,
+    NoDatabaseError,
+    NotFoundError,
+    NotReplicatedError,
+    PartialWriteError,
+    StateError,
+    UnreachableError,
+    no_such_task,
+)
 from .store import DEFAULT_NAMESPACE, Keyspace, Store
 from .store.codec import CompiledWorkflow, compile_workflow, encode_input, run_options
 from .store.layout import resolve as resolve_layout
 from .store.reads import FINISHED_STATES
 from .store.scripts import Call, ScriptBatch
 from .store.triggers import Trigger, TriggerStore
-from .timing import start_delay_ms
-from .urls import close_client
-from .waits import SignalResult
 
 if TYPE_CHECKING:
-    from .history import Timeline
+    from engine.runtime.history import Timeline
+
     from .schedules import PreviewTick, ScheduleInfo, ScheduleSpec
     from .store.gauges import Gauges
     from .store.keys import ShardKeys
@@ -94,12 +95,12 @@ class _RanNothing(Exception):
     """A push batch some call of which a server answered without running it (a cluster
     shard failing over): sent again while time is left (``Engine._send_push``)."""
 
-    def __init__(self, results: builtins.list[Any]) -> None:
+    def __init__(self, results: list[Any]) -> None:
         super().__init__("a call was answered by a server that ran nothing")
         self.results = results
 
 
-def _span(ids: builtins.list[str]) -> str:
+def _span(ids: list[str]) -> str:
     """A list of ids in a message: all of a few, else the first and last."""
     return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} ... {ids[-1]}"
 
@@ -166,7 +167,7 @@ class Engine:
                 f"max_descendants must be a whole number from 1, not {show_value(max_descendants)}"
             )
         # the most child runs (children, theirs...) one run may have under it: the wait
-        # keeper's bound when it starts one (engine.child_runs)
+        # keeper's bound when it starts one (engine.runtime.child_runs)
         self.max_descendants = max_descendants
         self.event_cap = event_cap
         self.retention_s = retention_s
@@ -198,7 +199,7 @@ class Engine:
 
         ``max_descendants`` (option, default 10,000): the most child runs (children,
         theirs, ...) one run may have under it when this engine's wait keeper starts
-        them (:mod:`engine.child_runs`).
+        them (:mod:`engine.runtime.child_runs`).
 
         ``wait_replicas`` (option, default 0): after every state change (each script
         call or batch), wait for that many replicas to acknowledge it, up to
@@ -207,14 +208,14 @@ class Engine:
 
         Every reply is waited for at most ``REDISFLOW_TIMEOUT`` seconds (default 10; with
         ``wait_replicas``, at least ``wait_timeout_ms`` plus 5 s), with TCP keepalive on
-        (:func:`engine.urls.connection_defaults`): a frozen Redis raises
+        (:func:`engine.connect.urls.connection_defaults`): a frozen Redis raises
         ``redis.TimeoutError`` rather than hanging a call.
 
         Raises :class:`UnreachableError` when Redis does not answer,
         :class:`NoDatabaseError` when it has no database of the URL's number, and
-        :class:`DefinitionError` for a malformed URL (:func:`engine.urls.parse_url`).
+        :class:`DefinitionError` for a malformed URL (:func:`engine.connect.urls.parse_url`).
         """
-        from .urls import (
+        from engine.connect.urls import (
             URLError,
             missing_database,
             not_redis,
@@ -274,8 +275,8 @@ class Engine:
     @property
     def url(self) -> str:
         """Where this handle connects, fit to print (password as ***). The full URL, to
-        hand to another process, is :func:`engine.urls.url_of` of :attr:`redis`."""
-        from .urls import redact, url_of
+        hand to another process, is :func:`engine.connect.urls.url_of` of :attr:`redis`."""
+        from engine.connect.urls import redact, url_of
 
         return redact(url_of(self.redis))
 
@@ -314,7 +315,7 @@ class Engine:
             found = limits[types] = self._type_limits(list(types))
         return compile_workflow(wf, self.max_payload, type_limits=found)
 
-    def _type_limits(self, types: builtins.list[str]) -> dict[str, RateLimit]:
+    def _type_limits(self, types: list[str]) -> dict[str, RateLimit]:
         """The deployment's rate limits of ``types``, read again while Redis is unreachable
         (up to ``push_retry_s``, as a push's calls are sent)."""
         return patiently(lambda: self.store.rate_limits.of_types(types), self.push_retry_s)
@@ -340,7 +341,7 @@ class Engine:
         ``key`` makes the push idempotent: while a workflow pushed with the same key
         exists (until it is cleaned up), pushing again returns its id and writes nothing.
         Keys starting with ``child:`` or ``trigger:`` are the engine's own
-        (:data:`engine.flow.RESERVED_KEY_PREFIXES`): refused (:class:`DefinitionError`).
+        (:data:`engine.spec.flow.RESERVED_KEY_PREFIXES`): refused (:class:`DefinitionError`).
         """
         return self.push_runs(
             [RunRequest(wf, input, key=key)], start_in=start_in, start_at=start_at
@@ -353,7 +354,7 @@ class Engine:
         *,
         start_in: float | None = None,
         start_at: datetime | None = None,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Validate every workflow (and input) first, then store them all in few round trips.
 
         Returns their ids in order. Nothing is written if any definition is invalid.
@@ -369,7 +370,7 @@ class Engine:
         lost is not applied twice. ``start_in`` / ``start_at``: as :meth:`push`.
         """
         workflows = list(workflows)
-        values: builtins.list[Any] = [None] * len(workflows)
+        values: list[Any] = [None] * len(workflows)
         if inputs is not None:
             values = list(inputs)
             if len(values) != len(workflows):
@@ -389,7 +390,7 @@ class Engine:
         *,
         start_in: float | None = None,
         start_at: datetime | None = None,
-    ) -> builtins.list[Pushed]:
+    ) -> list[Pushed]:
         """:meth:`push_many` for runs that carry their own options (idempotency key,
         template): one :class:`Pushed` each, in order, saying whether it already existed.
 
@@ -401,9 +402,19 @@ class Engine:
         on one shard.
         """
         later_ms = start_delay_ms(start_in, start_at)
+        rows, routes = self._push_rows(runs)
+        calls = self._push_calls(rows, routes, later_ms)
+        return self._send_push_calls(calls, len(rows))
+
+    def _push_rows(
+        self, runs: Iterable[RunRequest]
+    ) -> tuple[list[tuple[CompiledWorkflow, str, str]], list[str | None]]:
+        """Each run checked and laid out for push.lua: its compiled definition (once per
+        workflow object), its input's text and its options; and the key that routes it
+        to a shard (its first gate, or its idempotency key; None: any shard)."""
         seen: dict[int, CompiledWorkflow] = {}
-        rows: builtins.list[tuple[CompiledWorkflow, str, str]] = []
-        routes: builtins.list[str | None] = []
+        rows: list[tuple[CompiledWorkflow, str, str]] = []
+        routes: list[str | None] = []
         checked: set[str] = set()  # definitions whose child templates exist
         limits: dict[tuple[str, ...], dict[str, RateLimit]] = {}
         for run in runs:
@@ -420,7 +431,7 @@ class Engine:
             if c.runs and c.digest not in checked:
                 check_templates(self, c)
                 checked.add(c.digest)
-            gates: builtins.list[tuple[str, int]] = []
+            gates: list[tuple[str, int]] = []
             if c.concurrency is not None:
                 gates.append((c.concurrency.gate(c.name, run.input), c.concurrency.limit))
             gates += run.gates
@@ -438,10 +449,20 @@ class Engine:
             )  # fmt: skip
             rows.append((c, text, options))
             routes.append(gates[0][0] if gates else run.key)
-        out: builtins.list[Pushed | None] = [None] * len(rows)
-        calls: builtins.list[tuple[builtins.list[int], Call[Any]]] = []
+        return rows, routes
+
+    def _push_calls(
+        self,
+        rows: list[tuple[CompiledWorkflow, str, str]],
+        routes: list[str | None],
+        later_ms: int,
+    ) -> list[tuple[list[int], Call[Any]]]:
+        """push.lua calls for ``rows``: each shard's runs in calls of at most
+        :data:`PUSH_BATCH` runs and about :data:`PUSH_BATCH_TASKS` tasks, with the runs
+        (their numbers in ``rows``) each call carries."""
+        calls: list[tuple[list[int], Call[Any]]] = []
         # runs without a route go round robin over the shards, one workflow at a time
-        routed: dict[int, builtins.list[int]] = {}
+        routed: dict[int, list[int]] = {}
         shards = self.keys.shards
         for n, r in enumerate(routes):
             shard_no = self.keys.shard_for(r) if r is not None else next(self._rr) % shards
@@ -460,9 +481,17 @@ class Engine:
                 )
                 calls.append((part, call))
                 start = end
-        unconfirmed: builtins.list[int] = []  # runs whose WAIT fell short
-        failed: builtins.list[int] = []  # runs refused, or not sent after a refusal
-        unknown: builtins.list[int] = []  # runs whose call got no reply: maybe written
+        return calls
+
+    def _send_push_calls(
+        self, calls: list[tuple[list[int], Call[Any]]], runs: int
+    ) -> list[Pushed]:
+        """Send the calls, :data:`PUSH_PIPELINE` a round trip: one :class:`Pushed` per
+        run, in order, or :class:`PartialWriteError` / :class:`NotReplicatedError`."""
+        out: list[Pushed | None] = [None] * runs
+        unconfirmed: list[int] = []  # runs whose WAIT fell short
+        failed: list[int] = []  # runs refused, or not sent after a refusal
+        unknown: list[int] = []  # runs whose call got no reply: maybe written
         cause: BaseException | None = None
         # Each call is atomic, the calls together are not: once one is refused no more are
         # sent, and what the others wrote is reported exactly (PartialWriteError).
@@ -502,17 +531,17 @@ class Engine:
                 f"than {self.wait_replicas} replica(s) in time (ids {_span(ids)}): they "
                 "exist, but a failover now could lose them; push them again with an "
                 "idempotency key to be sure",
-                builtins.list(pushed),
+                list(pushed),
                 sorted(unconfirmed),
             )
         return pushed
 
     def _partly_pushed(
         self,
-        out: builtins.list[Pushed | None],
-        failed: builtins.list[int],
-        unknown: builtins.list[int],
-        unconfirmed: builtins.list[int],
+        out: list[Pushed | None],
+        failed: list[int],
+        unknown: list[int],
+        unconfirmed: list[int],
         cause: BaseException,
     ) -> BaseException:
         """The error of a push stopped by ``cause``: the cause itself when nothing was
@@ -527,7 +556,7 @@ class Engine:
         return PartialWriteError(
             f"{len(ids)} of {len(out)} workflow(s) were pushed (ids {_span(ids)}), {rest}"
             f"{short}: {cause}",
-            done=builtins.list(out),
+            done=list(out),
             stored_ids=ids,
             failed=failed,
             cause=cause,
@@ -535,13 +564,13 @@ class Engine:
             unconfirmed=sorted(unconfirmed),
         )
 
-    def _send_push(self, batch: ScriptBatch) -> builtins.list[Any]:
+    def _send_push(self, batch: ScriptBatch) -> list[Any]:
         """Run a batch of push calls, sending it again for up to ``push_retry_s`` while
         Redis is unreachable or some call was answered by a server that ran nothing (a
         cluster shard failing over); past that, the replies as they are. The calls that
         did run reply as they first did when sent again: each carries its push token."""
 
-        def send() -> builtins.list[Any]:
+        def send() -> list[Any]:
             results = batch.execute()
             if any(isinstance(r, NOT_RUN_REPLIES) for r in results):
                 raise _RanNothing(results)
@@ -584,7 +613,7 @@ class Engine:
             )
         return info
 
-    def templates(self) -> builtins.list[TemplateInfo]:
+    def templates(self) -> list[TemplateInfo]:
         """Every template's latest version (without its text), by name."""
         return self.store.templates.all()
 
@@ -638,7 +667,7 @@ class Engine:
         the same key is returned (``existing``) and nothing is written. The run records
         its template and version (``list(template=name)``). ``parent``, ``depth`` and
         ``root``: a child run's parent task, nesting and the run at the top of its tree
-        (:mod:`engine.child_runs` sets them)."""
+        (:mod:`engine.runtime.child_runs` sets them)."""
         compiled, v = self.compile_template(name, version)
         pushed = self.push_runs(
             [
@@ -671,7 +700,7 @@ class Engine:
         limit of their own (a task's ``rate_limit`` or its workflow's ``rate_limits``
         come first). Checked first (:class:`DefinitionError`: nothing written).
         """
-        from .definition import check_name
+        from engine.spec.definition import check_name
 
         check_name(task_type, "rate limit: task type", None, empty=True)
         r = rate_limit_from(
@@ -720,7 +749,7 @@ class Engine:
         return self._steer("cancel", self._wid(wid, key))
 
     def _steer(self, op: str, wid: str | int) -> int:
-        """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.child_runs`),
+        """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.runtime.child_runs`),
         whose links a cleanup reads first (it deletes them)."""
         kids = self._children_before_cleanup(wid) if op == "cleanup" else None
         count = getattr(self.store, op)(wid, self.actor)
@@ -729,7 +758,7 @@ class Engine:
             cascade_to(self, kids, op)
         return int(count or 0)
 
-    def _children_before_cleanup(self, wid: str | int) -> builtins.list[str]:
+    def _children_before_cleanup(self, wid: str | int) -> list[str]:
         # a user who may not read them may not clean up either: the script says so
         try:
             return self.store.children_of(wid)
@@ -762,7 +791,7 @@ class Engine:
         finished one, one with no task waiting for ``name`` or whose waits for it all
         ended, or one whose kept signals are at their limit; :class:`DefinitionError` for
         a bad name or payload (nothing written)."""
-        from .signals import send
+        from engine.runtime.signals import send
 
         return send(
             self, self._wid(wid, key), name, payload,
@@ -881,7 +910,7 @@ class Engine:
         lease_s: float = 0.0,
         waits: bool = True,
         sweep_s: float = SWEEP_S,
-    ) -> builtins.list[int]:
+    ) -> list[int]:
         """One round of housekeeping on every shard (see ``reap.lua``, and with ``waits``
         a pass of the wait keeper: wait tasks reached, timers due, child runs; an agent,
         which runs a keeper of its own, leaves it out); agents call this
@@ -895,7 +924,7 @@ class Engine:
         Returns [agents reaped, tasks requeued, retries promoted, workflows cleaned,
         shards still behind (call again soon)]."""
         totals = [0, 0, 0, 0]
-        behind: builtins.list[ShardKeys] = []
+        behind: list[ShardKeys] = []
         retention_ms = int(self.retention_s * 1000)
         hold_ms = int(hold_s * 1000)
         lease_ms = int(lease_s * 1000)
@@ -916,7 +945,7 @@ class Engine:
                 behind.append(shard)
             # attempts past their task's timeout fail as their agents would; maps whose
             # expansion the agent that began it did not finish are expanded
-            steps: builtins.list[Callable[[], int]] = (
+            steps: list[Callable[[], int]] = (
                 [functools.partial(self.store.time_out, shard, late)] if late else []
             )
             steps.append(
@@ -936,7 +965,7 @@ class Engine:
             except NotReplicatedError as e:
                 short = short or e
         if waits:  # wait tasks reached, timers due, child runs
-            from .wait_keeper import WaitKeeper
+            from engine.runtime.wait_keeper import WaitKeeper
 
             try:
                 WaitKeeper(self).step()
@@ -948,11 +977,11 @@ class Engine:
 
     # -- reading ------------------------------------------------------------------------
 
-    def server_warnings(self) -> builtins.list[str]:
+    def server_warnings(self) -> list[str]:
         """What is wrong with the server's settings for redisflow, one line each: an
         eviction policy other than ``noeviction`` (evicted keys are lost workflows), memory
         near ``maxmemory``. Agents print these at start; the console shows them."""
-        from .health import server_warnings
+        from engine.connect.health import server_warnings
 
         return server_warnings(self.redis)
 
@@ -976,7 +1005,7 @@ class Engine:
         offset: int = 0,
         limit: int = 50,
         state: str | None = None,
-    ) -> builtins.list[ItemStatus]:
+    ) -> list[ItemStatus]:
         """A page of the items of map ``task_name``, by item index; with ``state``, only
         the items in that state (``failed`` reads the failed set: cheap at any size).
 
@@ -987,7 +1016,7 @@ class Engine:
 
     def map_outputs(
         self, wid: str | int, task_name: str, offset: int = 0, limit: int = 1000
-    ) -> builtins.list[Any]:
+    ) -> list[Any]:
         """The outputs of map ``task_name``'s items from ``offset``, in item order
         (``None`` for a failed item): a map of more than 10,000 items gives its gather a
         handle, ``{"map": index, "items": n, "workflow": wid}``, to page with this."""
@@ -997,7 +1026,7 @@ class Engine:
         """The current state of one workflow."""
         return self.store.state(wid)
 
-    def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
+    def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
         return self.store.summaries(wids)
 
@@ -1011,7 +1040,7 @@ class Engine:
         oldest_first: bool = False,
         created_after: float | datetime | None = None,
         created_before: float | datetime | None = None,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Workflow ids, newest first (or oldest first), one page at a time; filter by
         state, name and/or the template they run, and by creation time: at or after
         ``created_after``, before ``created_before`` (epoch seconds or datetimes; found by
@@ -1021,9 +1050,7 @@ class Engine:
             _ms(created_after), _ms(created_before),
         )  # fmt: skip
 
-    # This method shadows the builtin inside the class body: annotations here say
-    # ``builtins.list``.
-    def list(
+    def list_workflows(
         self,
         state: str | None = None,
         name: str | None = None,
@@ -1033,7 +1060,7 @@ class Engine:
         oldest_first: bool = False,
         created_after: float | datetime | None = None,
         created_before: float | datetime | None = None,
-    ) -> builtins.list[WorkflowSummary]:
+    ) -> list[WorkflowSummary]:
         """A page of workflow summaries, newest first (see :meth:`list_ids`)."""
         return self.summaries(
             self.list_ids(
@@ -1054,7 +1081,7 @@ class Engine:
         only to check a state)."""
         return self.store.count(state, name, template, _ms(created_after), _ms(created_before))
 
-    def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
+    def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""
         return self.store.names(prefix, limit)
 
@@ -1063,7 +1090,7 @@ class Engine:
         finished workflows are past their retention but not removed yet."""
         return self.store.stats(int(self.retention_s * 1000))
 
-    def agents(self) -> builtins.list[AgentInfo]:
+    def agents(self) -> list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
         return self.store.agents()
 
@@ -1072,18 +1099,18 @@ class Engine:
         finishes and reports what it runs, and leaves (its process exits). Raises
         :class:`NotFoundError` for an agent no shard knows, :class:`StateError` for one
         not live (stopped, or dead: its lease expired)."""
-        from .agent_ops import drain
+        from engine.runtime.agent_ops import drain
 
         drain(self, agent_id)
 
-    def events(self, count: int = 200) -> builtins.list[Event]:
+    def events(self, count: int = 200) -> list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""
         return self.store.events(count)
 
     def timeline(self, wid: str | int) -> Timeline:
-        """Workflow ``wid``'s task attempts over time (see :mod:`engine.history`)."""
-        from .history import timeline
+        """Workflow ``wid``'s task attempts over time (see :mod:`engine.runtime.history`)."""
+        from engine.runtime.history import timeline
 
         return timeline(self.store, wid)
 
@@ -1091,11 +1118,11 @@ class Engine:
         """Fill in the ``task_name`` of task events, from their workflows' definitions."""
         self.store.name_tasks(events)
 
-    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
         return self.store.events_after(last_ids, block_ms)
 
-    # -- listening and waiting (engine.events, engine.waiting) --------------------------
+    # -- listening and waiting (engine.runtime.events, engine.runtime.run_waiting) ---------
 
     def listen(self, callback: Callable[[Event], None]) -> EventListener:
         """Call ``callback`` for every live event, from a background thread, until closed."""
@@ -1131,7 +1158,7 @@ class Engine:
 
         return manage.put(self, spec)
 
-    def schedules(self) -> builtins.list[ScheduleInfo]:
+    def schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name, with its next due time, last run and counters."""
         from .schedules import manage
 
@@ -1166,7 +1193,7 @@ class Engine:
 
     def backfill_schedule(
         self, name: str, start: datetime, end: datetime, overlap: str | None = None
-    ) -> builtins.list[TickOutcome]:
+    ) -> list[TickOutcome]:
         """Run the ticks of ``[start, end]`` not run yet (default overlap ``buffer_all``:
         one after another); twice does nothing new. The ticks go in calls of 100, each
         atomic: stopped part-way, :class:`PartialWriteError` (``done``: each tick's
@@ -1176,7 +1203,7 @@ class Engine:
         start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
         return manage.backfill(self, name, start_ms, end_ms, overlap)
 
-    def preview_schedule(self, name: str, count: int = 10) -> builtins.list[PreviewTick]:
+    def preview_schedule(self, name: str, count: int = 10) -> list[PreviewTick]:
         """Its next ``count`` ticks, with what daylight saving does to each."""
         from .schedules import manage
 
@@ -1203,7 +1230,7 @@ class Engine:
             raise NotFoundError(f"trigger {name!r} does not exist")
         return found
 
-    def triggers(self) -> builtins.list[Trigger]:
+    def triggers(self) -> list[Trigger]:
         """Every webhook trigger, oldest first."""
         return self._triggers.all()
 
@@ -1222,3 +1249,7 @@ class Engine:
         from .store.gauges import read_gauges
 
         return read_gauges(self.store, int(self.retention_s * 1000))
+
+    # ``engine.list(...)``: bound last, so that in the class body above ``list`` is the
+    # builtin
+    list = list_workflows

@@ -91,7 +91,7 @@ class PartialWriteError(RedisflowError):
     not one transaction: the ones before the refusal stand.
 
     ``done`` holds, per item in the order given, what a full success returns for it (a
-    workflow id, a :class:`~engine.flow.Pushed`, a tick's outcome), or None for an item
+    workflow id, a :class:`~engine.spec.flow.Pushed`, a tick's outcome), or None for an item
     that was not written; ``stored_ids`` the ids of the workflows written, in that order;
     ``failed`` the indexes of the items not written (refused, or not sent after a
     refusal); ``unknown`` those whose call got no reply (Redis went away during it: maybe

@@ -22,8 +22,8 @@ from redis.retry import Retry
 
 from engine import DefinitionError, EmbeddedRedis, Engine, NoDatabaseError, UnreachableError
 from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
-from engine.definition import DEFAULT_MAX_PAYLOAD
-from engine.urls import close_client, missing_database, open_client, redact
+from engine.connect.urls import close_client, missing_database, open_client, redact
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD
 
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from engine import DefinitionError, Engine, NotFoundError, RedisflowError, StateError, Stats
-from engine.text_safety import visible
+from engine.core.text_safety import visible
 
 from .commands import ConsoleCommands
 from .data import actions

@@ -55,8 +55,8 @@ def main() -> None:
         query = jmespath.compile("parents.check.output.status == 'ok' && input.n > `3`")
         print(f"jmespath                    {rate(lambda: query.search(ACT)):>10,.0f} /s")
 
-    from engine.conditions import gate
-    from engine.handlers import Task
+    from engine.runtime.handlers import Task
+    from engine.spec.conditions import gate
 
     task = Task(
         "1", 1, "t", "", None, 1, {"check": ACT["parents"]["check"]["output"]}, ACT["input"]

@@ -50,9 +50,9 @@ import redis  # noqa: E402
 from demos import shapes  # noqa: E402
 from demos.map_bench import map_workflow  # noqa: E402
 from engine import Engine, Task, Workflow  # noqa: E402
-from engine.conditions import gate  # noqa: E402
+from engine.runtime.wait_keeper import WaitKeeper  # noqa: E402
 from engine.schedules import parse_schedule  # noqa: E402
-from engine.wait_keeper import WaitKeeper  # noqa: E402
+from engine.spec.conditions import gate  # noqa: E402
 
 BUSY_TYPES = ["busy", "busy-rl", "busy-rl2", "busy-rl3"]  # the busy set's own task types
 BUSY_CHILD = """

@@ -28,7 +28,7 @@ import redis
 from engine_helpers import assert_stats_agree, spawn_agent, stop_process, wait_for
 
 from engine import Engine, Workflow
-from engine.embedded import find_redis_server, free_port
+from engine.connect.embedded import find_redis_server, free_port
 from engine.errors import NotFoundError
 
 

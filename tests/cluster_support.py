@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from engine.connect.local_cluster import LocalCluster
+from engine.connect.urls import close_client, open_client
 from engine.errors import UnreachableError
-from engine.local_cluster import LocalCluster
-from engine.urls import close_client, open_client
 
 MASTERS = 3
 

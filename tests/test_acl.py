@@ -13,7 +13,7 @@ from engine_helpers import ROOT, Hand, cli, one_line_error, run_agent, scan_keys
 from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import Engine, Workflow
-from engine.acl import ROLE_SCRIPTS, ROLES, permission_message, role_commands, setuser_line
+from engine.ops.acl import ROLE_SCRIPTS, ROLES, permission_message, role_commands, setuser_line
 from engine.store.scripts import SCRIPT_NAMES, script_commands
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
@@ -130,7 +130,7 @@ def test_each_role_does_its_job(admin: redis.Redis) -> None:
 
 
 def make_url(engine: Engine) -> str:
-    from engine.urls import url_of
+    from engine.connect.urls import url_of
 
     return url_of(engine.redis)
 

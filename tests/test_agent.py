@@ -14,9 +14,9 @@ import redis
 from engine_helpers import Hand, agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import Agent, AgentState, Engine, Task, TaskFailed, Workflow, exec_handler
+from engine.connect.urls import open_client
 from engine.store.gauges import read_gauges
 from engine.store.keys import ShardKeys
-from engine.urls import open_client
 
 
 def fan(name: str, types: list[str], width: int = 3) -> Workflow:

@@ -11,7 +11,7 @@ from typing import Any
 from engine_helpers import assert_stats_agree, run_agent
 
 from engine import Engine, Task, TaskFailed, Workflow
-from engine.handlers import is_async
+from engine.runtime.handlers import is_async
 
 
 def flat(name: str, count: int, type: str = "") -> Workflow:

@@ -1,4 +1,4 @@
-"""An operator asks an agent to drain (engine/agent_ops.py, drain.lua): at its next
+"""An operator asks an agent to drain (engine/runtime/agent_ops.py, drain.lua): at its next
 heartbeat it stops claiming, finishes and reports what it runs, and leaves; agents gone
 a while leave the list."""
 
@@ -13,9 +13,9 @@ from engine_helpers import cli, spawn_agent, stop_process, wait_for
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import Agent, Engine, Task, Workflow
-from engine.agent_ops import GONE_AFTER_S, current
+from engine.core.model import AgentInfo, AgentState, TaskState, WorkflowState
 from engine.errors import NotFoundError, StateError
-from engine.model import AgentInfo, AgentState, TaskState, WorkflowState
+from engine.runtime.agent_ops import GONE_AFTER_S, current
 
 
 def slow_workflow(engine: Engine) -> str:

@@ -11,7 +11,7 @@ import pytest
 import redis
 from engine_helpers import agent_thread, wait_for
 
-import engine.agent as agent_module
+import engine.runtime.agent as agent_module
 from engine import Engine, Task, Workflow
 
 

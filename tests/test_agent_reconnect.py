@@ -22,7 +22,7 @@ from engine_helpers import (
 )
 
 from engine import Agent, EmbeddedRedis, Engine, Task, Workflow
-from engine.urls import open_client
+from engine.connect.urls import open_client
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Steering many workflows at once (engine/bulk.py): by ids or by the filter of
+"""Steering many workflows at once (engine/ops/bulk.py): by ids or by the filter of
 ``redisflow list``, in the engine, the CLI (a count to confirm; --yes without a
 terminal) and HTTP (POST /v1/bulk, a dry run's count as ``expect``). Every workflow is
 named as acted on or refused, with the reason its script gave."""
@@ -13,10 +13,11 @@ import pytest
 from engine_helpers import cli, run_agent
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
-from engine import Engine, Task, Workflow, bulk
+from engine import Engine, Task, Workflow
 from engine.cli import main as cli_main
+from engine.core.model import WorkflowState
 from engine.errors import DefinitionError
-from engine.model import WorkflowState
+from engine.ops import bulk
 
 NIGHTLY = "name: nightly\ntasks:\n  - name: load\n    type: load\n"
 

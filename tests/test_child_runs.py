@@ -21,11 +21,11 @@ from engine_helpers import (
 )
 
 from engine import DefinitionError, Engine, Task, TaskFailed, Workflow
-from engine.child_runs import MAX_DEPTH, build_input
-from engine.flow import RunRequest
-from engine.loader import load_text
-from engine.wait_keeper import WaitKeeper
-from engine.waits import wait_line
+from engine.runtime.child_runs import MAX_DEPTH, build_input
+from engine.runtime.wait_keeper import WaitKeeper
+from engine.spec.flow import RunRequest
+from engine.spec.loader import load_text
+from engine.spec.wait_tasks import wait_line
 
 ENRICH = """
 name: enrich

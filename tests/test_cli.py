@@ -13,7 +13,7 @@ import pytest
 from engine_helpers import ROOT, cli, one_line_error, snapshot, spawn_agent, stop_process
 
 from engine import Engine, Workflow
-from engine.embedded import free_port
+from engine.connect.embedded import free_port
 
 DEMOS = ROOT / "demos"
 

@@ -15,8 +15,9 @@ import pytest
 from engine_helpers import cli, one_line_error, snapshot
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
-from engine import Engine, Workflow, timing
+from engine import Engine, Workflow
 from engine.cli import common, expire_cmds, http_cmds
+from engine.core import timing
 from engine.errors import DefinitionError, no_such_task
 from engine.schedules.spec import parse_schedule
 

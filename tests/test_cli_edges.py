@@ -19,8 +19,15 @@ from engine import Engine, Workflow
 from engine.cli import common as cli_common
 from engine.cli import main as cli_main
 from engine.cli.http_cmds import HTTP_EXTRA
-from engine.model import AgentInfo, AgentState, TaskState, TaskStatus, WorkflowState, WorkflowStatus
-from engine.unserved import unserved, unserved_line
+from engine.core.model import (
+    AgentInfo,
+    AgentState,
+    TaskState,
+    TaskStatus,
+    WorkflowState,
+    WorkflowStatus,
+)
+from engine.core.unserved import unserved, unserved_line
 
 DEMOS = ROOT / "demos"
 LONG = "a-task-whose-name-is-long-enough-to-be-cut-in-a-narrow-table"

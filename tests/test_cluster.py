@@ -11,10 +11,10 @@ from engine_helpers import assert_stats_agree
 
 from engine import Agent, Engine, Workflow
 from engine.cli.main import run as cli_run
+from engine.connect.local_cluster import LocalCluster, slot_ranges
+from engine.connect.urls import as_cluster_url, is_cluster_url, redact, url_of
 from engine.errors import DefinitionError
-from engine.local_cluster import LocalCluster, slot_ranges
 from engine.store.layout import is_cluster, masters_in_slot_order
-from engine.urls import as_cluster_url, is_cluster_url, redact, url_of
 
 
 @pytest.fixture()

@@ -14,8 +14,8 @@ import redis
 from engine_helpers import cli, one_line_error, run_agent
 
 from engine import Engine, Event, Workflow
-from engine.acl import ROLES, role_commands, setuser_line
-from engine.local_cluster import LocalCluster
+from engine.connect.local_cluster import LocalCluster
+from engine.ops.acl import ROLES, role_commands, setuser_line
 
 
 @pytest.fixture()
@@ -136,8 +136,8 @@ def test_a_cluster_url_on_a_plain_redis_says_so(redis_server: object) -> None:
 def test_the_cluster_lines_keep_scripts_and_trigger_secrets_per_role(
     nodes: list[redis.Redis], cluster_url: str
 ) -> None:
-    from engine.acl import missing_permissions
     from engine.http.triggers import new_trigger
+    from engine.ops.acl import missing_permissions
 
     with Engine.connect(cluster_url):
         pass

@@ -14,8 +14,8 @@ from engine_helpers import agent_thread, assert_stats_agree, run_agent, wait_for
 
 from engine import EmbeddedRedis, Engine, Workflow
 from engine.cli.main import run as cli_run
+from engine.connect.local_cluster import LocalCluster, cluster_port
 from engine.errors import StateError
-from engine.local_cluster import LocalCluster, cluster_port
 from engine.store.shard_moves import ShardMoves, parse_nodes
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from lua_helpers import run_lua
 
 from engine import Engine
+from engine.ops.watch import EventBatch
 from engine.store.codec import (
     decode_batch,
 )
-from engine.watch import EventBatch
 
 
 def test_event_tuples_decode_as_lua_writes_them(engine: Engine) -> None:

@@ -9,6 +9,7 @@ import pytest
 from lua_helpers import run_lua
 
 from engine import Engine
+from engine.connect.urls import open_client
 from engine.store.codec import (
     INPUT_OWN_KEY,
     INPUT_PIECE,
@@ -18,7 +19,6 @@ from engine.store.codec import (
     stored_input,
 )
 from engine.store.scripts import lib_for, with_fields
-from engine.urls import open_client
 
 INPUTS = [
     "",

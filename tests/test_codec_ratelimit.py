@@ -1,4 +1,4 @@
-"""Rate-limit buckets: ``engine/ratelimit.py`` + ``keys.py`` and ``lua/lib/ratelimit.lua``
+"""Rate-limit buckets: ``engine/spec/rate_limits.py`` + ``keys.py`` and ``lua/lib/rate_limits.lua``
 agree on a task's bucket (the Lua on a real Redis)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from lua_helpers import run_lua
 
 from engine import Engine
-from engine.ratelimit import RateLimit, encode_spec
+from engine.spec.rate_limits import RateLimit, encode_spec
 from engine.store.keys import bucket_id
 
 

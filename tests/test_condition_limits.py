@@ -23,8 +23,8 @@ from engine_helpers import (
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import DefinitionError, Engine, Task, Workflow
-from engine.condition_pool import ConditionPool
-from engine.conditions import MAX_NESTING, nesting
+from engine.spec.condition_pool import ConditionPool
+from engine.spec.conditions import MAX_NESTING, nesting
 
 # three comprehensions, one inside another, over 3,000 items: 2.7e10 evaluations (hours)
 SLOW = "input.l.all(x, input.l.all(y, input.l.all(z, x + y + z >= 0)))"

@@ -1,5 +1,5 @@
 """Conditions (``when:``), error kinds (NonRetryable, Abort, Skip; ``--exec`` exit codes)
-and input schemas, on a real Redis. ``engine.definition.plan`` (the rules reference with
+and input schemas, on a real Redis. ``engine.spec.definition.plan`` (the rules reference with
 conditions) is what the engine must agree with."""
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from engine import (
     exec_handler,
     load_text,
 )
-from engine.conditions import check_when, references
-from engine.definition import plan
+from engine.core.outcomes import exit_codes
+from engine.core.rules import RULES
 from engine.http.triggers import new_trigger
-from engine.outcomes import exit_codes
-from engine.rules import RULES
 from engine.schedules import parse_schedule
+from engine.spec.conditions import check_when, references
+from engine.spec.definition import plan
 from engine.store.codec import compile_workflow, decode_claim_row
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import DefinitionError, Workflow
-from engine.definition import validate
+from engine.spec.definition import validate
 from engine.store.codec import compile_workflow
 
 

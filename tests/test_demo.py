@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import scan_keys
 
 from engine import Engine
-from engine.urls import open_client
+from engine.connect.urls import open_client
 
 FIELDS = {
     "shape",

@@ -14,9 +14,9 @@ import redis
 from engine_helpers import cli, one_line_error, run_agent, wait_for
 
 from engine import EmbeddedRedis, Engine, NotReplicatedError, Workflow
-from engine.agent import Agent
 from engine.cli.common import EXIT_UNREACHABLE
-from engine.local_cluster import LocalCluster
+from engine.connect.local_cluster import LocalCluster
+from engine.runtime.agent import Agent
 
 pytestmark = pytest.mark.single_redis  # servers of its own, whatever the session runs on
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import embedded
+from engine.connect import embedded
 
 
 def fake_server(folder: Path, version: str) -> Path:

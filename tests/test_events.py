@@ -7,7 +7,7 @@ import threading
 from engine_helpers import Hand, every_shard_listened, publish, run_agent, wait_for
 
 from engine import Engine, Event, Task, Workflow
-from engine.events import decode_batch
+from engine.runtime.events import decode_batch
 
 
 def flaky_and_fine() -> tuple[Workflow, Workflow]:

@@ -12,7 +12,7 @@ import pytest
 from engine_helpers import cli, one_line_error
 
 from engine import Engine, Task, Workflow, exec_handler
-from engine.handlers import exec_environment
+from engine.runtime.handlers import exec_environment
 
 # prints the environment it got, as JSON
 SHOW_ENV = shlex.join(

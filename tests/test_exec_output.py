@@ -14,9 +14,9 @@ import pytest
 from engine_helpers import BIN, run_agent
 
 from engine import Engine, Workflow, exec_handler
-from engine import handlers as handlers_mod
-from engine.handlers import EXEC_STDERR_KEEP
-from engine.tasklogs import read_logs
+from engine.runtime import handlers as handlers_mod
+from engine.runtime.handlers import EXEC_STDERR_KEEP
+from engine.runtime.tasklogs import read_logs
 
 MB = 1 << 20
 

@@ -158,7 +158,7 @@ def test_a_key_raced_by_eight_threads_makes_one_workflow(engine: Engine, redis_u
 
 
 def _request(wf: Workflow, input: Any, key: str | None = None) -> Any:
-    from engine.flow import RunRequest
+    from engine.spec.flow import RunRequest
 
     return RunRequest(wf, input, key=key)
 
@@ -332,7 +332,7 @@ def test_a_workflow_with_its_own_ttl_goes_then_and_not_before(engine: Engine) ->
 
 
 def test_ttl_in_a_file_is_checked() -> None:
-    from engine.loader import load_text
+    from engine.spec.loader import load_text
 
     (wf,) = load_text("name: t\nttl: 7d\ntasks:\n  - name: a\n")
     assert wf.ttl == 7 * 86400

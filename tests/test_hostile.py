@@ -16,7 +16,7 @@ from engine_helpers import BIN, Hand, snapshot
 
 from engine import DefinitionError, Engine, Workflow, load_file, load_text
 from engine.cli.main import run
-from engine.definition import DEFAULT_MAX_TASKS, MAX_DEPTH, MAX_FILE_DEPTH, validate
+from engine.spec.definition import DEFAULT_MAX_TASKS, MAX_DEPTH, MAX_FILE_DEPTH, validate
 
 DIGITS = 5000  # past Python's 4,300-digit int/str conversion limit
 
@@ -249,11 +249,11 @@ def test_deep_yaml_flow_gets_our_message_from_either_parser(
     the message is the same either way (and with the pure-Python parser, which has none)."""
     import yaml
 
-    import engine.loader
+    from engine.spec import loader
 
     if not hasattr(yaml, parser):
         pytest.skip(f"PyYAML without {parser}")
-    monkeypatch.setattr(engine.loader, "_YAMLParser", getattr(yaml, parser))
+    monkeypatch.setattr(loader, "_YAMLParser", getattr(yaml, parser))
     closer = "]" if opener == "[" else "}"
     text = "name: w\ntasks:\n  - name: a\n    payload: " + opener * 5000 + closer * 5000 + "\n"
     with pytest.raises(DefinitionError) as e:

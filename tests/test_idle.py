@@ -10,7 +10,7 @@ from typing import Any
 from engine_helpers import AGENT_DEFAULTS, run_agent
 
 from engine import Agent, Engine, Task
-from engine.loader import load_file
+from engine.spec.loader import load_file
 
 DEMOS = Path(__file__).resolve().parent.parent / "demos"
 BOOK = ["book-split", "segment-word-counts", "sum-splits", "store-title"]

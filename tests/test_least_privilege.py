@@ -17,7 +17,11 @@ from engine_helpers import ROOT, cli, one_line_error, run_agent, scan_keys
 from own_server import admin, redis62, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import EmbeddedRedis, Engine, Workflow
-from engine.acl import (
+from engine.http import HttpConfig, create_app
+from engine.http.auth import github_signature
+from engine.http.errors import HttpError
+from engine.http.triggers import new_trigger, verify_delivery
+from engine.ops.acl import (
     AGENT_SCRIPTS,
     CHECK_SOURCE,
     OPERATOR_SCRIPTS,
@@ -27,10 +31,6 @@ from engine.acl import (
     script_shas,
     setuser_line,
 )
-from engine.http import HttpConfig, create_app
-from engine.http.auth import github_signature
-from engine.http.errors import HttpError
-from engine.http.triggers import new_trigger, verify_delivery
 from engine.store.scripts import SCRIPT_NAMES, script_sha, script_source
 from engine.store.triggers import Trigger
 
@@ -403,7 +403,7 @@ def test_an_agent_of_the_keeper_role_starts_child_runs_and_reads_no_trigger_secr
     """The documented setup for workflows with run: tasks, `acl --role agent --role keeper
     --user NAME`: its agent starts, links, reports and cancels child runs; it has no sealed
     key pattern, reads no trigger secret and runs none of the operator's steering."""
-    from engine.wait_keeper import WaitKeeper
+    from engine.runtime.wait_keeper import WaitKeeper
 
     line = line_for("agent", "--role", "keeper", name="kp")
     assert "!" not in line and "__keyspace" not in line

@@ -12,7 +12,7 @@ from engine_helpers import ROOT, cli, one_line_error, scan_keys
 from own_server import admin, server  # noqa: F401 (fixtures, named in signatures)
 
 from engine import EmbeddedRedis, Engine, Workflow
-from engine.health import server_warnings
+from engine.connect.health import server_warnings
 from engine.store.scripts import script_source, supports_shebang
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine import DefinitionError, load_file, load_text
-from engine.definition import validate
+from engine.spec.definition import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import DefinitionError, Engine, Task, TaskFailed, Workflow
-from engine.loader import load_file
+from engine.spec.loader import load_file
 
 
 def per_item(**options: Any) -> Workflow:

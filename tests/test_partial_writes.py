@@ -142,7 +142,7 @@ def test_a_push_stopped_part_way_names_exactly_what_was_written(
 def test_runs_stopped_part_way_each_say_what_they_did(
     engine: Engine, admin: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.flow import Pushed, RunRequest
+    from engine.spec.flow import Pushed, RunRequest
 
     monkeypatch.setattr("engine.client.PUSH_BATCH", 3)
     monkeypatch.setattr("engine.client.PUSH_PIPELINE", 1)

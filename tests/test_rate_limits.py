@@ -1,4 +1,4 @@
-"""Per-key rate limits (engine/ratelimit.py, lua/lib/ratelimit.lua) on a real redis-server:
+"""Per-key rate limits (engine/spec/rate_limits.py, lua/lib/rate_limits.lua) on a real redis-server:
 a bucket per (task type, key), GCRA on Redis's clock taken in claim.lua."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from own_server import redis62  # noqa: F401 - the fixture
 from test_http_server import client  # noqa: F401 - the fixture
 
 from engine import Agent, DefinitionError, EmbeddedRedis, Engine, Task, Workflow
-from engine.loader import load_text
-from engine.ratelimit import RateLimit
+from engine.spec.loader import load_text
+from engine.spec.rate_limits import RateLimit
 from engine.store.calls import Claimed
 from engine.store.codec import compile_workflow
 from engine.store.keys import bucket_id

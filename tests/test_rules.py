@@ -1,6 +1,6 @@
 """Trigger rules, failure branches and upstream_failed, on a real Redis.
 
-``engine/rules.py`` is the reference: its table is run against the Lua half, random
+``engine/core/rules.py`` is the reference: its table is run against the Lua half, random
 workflows with random rules and forced outcomes are run by real agents and compared
 with a model written here from FEATURES.md §2.3's table and with ``engine.plan``.
 """
@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from lua_helpers import run_lua
 
 from engine import DefinitionError, Engine, Task, TaskFailed, Workflow, load_text
-from engine.definition import plan, resolve, validate
-from engine.rules import FINALLY, RULES, decide, explain, simulate, workflow_result
+from engine.core.rules import FINALLY, RULES, decide, explain, simulate, workflow_result
+from engine.spec.definition import plan, resolve, validate
 from engine.store.codec import RULE_BASE, compile_workflow
 
 BRANCH = ROOT / "demos" / "branch.yaml"
@@ -677,7 +677,7 @@ def test_random_rules_end_as_the_model_and_the_plan_say(
 @settings(max_examples=300, deadline=None)
 @given(case=cases(max_tasks=14))
 def test_the_planner_is_the_model(case: Case) -> None:
-    """engine.rules (incremental decisions) against the table applied at the end."""
+    """engine.core.rules (incremental decisions) against the table applied at the end."""
     want, result = case.model()
     planned = plan(case.workflow("w"), case.forced)
     assert [t.state for t in sorted(planned.tasks, key=lambda t: int(t.name[1:]))] == want

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import cli, one_line_error, scan_keys
 
-from engine.urls import open_client
+from engine.connect.urls import open_client
 
 TEMPLATE = "name: job\ntasks:\n  - name: work\n"
 

@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import Hand, assert_stats_agree, cli, one_line_error, run_agent, snapshot
 
 from engine import DefinitionError, EmbeddedRedis, Engine, StateError, Task, Workflow
-from engine.timing import parse_duration, parse_time
+from engine.core.timing import parse_duration, parse_time
 
 
 def two() -> Workflow:

@@ -21,8 +21,8 @@ from test_http_server import Client, client  # noqa: F401 - the fixture
 
 from engine import DefinitionError, Engine, Workflow
 from engine.http.triggers import new_trigger
-from engine.schema_regex import linear
-from engine.schemas import check_input
+from engine.spec.schema_regex import linear
+from engine.spec.schemas import check_input
 from engine.store.codec import compile_workflow
 
 SECRET = "hunter2-db-password"

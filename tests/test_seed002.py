@@ -14,8 +14,8 @@ import pytest
 from engine_helpers import run_agent
 
 from engine import Engine, Task, seed002_handler, seed002_message
-from engine.loader import load_file, load_text
-from engine.mapping import element_key, gather_of
+from engine.spec.loader import load_file, load_text
+from engine.spec.mapping import element_key, gather_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,12 +14,12 @@ from engine_helpers import cli, one_line_error, snapshot
 from test_http_server import serving
 
 from engine import Engine, Workflow
-from engine.definition import resolve, validate
+from engine.connect.urls import open_client
 from engine.errors import DefinitionError, NotFoundError
 from engine.http import HttpConfig, create_app
-from engine.loader import load_text
+from engine.spec.definition import resolve, validate
+from engine.spec.loader import load_text
 from engine.store import by_time
-from engine.urls import open_client
 
 MINUTE_MS = 60_000
 

@@ -27,7 +27,7 @@ from engine_helpers import Hand, agent_thread, spawn_agent, stop_process, wait_f
 from own_server import admin, server  # noqa: F401 - fixtures
 
 from engine import EmbeddedRedis, Engine, Task, Workflow
-from engine.handlers import exec_handler
+from engine.runtime.handlers import exec_handler
 
 pytestmark = pytest.mark.single_redis
 

@@ -27,8 +27,8 @@ from hypothesis.stateful import (
 )
 
 from engine import Engine, NotFoundError, StateError, Task, Workflow
-from engine.model import decode_json
-from engine.rules import RULES, counts, decide, workflow_result
+from engine.core.model import decode_json
+from engine.core.rules import RULES, counts, decide, workflow_result
 from engine.store.codec import RULE_BASE
 from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys

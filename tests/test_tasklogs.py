@@ -18,9 +18,10 @@ from engine_helpers import Hand, run_agent, scan_keys
 from own_server import admin, server  # noqa: F401 - fixtures, named in signatures
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
-from engine import Engine, Task, TaskFailed, Workflow, exec_handler, tasklogs
-from engine.rollups import BOUNDS_MS, Rollups, bucket_of, history
-from engine.tasklogs import read_logs, read_progress
+from engine import Engine, Task, TaskFailed, Workflow, exec_handler
+from engine.runtime import tasklogs
+from engine.runtime.rollups import BOUNDS_MS, Rollups, bucket_of, history
+from engine.runtime.tasklogs import read_logs, read_progress
 
 log = logging.getLogger("user.handler")
 

@@ -1,5 +1,5 @@
 """Terminal escapes in what handlers write, errors and signals are shown, never obeyed:
-``engine.text_safety`` makes control characters visible in every text output of the CLIs
+``engine.core.text_safety`` makes control characters visible in every text output of the CLIs
 (``redisflow``, ``redisflow-agent``); JSON output stays exact."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from engine_helpers import cli
 
 from engine import Engine, Workflow
-from engine.text_safety import VisibleFormatter, VisibleStream, raw_stream, visible
+from engine.core.text_safety import VisibleFormatter, VisibleStream, raw_stream, visible
 
 # clipboard write (OSC 52, BEL-ended), clear screen, cursor up, a hidden link (OSC 8),
 # a C1 CSI, a lone CR, DEL, NUL

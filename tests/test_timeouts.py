@@ -14,7 +14,7 @@ import pytest
 from engine_helpers import Hand, assert_stats_agree, cli, run_agent
 
 from engine import DefinitionError, Engine, StateError, Task, Workflow
-from engine.loader import load_text
+from engine.spec.loader import load_text
 from engine.store.codec import compile_workflow
 
 

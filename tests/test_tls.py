@@ -16,9 +16,9 @@ import redis
 from engine_helpers import ROOT, cli, one_line_error
 
 from engine import EmbeddedRedis, Engine, Workflow
-from engine.embedded import free_port
+from engine.connect.embedded import free_port
+from engine.connect.urls import redact, url_of, with_tls
 from engine.errors import UnreachableError
-from engine.urls import redact, url_of, with_tls
 
 SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
 

@@ -12,9 +12,9 @@ import redis.connection
 from engine_helpers import cli
 
 from engine import Engine
-from engine.embedded import free_port
+from engine.connect.embedded import free_port
+from engine.connect.urls import URLError, parse_url, redact
 from engine.errors import DefinitionError, UnreachableError
-from engine.urls import URLError, parse_url, redact
 
 SECRET = "Zq9w"  # in every password below: absent from every output
 

@@ -12,8 +12,8 @@ import pytest
 from engine_helpers import Hand, assert_stats_agree, cli, run_agent, scan_keys, wait_for
 
 from engine import DefinitionError, Engine, NotFoundError, StateError, Workflow
-from engine.loader import load_text
-from engine.wait_keeper import WaitKeeper
+from engine.runtime.wait_keeper import WaitKeeper
+from engine.spec.loader import load_text
 
 
 def gate(timeout: str | None = None, on_timeout: str = "fail") -> Workflow:

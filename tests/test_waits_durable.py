@@ -20,7 +20,7 @@ from engine_helpers import (
 )
 
 from engine import Engine, Workflow
-from engine.wait_keeper import WaitKeeper
+from engine.runtime.wait_keeper import WaitKeeper
 
 
 def gates() -> Workflow:

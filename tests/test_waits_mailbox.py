@@ -14,7 +14,7 @@ from engine_helpers import cli, run_agent, scan_keys
 from redis.crc import key_slot
 
 from engine import Engine, StateError, Workflow
-from engine.wait_keeper import WaitKeeper
+from engine.runtime.wait_keeper import WaitKeeper
 
 
 def gate(ship: str = "") -> Workflow:

@@ -12,7 +12,7 @@ from .common import EXIT_OK, Parents, env_flag, whole_in
 
 
 def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:
-    from ..acl import setuser_line
+    from engine.ops.acl import setuser_line
 
     try:
         if args.user:  # one user with every role given (an agent with --scheduler: two)

@@ -11,23 +11,25 @@ from collections.abc import Sequence
 
 import redis
 
-from ..acl import missing_permissions
-from ..agent import CONDITION_BUDGET_S, Agent
-from ..child_runs import MAX_DESCENDANTS
-from ..client import Engine
-from ..definition import check_name
-from ..errors import DefinitionError, UnreachableError
-from ..handlers import (
+from engine.connect.health import server_warnings
+from engine.core.outcomes import exit_codes
+from engine.core.text_safety import VisibleFormatter, protect_streams
+from engine.ops.acl import missing_permissions
+from engine.runtime.agent import CONDITION_BUDGET_S, Agent
+from engine.runtime.child_runs import MAX_DESCENDANTS
+from engine.runtime.handlers import (
     EXEC_ENV_VAR,
     exec_env_names,
     exec_environment,
     exec_handler,
     import_handler,
 )
-from ..health import server_warnings
-from ..outcomes import exit_codes
-from ..retrying import patiently
-from ..text_safety import VisibleFormatter, protect_streams
+from engine.runtime.retrying import patiently
+from engine.runtime.side_work import SideWork
+from engine.spec.definition import check_name
+
+from ..client import Engine
+from ..errors import DefinitionError, UnreachableError
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -214,6 +216,11 @@ def run(argv: Sequence[str] | None = None) -> int:
             return refuse(missing[0])
         for warning in warnings:
             print(f"redisflow-agent: WARNING: {warning}", file=sys.stderr)
+        side: list[SideWork] = []
+        if args.scheduler:  # imported only then: an agent without one never loads it
+            from ..schedules.scheduler import SchedulerThread
+
+            side.append(SchedulerThread(engine, args.id))
         try:
             agent = Agent(
                 engine,
@@ -223,7 +230,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 batch=args.batch,
                 lease_s=args.lease,
                 condition_budget_s=args.condition_budget,
-                scheduler=args.scheduler,
+                side=side,
                 log_budget=args.log_budget_mb * 1024 * 1024,
             )
         except ValueError as e:

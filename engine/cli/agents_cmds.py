@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import agent_ops
+from engine.runtime import agent_ops
+
 from ..client import Engine
 from ..errors import DefinitionError
 from .common import EXIT_OK, STATE_STYLE, Parents, esc, new_table, out, print_json, span, type_label

@@ -1,5 +1,5 @@
 """Steering many workflows in one command: ``redisflow cancel ID1 ID2 ...`` and
-``redisflow retry --template T --state failed --since 1h`` (:mod:`engine.bulk`).
+``redisflow retry --template T --state failed --since 1h`` (:mod:`engine.ops.bulk`).
 
 Ids named one by one are acted on as given. A filter is resolved to ids first; on a
 terminal the command then asks, saying how many, and without a terminal it needs
@@ -12,9 +12,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from .. import bulk
+from engine.core.model import WorkflowState
+from engine.ops import bulk
+
 from ..errors import DefinitionError
-from ..model import WorkflowState
 from .common import (
     EXIT_FAILED,
     EXIT_OK,

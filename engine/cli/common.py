@@ -17,23 +17,24 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import redis
 
-from .. import timing
-from ..acl import denied_command, permission_message
-from ..appearance import LOOKS
+from engine.connect.urls import as_cluster_url, parse_url, read_timeout, with_tls
+from engine.core import timing
+from engine.core.appearance import LOOKS
+from engine.core.text_safety import raw_stream, visible
+from engine.ops import refusals
+from engine.ops.acl import permission_message
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name
+from engine.spec.flow import check_key
+
 from ..client import Engine
-from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name
 from ..errors import (
     DefinitionError,
     PartialWriteError,
     RedisflowError,
     UnreachableError,
-    is_out_of_memory,
 )
-from ..flow import check_key
 from ..store.codec import encode_input
 from ..store.layout import MAX_SHARDS
-from ..text_safety import raw_stream, visible
-from ..urls import as_cluster_url, parse_url, read_timeout, with_tls
 
 if TYPE_CHECKING:
     from rich.console import OverflowMethod
@@ -44,9 +45,6 @@ EXIT_TIMED_OUT = 5  # a --wait gave up (--timeout) before every workflow finishe
 EXIT_CLOSED_PIPE = 141  # stdout closed by its reader (`| head`): as a shell reports SIGPIPE
 
 
-NO_MEMORY = "Redis is out of memory (maxmemory reached, policy noeviction)"
-FREE_MEMORY = "free memory (e.g. `redisflow cleanup --finished`) or raise maxmemory"
-OUT_OF_MEMORY = f"{NO_MEMORY}: nothing was written; {FREE_MEMORY}"
 
 # The Redis user of this process's connection, for permission errors (one per process).
 _user: str | None = None
@@ -272,32 +270,13 @@ def refuse(command: str) -> int:
 
 
 def server_refusal(error: redis.ResponseError) -> str | None:
-    """One line for an error the server's configuration causes (a missing ACL
-    permission, memory full), or None for any other error."""
-    text = str(error)
-    # "can't run this command": a script stopped by an ACL where no guard runs (6.2)
-    if isinstance(error, redis.exceptions.NoPermissionError) or "can't run this" in text:
-        if "to access a" in text:  # a key or channel outside the user's patterns
-            what = "channel" if "channel" in text else "key"
-            return (
-                f"Redis user {_user or 'default'!r} may not access a {what} of this namespace "
-                "(NOPERM): check --namespace, or see `redisflow acl`"
-            )
-        return permission_message(denied_command(error), _user)
-    if is_out_of_memory(error):
-        return OUT_OF_MEMORY
-    return None
+    """:func:`engine.ops.refusals.server_refusal` for this process's Redis user."""
+    return refusals.server_refusal(error, _user)
 
 
 def cause_of(error: BaseException) -> str:
-    """Why a write stopped, in one line that says nothing of what was written."""
-    if is_out_of_memory(error):
-        return f"{NO_MEMORY}; {FREE_MEMORY}"
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
-        return f"Redis unreachable: {error}"
-    if isinstance(error, redis.ResponseError):
-        return server_refusal(error) or str(error)
-    return str(error)
+    """:func:`engine.ops.refusals.cause_of` for this process's Redis user."""
+    return refusals.cause_of(error, _user)
 
 
 def partly_written(e: PartialWriteError, what: str = "workflows", shown: str = "ids") -> int:
@@ -560,7 +539,7 @@ def time_window(now: float, args: argparse.Namespace) -> tuple[float | None, flo
 
 
 def parse_time(text: str) -> datetime:
-    """An ISO 8601 time or a time of day (see :func:`engine.timing.parse_time`)."""
+    """An ISO 8601 time or a time of day (see :func:`engine.core.timing.parse_time`)."""
     try:
         return timing.parse_time(text)
     except DefinitionError as e:
@@ -802,7 +781,7 @@ class _UnservedNotes:
         self.said_at = 0.0
 
     def check(self, wid: str) -> None:
-        from ..unserved import unserved, unserved_line
+        from engine.core.unserved import unserved, unserved_line
 
         line = unserved_line(unserved(self.engine.status(wid), self.engine.agents()))
         now = time.monotonic()

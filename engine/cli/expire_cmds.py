@@ -7,9 +7,10 @@ import math
 import time
 from typing import Any
 
-from .. import timing
+from engine.core import timing
+from engine.spec.definition import MAX_TTL
+
 from ..client import Engine
-from ..definition import MAX_TTL
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, print_json, quoted, span, workflow_id
 

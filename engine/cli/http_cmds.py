@@ -42,7 +42,7 @@ stream_cap = whole_in(1, 1_000_000, "a count of event streams")
 
 
 def wait_limit(text: str) -> float:
-    from ..timing import parse_duration
+    from engine.core.timing import parse_duration
 
     try:
         return parse_duration(text, "--max-wait")
@@ -52,7 +52,7 @@ def wait_limit(text: str) -> float:
 
 def timeout(text: str) -> float:
     """A timeout: a duration over 0 and at most a day."""
-    from ..timing import parse_duration
+    from engine.core.timing import parse_duration
 
     try:
         seconds = parse_duration(text, "timeout")

@@ -9,9 +9,10 @@ import sys
 import time
 from typing import Any
 
+from engine.runtime.rollups import history, sparkline
+from engine.runtime.tasklogs import LogLine, follow_logs, read_logs, read_progress
+
 from ..client import Engine
-from ..rollups import history, sparkline
-from ..tasklogs import LogLine, follow_logs, read_logs, read_progress
 from .common import (
     EXIT_OK,
     Parents,

@@ -7,7 +7,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..text_safety import protect_streams
+from engine.core.text_safety import protect_streams
+
 from . import (
     acl_cmds,
     agents_cmds,

@@ -10,14 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import viz
+from engine.core.rules import OUTCOMES, Plan, PlannedTask
+from engine.ops import viz
+from engine.spec.conditions import NOT_GIVEN
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, resolve, validate
+from engine.spec.definition import plan as plan_workflow
+from engine.spec.loader import load_file
+
 from ..client import Engine
-from ..conditions import NOT_GIVEN
-from ..definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, resolve, validate
-from ..definition import plan as plan_workflow
 from ..errors import DefinitionError
-from ..loader import load_file
-from ..rules import OUTCOMES, Plan, PlannedTask
 from .common import (
     EXIT_OK,
     KEY_PREFIX,
@@ -139,8 +140,8 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
 
 
 def _join_traps(args: argparse.Namespace) -> list[str]:
-    """Joins after a conditional branch that keep all_success (see engine.conditions)."""
-    from ..conditions import join_traps
+    """Joins after a conditional branch that keep all_success (see engine.spec.conditions)."""
+    from engine.spec.conditions import join_traps
 
     notes = []
     for wf in load_file(args.file, args.max_tasks):

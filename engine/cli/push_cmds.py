@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.spec.definition import DEFAULT_MAX_TASKS
+from engine.spec.loader import load_file
+
 from ..client import Engine
-from ..definition import DEFAULT_MAX_TASKS
 from ..errors import DefinitionError, PartialWriteError
-from ..loader import load_file
 from .common import (
     Parents,
     add_wait_options,
@@ -38,7 +39,8 @@ def prepare(args: argparse.Namespace) -> None:
 
 def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
     # compiled once, before connecting (see prepare)
-    from ..ratelimit import task_types
+    from engine.spec.rate_limits import task_types
+
     from ..store.codec import compile_workflow
 
     workflows = args.workflows

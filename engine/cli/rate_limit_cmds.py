@@ -1,5 +1,5 @@
 """``redisflow rate-limit put|list|delete``: the deployment's rate limits by task type
-(:mod:`engine.ratelimit`)."""
+(:mod:`engine.spec.rate_limits`)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from .common import EXIT_OK, Parents, port_number, whole_in
 
 
 def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:
-    from ..embedded import EmbeddedRedis
-    from ..local_cluster import LocalCluster
+    from engine.connect.embedded import EmbeddedRedis
+    from engine.connect.local_cluster import LocalCluster
 
     server: EmbeddedRedis | LocalCluster
     if args.cluster is not None:

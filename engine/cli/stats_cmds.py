@@ -6,8 +6,9 @@ import argparse
 import time
 from typing import Any
 
+from engine.core.text_safety import visible
+
 from ..client import Engine
-from ..text_safety import visible
 from . import log_cmds
 from .common import EXIT_OK, Parents, out, positive_int, print_json, styled, type_label
 

@@ -8,10 +8,11 @@ import json
 import time
 from typing import Any
 
+from engine.core.model import TaskState, WorkflowState, WorkflowStatus
+from engine.spec.wait_tasks import wait_line
+
 from ..client import Engine
 from ..errors import DefinitionError, no_such_task
-from ..model import TaskState, WorkflowState, WorkflowStatus
-from ..waits import wait_line
 from . import log_cmds
 from .common import (
     EXIT_OK,
@@ -115,7 +116,7 @@ def cmd_items(engine: Engine, args: argparse.Namespace) -> int:
 def _unserved(engine: Engine, st: WorkflowStatus) -> dict[str, list[str]]:
     """Ready tasks of ``st`` no live agent serves, by type (agents read only when some
     task is ready)."""
-    from ..unserved import unserved
+    from engine.core.unserved import unserved
 
     if not any(t.state == TaskState.READY for t in st.tasks):
         return {}
@@ -149,7 +150,7 @@ def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         pwid, pidx, _ = st.parent.rsplit(":", 2)
         out.print(f"child run of workflow {pwid} (its task #{pidx}), depth {st.depth}")
     if found:
-        from ..unserved import unserved_line
+        from engine.core.unserved import unserved_line
 
         out.print(f"[yellow]{esc(unserved_line(found))}[/]")
     if st.start_at is not None:

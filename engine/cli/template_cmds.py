@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import Any
 
+from engine.spec.loader import read_file
+
 from ..client import Engine
-from ..loader import read_file
 from .common import (
     EXIT_OK,
     Parents,

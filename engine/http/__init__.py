@@ -11,7 +11,8 @@ prometheus-client).
 
 from __future__ import annotations
 
-from .app import HttpConfig, create_app
+from .api import HttpConfig
+from .app import create_app
 from .auth import Tokens, load_tokens
 
 __all__ = ["HttpConfig", "Tokens", "create_app", "load_tokens"]

@@ -1,5 +1,5 @@
 """``POST /v1/agents/{id}/drain``: ask an agent to drain and stop
-(:func:`engine.agent_ops.drain`): at its next heartbeat it stops claiming, finishes and
+(:func:`engine.runtime.agent_ops.drain`): at its next heartbeat it stops claiming, finishes and
 reports what it runs, and leaves."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 if TYPE_CHECKING:
-    from .app import Api
+    from .api import Api
 
 
 async def drain_agent(api: Api, request: Request) -> Response:

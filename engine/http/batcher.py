@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from ..cli.common import cause_of
+from engine.spec.flow import Pushed, RunRequest
+
 from ..errors import DefinitionError, NotFoundError, NotReplicatedError, PartialWriteError
-from ..flow import Pushed, RunRequest
+from ..ops.refusals import cause_of
 from .errors import HttpError
 
 if TYPE_CHECKING:
@@ -57,8 +58,11 @@ class _Run:
 class RunBatcher:
     """Runs of templates through one engine (one actor), pushed in batches."""
 
-    def __init__(self, engine: Engine, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self, engine: Engine, max_batch: int = MAX_BATCH, redis_user: str | None = None
+    ) -> None:
         self.engine = engine
+        self.redis_user = redis_user  # named in a refusal's message
         self.max_batch = max_batch
         self._waiting: list[_Run] = []
         self._pushing = False
@@ -129,7 +133,7 @@ class RunBatcher:
                 )
         except PartialWriteError as e:  # stopped part-way: each run answered for itself
             short, lost = set(e.unconfirmed), set(e.failed)
-            cause = cause_of(e.cause)
+            cause = cause_of(e.cause, self.redis_user)
             for k, ((n, _), done) in enumerate(zip(requests, e.done, strict=True)):
                 if isinstance(done, Pushed):
                     out[n] = (

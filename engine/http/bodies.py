@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
+from engine.core.timing import parse_duration
+
 from ..errors import DefinitionError
-from ..timing import parse_duration
 from .errors import HttpError
 
 MAX_KEY = 200  # characters of an idempotency key

@@ -1,4 +1,4 @@
-"""``POST /v1/bulk``: one steering action over many workflows (:mod:`engine.bulk`), by
+"""``POST /v1/bulk``: one steering action over many workflows (:mod:`engine.ops.bulk`), by
 ids or by the filter of ``GET /v1/workflows``.
 
 A filter's confirmation is a count: ``dry_run: true`` answers how many match (and their
@@ -16,13 +16,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import bulk
-from ..model import WorkflowState
+from engine.core.model import WorkflowState
+from engine.ops import bulk
+
 from .bodies import parse_created, parse_json
 from .errors import HttpError
 
 if TYPE_CHECKING:
-    from .app import Api
+    from .api import Api
 
 DEFAULT_LIMIT = 1_000
 _ID = re.compile(r"[0-9]{1,19}", re.A)

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
-from ..model import Event, WorkflowState
+from engine.core.model import Event, WorkflowState
 
 if TYPE_CHECKING:
+    from engine.runtime.events import EventListener
+
     from ..client import Engine
-    from ..events import EventListener
 
 RECHECK_S = 1.0
 IDLE_S = 30.0  # the listener stops this long after the last wait ended (it decodes every event)

@@ -11,12 +11,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..tasklogs import read_logs
+from engine.runtime.tasklogs import read_logs
+
 from .errors import HttpError
 from .stream import MAX_SEQ
 
 if TYPE_CHECKING:
-    from .app import Api
+    from .api import Api
 
 CURSOR = r"^(?:-|[0-9]{1,19}-[0-9]{1,19})$"
 MAX_LIMIT = 10_000

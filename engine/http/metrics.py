@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..rollups import metric_families
+from engine.runtime.rollups import metric_families
 
 if TYPE_CHECKING:
     from ..client import Engine
@@ -102,7 +102,7 @@ class RedisCollector(Collector):
                 deliveries.add_metric([what, kind], n)
         yield rejected
         yield deliveries
-        yield from metric_families(self.engine)  # run-time history (engine/rollups.py)
+        yield from metric_families(self.engine)  # run-time history (engine/runtime/rollups.py)
 
 
 def registry_for(engine: Engine) -> CollectorRegistry:

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import copy
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..model import WorkflowState
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from engine.core.model import WorkflowState
+
 from . import agents, bulk, logs, openapi_resources, signals
 from .bodies import DURATION_PATTERN, KEY_PATTERN, MAX_KEY
+
+if TYPE_CHECKING:
+    from .api import Api
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
@@ -408,3 +415,13 @@ def docs_page(schema: dict[str, Any]) -> str:
             rows.append("</table>")
     rows.append("</body></html>")
     return "\n".join(rows)
+
+
+async def openapi_document(api: Api, _: Request) -> Response:
+    """``GET /openapi.json``: the API's OpenAPI document."""
+    return JSONResponse(api.schema)
+
+
+async def docs(api: Api, _: Request) -> Response:
+    """``GET /docs``: a page that renders the document."""
+    return HTMLResponse(docs_page(api.schema))

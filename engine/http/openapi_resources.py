@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..definition import MAX_NAME
+from engine.spec.definition import MAX_NAME
+
 from ..schedules.spec import CATCHUP, OVERLAP
 from ..store.triggers import AUTH_SCHEMES
 from .stream import CURSOR_PATTERN, MAX_CURSOR
@@ -98,7 +99,7 @@ SCHEDULE_SETTINGS = {
         "paused": {"type": "boolean"},
     },
 }
-# a rate limit (engine/ratelimit.py); the server checks the rest: the period's unit and
+# a rate limit (engine/spec/rate_limits.py); the server checks the rest: the period's unit and
 # range, a key naming a field after input. or payload., at most 512 bytes
 _RATE_PROPERTIES: dict[str, Any] = {
     "key": {
@@ -201,26 +202,49 @@ _LAST_EVENT_ID = {
 def paths(common: Responses, write: Responses) -> dict[str, Any]:
     """The path items; ``common``: what any call may answer (401, 421, 503), ``write``:
     what any write may answer (403, 408, 415)."""
-    too_large = {"413": error("body over the payload limit")}
+    ops = _Ops(common, write)
+    return {
+        **_templates(ops),
+        **_rate_limits(ops),
+        **_schedules(ops),
+        **_listings(ops),
+        **_event_streams(ops),
+    }
 
-    def read(summary: str, op_id: str, tag: str, ok: dict[str, Any], **more: Any) -> Any:
-        responses = {"200": ok, **more.pop("responses", {}), **common}
+
+class _Ops:
+    """Operation objects: a read's answers (200 and what any call may answer) and a
+    write's (its own and what any write may answer)."""
+
+    def __init__(self, common: Responses, write: Responses) -> None:
+        self.common = common
+        self.write = write
+
+    def read(self, summary: str, op_id: str, tag: str, ok: dict[str, Any], **more: Any) -> Any:
+        responses = {"200": ok, **more.pop("responses", {}), **self.common}
         return {"summary": summary, "operationId": op_id, "tags": [tag],
                 **more, "responses": responses}  # fmt: skip
 
-    def change(summary: str, op_id: str, tag: str, ok: Responses, **more: Any) -> Any:
-        responses = {**ok, **more.pop("responses", {}), **common, **write}
+    def change(self, summary: str, op_id: str, tag: str, ok: Responses, **more: Any) -> Any:
+        responses = {**ok, **more.pop("responses", {}), **self.common, **self.write}
         return {"summary": summary, "operationId": op_id, "tags": [tag],
                 **more, "responses": responses}  # fmt: skip
 
-    def put_answer(extra: dict[str, Any]) -> Responses:
-        schema = {"type": "object", "properties": {"name": {"type": "string"}, **extra}}
-        return {
-            "201": json_body(schema, "stored: new"),
-            "200": json_body(schema, "stored: replaced (or, for a template, unchanged)"),
-        }
 
-    schedule_state = json_body(
+def _too_large() -> Responses:
+    return {"413": error("body over the payload limit")}
+
+
+def _put_answer(extra: dict[str, Any]) -> Responses:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, **extra}}
+    return {
+        "201": json_body(schema, "stored: new"),
+        "200": json_body(schema, "stored: replaced (or, for a template, unchanged)"),
+    }
+
+
+def _schedule_state() -> dict[str, Any]:
+    return json_body(
         {
             "type": "object",
             "properties": {
@@ -231,9 +255,13 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
         },
         "done; changed: false when it already was",
     )
+
+
+def _templates(ops: _Ops) -> dict[str, Any]:
+    """Templates: list, get, put, delete."""
     return {
         "/v1/templates": {
-            "get": read(
+            "get": ops.read(
                 "Every template's latest version (without its text)",
                 "listTemplates",
                 "templates",
@@ -247,7 +275,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )  # fmt: skip
         },
         "/v1/templates/{name}": {
-            "get": read(
+            "get": ops.read(
                 "One version of a template (the latest by default), its text included",
                 "getTemplate",
                 "templates",
@@ -266,21 +294,21 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                     "404": error("no such template or version"),
                 },
             ),
-            "put": change(
+            "put": ops.change(
                 "Store the body (a workflow file's JSON) as the template's next version",
                 "putTemplate",
                 "templates",
-                put_answer({"version": {"type": "integer"}, "new": {"type": "boolean"}}),
+                _put_answer({"version": {"type": "integer"}, "new": {"type": "boolean"}}),
                 parameters=[_name("template")],
                 requestBody=json_body(
                     TEMPLATE_WORKFLOW, "the workflow, in the native format as JSON"
                 ),
                 responses={
                     "400": error("not a valid workflow (what and where: body.json:LINE: ...)"),
-                    **too_large,
+                    **_too_large(),
                 },
             ),
-            "delete": change(
+            "delete": ops.change(
                 "Delete a template, every version (its runs stay)",
                 "deleteTemplate",
                 "templates",
@@ -289,8 +317,14 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 responses={"404": error("no such template")},
             ),
         },
+    }
+
+
+def _rate_limits(ops: _Ops) -> dict[str, Any]:
+    """Rate limits by task type."""
+    return {
         "/v1/rate-limits": {
-            "get": read(
+            "get": ops.read(
                 "The deployment's rate limits, by task type",
                 "listRateLimits",
                 "rate limits",
@@ -309,16 +343,16 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )
         },
         "/v1/rate-limits/{type}": {
-            "put": change(
+            "put": ops.change(
                 "Set a task type's rate limit (for runs pushed from now on)",
                 "putRateLimit",
                 "rate limits",
                 {"200": json_body(RATE_LIMIT_OF_TYPE, "stored: the type and its rate limit")},
                 parameters=[_TYPE],
                 requestBody=json_body(RATE_LIMIT, "the rate limit"),
-                responses={"400": error("a bad rate limit (what and why)"), **too_large},
+                responses={"400": error("a bad rate limit (what and why)"), **_too_large()},
             ),
-            "delete": change(
+            "delete": ops.change(
                 "Remove a task type's rate limit (runs pushed before keep theirs)",
                 "deleteRateLimit",
                 "rate limits",
@@ -327,8 +361,15 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 responses={"404": error("no rate limit for that type")},
             ),
         },
+    }
+
+
+def _schedules(ops: _Ops) -> dict[str, Any]:
+    """Schedules: list, get, put, delete, pause, unpause, trigger."""
+    schedule_state = _schedule_state()
+    return {
         "/v1/schedules": {
-            "get": read(
+            "get": ops.read(
                 "Every schedule, with its next due time, last run and counters",
                 "listSchedules",
                 "schedules",
@@ -342,7 +383,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )  # fmt: skip
         },
         "/v1/schedules/{name}": {
-            "get": read(
+            "get": ops.read(
                 "One schedule",
                 "getSchedule",
                 "schedules",
@@ -350,19 +391,19 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 parameters=[_name("schedule")],
                 responses={"404": error("no such schedule")},
             ),
-            "put": change(
+            "put": ops.change(
                 "Create or update a schedule from its settings (as in a schedule file)",
                 "putSchedule",
                 "schedules",
-                put_answer({"new": {"type": "boolean"}}),
+                _put_answer({"new": {"type": "boolean"}}),
                 parameters=[_name("schedule")],
                 requestBody=json_body(SCHEDULE_SETTINGS, "the settings"),
                 responses={
                     "400": error("a bad setting or unknown template (what and where)"),
-                    **too_large,
+                    **_too_large(),
                 },
             ),
-            "delete": change(
+            "delete": ops.change(
                 "Delete a schedule (its runs are left alone)",
                 "deleteSchedule",
                 "schedules",
@@ -372,7 +413,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             ),
         },
         "/v1/schedules/{name}/pause": {
-            "post": change(
+            "post": ops.change(
                 "Stop firing its ticks",
                 "pauseSchedule",
                 "schedules",
@@ -382,7 +423,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )
         },
         "/v1/schedules/{name}/unpause": {
-            "post": change(
+            "post": ops.change(
                 "Fire its ticks again: from now, or with catchup=true from where it was paused",
                 "unpauseSchedule",
                 "schedules",
@@ -403,7 +444,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )
         },
         "/v1/schedules/{name}/trigger": {
-            "post": change(
+            "post": ops.change(
                 "Run one tick now, under the schedule's overlap policy (it may be skipped)",
                 "triggerSchedule",
                 "schedules",
@@ -428,8 +469,14 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 },
             )
         },
+    }
+
+
+def _listings(ops: _Ops) -> dict[str, Any]:
+    """Triggers and agents, listed."""
+    return {
         "/v1/triggers": {
-            "get": read(
+            "get": ops.read(
                 "Every webhook trigger, oldest first (secrets never included)",
                 "listTriggers",
                 "triggers",
@@ -443,7 +490,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )  # fmt: skip
         },
         "/v1/agents": {
-            "get": read(
+            "get": ops.read(
                 "Every agent known, with liveness from its heartbeat",
                 "listAgents",
                 "agents",
@@ -456,8 +503,14 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
                 ),
             )  # fmt: skip
         },
+    }
+
+
+def _event_streams(ops: _Ops) -> dict[str, Any]:
+    """Event streams: the deployment's, a workflow's."""
+    return {
         "/v1/events": {
-            "get": read(
+            "get": ops.read(
                 "The deployment's events, live, as Server-Sent Events (from now, or after "
                 "Last-Event-ID)",
                 "streamEvents",
@@ -471,7 +524,7 @@ def paths(common: Responses, write: Responses) -> dict[str, Any]:
             )
         },
         "/v1/workflows/{id}/events": {
-            "get": read(
+            "get": ops.read(
                 "A workflow's events as Server-Sent Events, from its first one still kept "
                 "(or after Last-Event-ID), until it finishes",
                 "streamWorkflowEvents",

@@ -2,7 +2,7 @@
 schedules, webhook triggers (their secrets never answered), agents, and workflows pushed
 from a workflow file's JSON.
 
-Each endpoint takes the :class:`~engine.http.app.Api` it serves; reads need a read token,
+Each endpoint takes the :class:`~engine.http.api.Api` it serves; reads need a read token,
 writes a write token (when tokens are configured). A body is checked whole before
 anything is written: a bad one gets 400 naming what and where.
 """
@@ -15,8 +15,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engine.spec.loader import load_text
+
 from ..errors import DefinitionError, NotFoundError
-from ..loader import load_text
 from ..schedules.spec import parse_schedule
 from .bodies import check_key, parse_json, parse_wait
 from .errors import HttpError
@@ -24,7 +25,7 @@ from .triggers import new_trigger
 
 if TYPE_CHECKING:
     from ..schedules import ScheduleInfo
-    from .app import Api
+    from .api import Api
 
 BODY = "body.json"  # how a body is named in its errors (body.json:3: task 'x': ...)
 
@@ -112,7 +113,7 @@ async def list_rate_limits(api: Api, request: Request) -> Response:
 async def put_rate_limit(api: Api, request: Request) -> Response:
     """PUT /v1/rate-limits/{type}: the body is ``{key, limit, per, burst}``; checked whole
     first (400 naming what), for runs pushed from then on."""
-    from ..ratelimit import rate_limit_from
+    from engine.spec.rate_limits import rate_limit_from
 
     api.auth(request, "write")
     data = await _object(api, request, "the rate limit {key, limit, per, burst}")
@@ -139,7 +140,7 @@ async def delete_rate_limit(api: Api, request: Request) -> Response:
 async def push_workflow(api: Api, request: Request) -> Response:
     """POST /v1/workflows: the body is one workflow in the native file format, as JSON;
     validated as ``redisflow push`` validates a file (400 naming what and where)."""
-    from ..flow import RunRequest
+    from engine.spec.flow import RunRequest
 
     api.auth(request, "write")
     wait = parse_wait(request.query_params.get("wait"), api.config.max_wait_s)

@@ -16,8 +16,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..connect.urls import parse_url
 from ..errors import DefinitionError
-from .app import HttpConfig, create_app
+from .api import HttpConfig
+from .app import create_app
 from .auth import Tokens, is_loopback
 from .guard import default_hosts
 from .protocol import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, TimedHttpProtocol, timed_protocol
@@ -68,6 +70,7 @@ class Settings:
             allowed_origins=self.allowed_origins,
             max_streams=self.stream_cap(),
             max_streams_per_token=self.max_streams_per_token,
+            redis_user=parse_url(self.url).username if self.url else None,
         )
 
     def uvicorn_options(self) -> dict[str, Any]:

@@ -20,12 +20,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..waits import MAX_SIGNAL_NAME
+from engine.spec.wait_tasks import MAX_SIGNAL_NAME
+
 from .bodies import KEY_PATTERN, check_key, check_path_key, parse_json
 from .errors import HttpError
 
 if TYPE_CHECKING:
-    from .app import Api
+    from .api import Api
 
 FIELDS = {"payload", "reject", "comment", "by"}
 

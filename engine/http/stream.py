@@ -37,13 +37,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from engine.core.model import Event
+
 from ..errors import NotFoundError
-from ..model import Event
 from .errors import HttpError
 
 if TYPE_CHECKING:
+    from engine.runtime.events import EventListener
+
     from ..client import Engine
-    from ..events import EventListener
 
 RECHECK_S = 1.0
 KEEPALIVE_S = 15.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.spec.schemas import check_input
+
 from ..errors import DefinitionError, NotFoundError
-from ..schemas import check_input
 from ..store.schedules import (
     S_COUNTERS,
     S_CURRENT,
@@ -24,7 +25,7 @@ from .scheduler import Ticker
 from .spec import OVERLAP, ScheduleSpec
 
 if TYPE_CHECKING:
-    from ..deployment import Runner
+    from engine.runtime.deployment import Runner
 
 MOST_BACKFILL = 10_000  # ticks one backfill may cover
 

@@ -25,6 +25,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.runtime.retrying import Backoff, transient
+from engine.spec.rate_limits import rate_keys
+from engine.spec.schemas import check_input
+
 from ..errors import (
     DefinitionError,
     NotFoundError,
@@ -32,9 +36,6 @@ from ..errors import (
     PartialWriteError,
     StateError,
 )
-from ..ratelimit import rate_keys
-from ..retrying import Backoff, transient
-from ..schemas import check_input
 from ..store.codec import CompiledWorkflow, encode_input, run_options
 from ..store.keys import ShardKeys
 from ..store.schedules import (
@@ -51,7 +52,7 @@ from .clock import Cadence, Plan, plan, run_input
 from .spec import ScheduleSpec
 
 if TYPE_CHECKING:
-    from ..deployment import Runner
+    from engine.runtime.deployment import Runner
 
 log = logging.getLogger("redisflow.scheduler")
 
@@ -424,6 +425,28 @@ class Scheduler:
                 while pubsub.get_message(timeout=0) is not None:
                     pass
                 return
+
+
+class SchedulerThread:
+    """A scheduler in a daemon thread of its own, as an agent's side work
+    (``Agent(side=[SchedulerThread(engine, agent_id)])``, ``redisflow-agent --scheduler``)."""
+
+    def __init__(self, engine: Runner, scheduler_id: str | None = None) -> None:
+        self.engine = engine
+        self.scheduler_id = scheduler_id
+        self._running: tuple[Scheduler, threading.Thread] | None = None
+
+    def start(self) -> threading.Thread:
+        """Start the scheduler's thread."""
+        self._running = start_thread(self.engine, self.scheduler_id)
+        return self._running[1]
+
+    def stop(self) -> None:
+        """Stop the scheduler after its current pass (its thread waited for up to 5 s)."""
+        if self._running is not None:
+            scheduler, thread = self._running
+            scheduler.stop()
+            thread.join(timeout=5)
 
 
 def start_thread(

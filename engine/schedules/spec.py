@@ -21,9 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from ..definition import check_name, one_line, show_value
+from engine.core.timing import parse_duration
+from engine.spec.definition import check_name, one_line, show_value
+
 from ..errors import DefinitionError
-from ..timing import parse_duration
 
 OVERLAP = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")
 CATCHUP = ("none", "latest", "all", "coalesce")

@@ -16,10 +16,11 @@ from typing import Any, NamedTuple, cast
 
 import redis
 
+from engine.core.model import decode_json
+from engine.core.task import Task
+from engine.spec.mapping import DEFAULT_MAX_ITEMS, MapSpec, items_of
+
 from ..errors import NotReplicatedError
-from ..handlers import Task
-from ..mapping import DEFAULT_MAX_ITEMS, MapSpec, items_of
-from ..model import decode_json
 from .codec import (
     D_MAP,
     D_MAX_ITEMS,
@@ -42,7 +43,7 @@ class Outcome(NamedTuple):
     workflow_id: str
     task_key: str  # Task.key: "3", or "3.17" for an item
     attempt: int  # the fencing token
-    kind: str  # "ok", "err", or an error kind (engine.outcomes: fatal, abort, skip)
+    kind: str  # "ok", "err", or an error kind (engine.core.outcomes: fatal, abort, skip)
     value: str  # output JSON ("" for none), or the error
 
 

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import cast
 
-from ..model import Stats
+from engine.core.model import Stats
+
 from .codec import F_CREATED, parse_record, step_field
 from .keys import ShardKeys
 from .layout import is_cluster

@@ -16,7 +16,8 @@ from typing import Any
 
 import redis
 
-from ..model import TERMINAL_TASK_STATES
+from engine.core.model import TERMINAL_TASK_STATES
+
 from .codec import D_STEPS, D_TYPE, F_COUNT, F_DIGEST, parse_record, step_prefix
 from .keys import ShardKeys
 

@@ -117,7 +117,7 @@ key                           type    holds
                                       deployment's retention has looked
 ``P:timers``                  zset    ``<wid>:<idx>`` of suspended wait tasks with a
                                       timer (a signal's timeout, a sleep), scored by when
-                                      it ends (ms; engine/waits.py)
+                                      it ends (ms; engine/spec/wait_tasks.py)
 ``P:spawn``                   zset    ``<wid>:<idx>`` of ``run:`` tasks whose child run is
                                       to start, scored by when a keeper may take it (a
                                       keeper that takes one leases it 30 s)
@@ -199,7 +199,7 @@ SEALED = "!"
 
 def bucket_id(task_type: str, key: str) -> str:
     """A rate-limit bucket's name: ``<len(type)>:<type>:<key>`` (unambiguous whatever the
-    type and key hold; ``bucket_of`` in lua/lib/ratelimit.lua)."""
+    type and key hold; ``bucket_of`` in lua/lib/rate_limits.lua)."""
     return f"{len(task_type.encode())}:{task_type}:{key}"
 
 
@@ -270,12 +270,12 @@ class ShardKeys:
 
     @property
     def timers(self) -> str:
-        """Suspended wait tasks' timers (engine/waits.py)."""
+        """Suspended wait tasks' timers (engine/spec/wait_tasks.py)."""
         return f"{self.prefix}:timers"
 
     @property
     def spawn(self) -> str:
-        """``run:`` tasks whose child run is to start (engine/child_runs.py)."""
+        """``run:`` tasks whose child run is to start (engine/runtime/child_runs.py)."""
         return f"{self.prefix}:spawn"
 
     @property

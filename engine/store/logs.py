@@ -10,7 +10,8 @@ from typing import Any, cast
 
 import redis
 
-from ..urls import block_slice_ms
+from engine.store.blocking import block_slice_ms
+
 from .keys import Keyspace, ShardKeys
 from .scripts import Call, Scripts
 

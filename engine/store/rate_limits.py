@@ -13,8 +13,9 @@ from typing import cast
 
 import redis
 
+from engine.spec.rate_limits import RateLimit, rate_limit_from
+
 from ..errors import NotFoundError
-from ..ratelimit import RateLimit, rate_limit_from
 from .keys import Keyspace
 
 

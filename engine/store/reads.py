@@ -1,12 +1,11 @@
 """Reads of a deployment's state: every plain (non-script) Redis read the engine makes.
 
-Replies come back decoded into the engine's records (:mod:`engine.model`); the formats
+Replies come back decoded into the engine's records (:mod:`engine.core.model`); the formats
 are :mod:`.codec`'s. Definitions never change, so they are cached between reads.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import json
 import math
@@ -18,8 +17,7 @@ from typing import Any, TypeAlias, cast
 import redis
 from redis.typing import KeyT, StreamIdT
 
-from ..errors import NotFoundError
-from ..model import (
+from engine.core.model import (
     ITEM_STATES,
     AgentInfo,
     AgentState,
@@ -32,7 +30,9 @@ from ..model import (
     WorkflowSummary,
     decode_json,
 )
-from ..urls import block_slice_ms
+from engine.store.blocking import block_slice_ms
+
+from ..errors import NotFoundError
 from . import by_time
 from .channels import ShardedPubSub
 from .codec import (
@@ -98,7 +98,7 @@ class Reads:
         self._def_of: dict[str, tuple[str, int]] = {}  # wid -> (digest, task count)
         self._names_of: dict[str, list[str]] = {}  # digest -> task names
         # digest -> (fields but the tasks' payloads, the payloads' names), oldest first
-        self._definitions: dict[str, tuple[dict[str, str], builtins.list[str]]] = {}
+        self._definitions: dict[str, tuple[dict[str, str], list[str]]] = {}
         self._definition_fields = 0
         self._lock = threading.Lock()
         self._sharded: bool | None = None
@@ -109,7 +109,7 @@ class Reads:
         sec, usec = self.redis.time()
         return sec + usec / 1e6
 
-    def task_names(self, wid: str | int) -> builtins.list[str]:
+    def task_names(self, wid: str | int) -> list[str]:
         return self._names(wid)[1]
 
     def maps_among(self, wid: str | int, indexes: Iterable[int]) -> set[int]:
@@ -131,7 +131,7 @@ class Reads:
             raise NotFoundError(f"workflow {wid} does not exist")
         return shard.definition(str(digest)), int(n)
 
-    def _names(self, wid: str | int) -> tuple[str, builtins.list[str]]:
+    def _names(self, wid: str | int) -> tuple[str, list[str]]:
         """The definition key of workflow ``wid`` and its task names."""
         dkey, n = self._definition_of(wid)
         fields = [f"{i}{D_NAME}" for i in range(n)]
@@ -214,8 +214,8 @@ class Reads:
     # -- maps -------------------------------------------------------------------------
 
     def _map_counts(
-        self, shard: ShardKeys, wid: str, maps: builtins.list[int]
-    ) -> builtins.list[dict[str, int]]:
+        self, shard: ShardKeys, wid: str, maps: list[int]
+    ) -> list[dict[str, int]]:
         """Items by state of each map in ``maps``: its counters and in-flight set read
         together, then the records of the items in flight (at most a window each)."""
         if not maps:
@@ -266,7 +266,7 @@ class Reads:
         offset: int = 0,
         limit: int = 50,
         state: str | None = None,
-    ) -> builtins.list[ItemStatus]:
+    ) -> list[ItemStatus]:
         """A page of map ``name``'s items in item order, optionally only those in ``state``.
 
         Without a state a page costs one read; ``failed`` reads the failed set, ``ready``
@@ -288,7 +288,7 @@ class Reads:
             ks = sorted(map(int, failed))[offset : offset + limit]
         else:
             state = TaskState(state).value
-            candidates: Iterable[builtins.list[int]]
+            candidates: Iterable[list[int]]
             if state in ("ready", "running"):
                 flying = cast("set[str]", self.redis.smembers(shard.map_flying(wid, c)))
                 candidates = [sorted(map(int, flying))]
@@ -313,8 +313,8 @@ class Reads:
         return self._read_items(shard, wid, c, ks, cancelled)
 
     def _read_items(
-        self, shard: ShardKeys, wid: str, c: int, ks: builtins.list[int], cancelled: bool
-    ) -> builtins.list[ItemStatus]:
+        self, shard: ShardKeys, wid: str, c: int, ks: list[int], cancelled: bool
+    ) -> list[ItemStatus]:
         """Items ``ks`` (in that order) of map ``c``, read in one transaction: a pending
         item's element is read from the list of elements not started yet."""
         if not ks:
@@ -374,7 +374,7 @@ class Reads:
             )
         return out
 
-    def _step_names(self, wid: str, c: int) -> builtins.list[str]:
+    def _step_names(self, wid: str, c: int) -> list[str]:
         """The names of map ``c``'s steps, in order ([] for a map of one step)."""
         dkey = self._names(wid)[0]
         n = int(cast("str | None", self.redis.hget(dkey, f"{c}{D_STEPS}")) or 0)
@@ -385,7 +385,7 @@ class Reads:
 
     def map_outputs(
         self, wid: str | int, name: str, offset: int = 0, limit: int = 1000
-    ) -> builtins.list[Any]:
+    ) -> list[Any]:
         """The outputs of map ``name``'s items ``offset`` to ``offset + limit - 1`` in
         item order (``None`` for an item without one): how a gather pages a map whose
         output is a handle, ``{"map": c, "items": n, "workflow": wid}``."""
@@ -403,7 +403,7 @@ class Reads:
             return cast("dict[str, str]", self.redis.hgetall(key))
         return dict(cast(Iterator[tuple[str, str]], self.redis.hscan_iter(key, count=BIG_HASH)))
 
-    def _payloads(self, dkey: str, names: builtins.list[str]) -> dict[str, str]:
+    def _payloads(self, dkey: str, names: list[str]) -> dict[str, str]:
         """The definition's task payloads ``names``, read in slices of :data:`BIG_HASH`."""
         out: dict[str, str] = {}
         for at in range(0, len(names), BIG_HASH):
@@ -433,7 +433,7 @@ class Reads:
                 dropped, names = cache.pop(oldest)
                 self._definition_fields -= len(dropped) + len(names)
 
-    def summaries(self, wids: Iterable[str]) -> builtins.list[WorkflowSummary]:
+    def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
         wids = list(wids)
         pipe = self.redis.pipeline(transaction=False)
@@ -444,8 +444,8 @@ class Reads:
         return [parse_summary(w, row) for (w, _), row in zip(found, rows, strict=True)]
 
     def _named(
-        self, wids: builtins.list[str], rows: builtins.list[Any], at: int
-    ) -> builtins.list[builtins.list[Any]]:
+        self, wids: list[str], rows: list[Any], at: int
+    ) -> list[list[Any]]:
         """Rows of run fields read with the run's digest last: the digest dropped, and a
         run's name (``at`` in its row) that is its definition's (no field of its own)
         read from there, one read per definition."""
@@ -502,7 +502,7 @@ class Reads:
         oldest_first: bool = False,
         created_after_ms: int | None = None,
         created_before_ms: int | None = None,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Workflow ids, newest first (or oldest first), one page at a time; filter by
         state, name and/or the template they run, and by creation time (at or after
         ``created_after_ms``, before ``created_before_ms``: see :mod:`.by_time`)."""
@@ -540,7 +540,7 @@ class Reads:
 
     def _ids_matching(
         self, index: str, checks: dict[str, str], want: int, oldest_first: bool = False
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Up to ``want`` ids of ``index`` (newest first, or oldest) whose workflow has
         the ``checks`` field values (state, name)."""
         found: list[str] = []
@@ -554,7 +554,7 @@ class Reads:
             start += chunk
         return found[:want]
 
-    def _matching(self, wids: builtins.list[str], checks: dict[str, str]) -> builtins.list[str]:
+    def _matching(self, wids: list[str], checks: dict[str, str]) -> list[str]:
         """The ``wids`` whose workflow has the ``checks`` field values (state, name), in
         one round trip (two when a name to check is a definition's)."""
         fields = list(checks)
@@ -596,7 +596,7 @@ class Reads:
         checks: dict[str, str],
         want: int,
         oldest_first: bool = False,
-    ) -> builtins.list[str]:
+    ) -> list[str]:
         """Up to ``want`` ids of ``index`` at ranks ``[start, end)`` (the newest first,
         or the oldest) whose workflow has the ``checks`` field values."""
         found: list[str] = []
@@ -651,7 +651,7 @@ class Reads:
             for s in self.keys.all_shards()
         )
 
-    def names(self, prefix: str = "", limit: int = 50) -> builtins.list[tuple[str, int]]:
+    def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""
         counts: dict[str, int] = {}
         for shard in self.keys.all_shards():
@@ -714,7 +714,7 @@ class Reads:
                     pipe.zcount(shard.by_state(state), since or "-inf", now - retention_ms)
         return sum(int(n) for n in pipe.execute())
 
-    def agents(self) -> builtins.list[AgentInfo]:
+    def agents(self) -> list[AgentInfo]:
         """Every agent known, once, with liveness from its heartbeat age and lease.
 
         An agent registers on every shard it serves: it is listed as its freshest shard
@@ -731,7 +731,7 @@ class Reads:
             out.append(dataclasses.replace(fresh, running=running))
         return out
 
-    def _agents_by_shard(self) -> builtins.list[AgentInfo]:
+    def _agents_by_shard(self) -> list[AgentInfo]:
         """Each shard's registry entries (an agent on several shards once per shard)."""
         now = self.server_time()
         out: list[AgentInfo] = []
@@ -779,7 +779,7 @@ class Reads:
                 )
         return out
 
-    def events(self, count: int = 200) -> builtins.list[Event]:
+    def events(self, count: int = 200) -> list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""
         out: list[Event] = []
@@ -792,7 +792,7 @@ class Reads:
         self.name_tasks(out)
         return out
 
-    def workflow_events(self, wid: str, since: float) -> builtins.list[Event]:
+    def workflow_events(self, wid: str, since: float) -> list[Event]:
         """Workflow ``wid``'s events still in its shard's capped stream, oldest first:
         read back from the newest entry until one older than ``since`` (epoch seconds)."""
         shard = self.keys.shard_of(wid)
@@ -854,7 +854,7 @@ class Reads:
             if listed and e.task is not None and 0 <= e.task < len(listed):
                 e.task_name = listed[e.task]
 
-    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> builtins.list[Event]:
+    def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
         if is_cluster(self.redis) and self.keys.shards > 1:
             return self._events_after_each(last_ids, block_ms)

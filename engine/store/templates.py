@@ -11,8 +11,9 @@ from typing import Any, cast
 
 import redis
 
+from engine.core.model import TemplateInfo
+
 from ..errors import NotFoundError
-from ..model import TemplateInfo
 from .keys import Keyspace
 from .scripts import Call, Scripts
 

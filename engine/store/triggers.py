@@ -13,7 +13,6 @@ read back marked ``legacy``: it refuses every delivery until put again, with a n
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import dataclass
 from typing import cast
 
@@ -120,7 +119,7 @@ class TriggerStore:
         raw = cast("dict[str, str]", self.redis.hgetall(self.shard.legacy_trigger(name)))
         return _parse(name, raw, legacy=True) if raw else None
 
-    def all(self) -> builtins.list[Trigger]:
+    def all(self) -> list[Trigger]:
         """Every trigger, oldest first; then those stored the old way (``legacy``)."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(self.shard.triggers, 0, -1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine import AgentInfo, AgentState, Engine
-from engine.agent_ops import GONE_AFTER_S, current
+from engine.runtime.agent_ops import GONE_AFTER_S, current
 
 from .actions import Action, _plural
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from engine import TaskState, TaskStatus
-from engine.appearance import TASK_LOOKS, WORKFLOW_STATES, glyphs
-from engine.rules import HANDLER_RULES
+from engine.core.appearance import TASK_LOOKS, WORKFLOW_STATES, glyphs
+from engine.core.rules import HANDLER_RULES
 
 FULL_LIMIT = 250  # tasks drawn one by one up to this size
 GROUP_LIMIT = 250  # groups drawn as a graph up to this many

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine import Engine, TaskStatus
-from engine.model import ItemStatus
+from engine.core.model import ItemStatus
 
 ITEM_PAGE = 100
 ITEM_FILTERS = ("all", "failed", "running")

@@ -16,7 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from engine import DefinitionError, Engine, WorkflowSummary
-from engine.model import RunResult, TemplateInfo
+from engine.core.model import RunResult, TemplateInfo
 from engine.schedules import PreviewTick, ScheduleInfo
 
 from .actions import Action

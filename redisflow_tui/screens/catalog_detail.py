@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.widgets import Footer, Static
 
 from engine import Engine, NotFoundError, WorkflowSummary
-from engine.model import TemplateInfo
+from engine.core.model import TemplateInfo
 
 from ..data import schedules as sd
 from ..data.feed import Changes

@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from engine import Engine
-from engine.rollups import Stat, history, sparkline
+from engine.runtime.rollups import Stat, history, sparkline
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style

@@ -14,8 +14,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from engine import DefinitionError, NotFoundError, StateError
-from engine.model import RunResult
-from engine.text_safety import visible
+from engine.core.model import RunResult
+from engine.core.text_safety import visible
 
 from ..data.schedules import parse_input, run_outcome, run_template
 from .base import LiveScreen, OpenWorkflow

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.widgets import Footer
 
 from engine import Engine
-from engine.model import TemplateInfo
+from engine.core.model import TemplateInfo
 from engine.schedules import ScheduleInfo
 
 from ..data import schedules as sd

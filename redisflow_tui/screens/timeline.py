@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from engine import Engine
-from engine.history import Timeline
+from engine.runtime.history import Timeline
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style

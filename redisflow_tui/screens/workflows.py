@@ -13,7 +13,8 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input
 
-from engine import Engine, bulk
+from engine import Engine
+from engine.ops import bulk
 
 from ..data import actions
 from ..data import bulk as bulk_actions

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from engine import Event
-from engine.text_safety import visible
+from engine.core.text_safety import visible
 
 from ..data.clock import Clock
 from ..data.events import TASK_WIDTH, detail, task_label

@@ -11,9 +11,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine import TaskStatus
-from engine.model import ITEM_STATES, ItemStatus
-from engine.text_safety import visible
-from engine.waits import wait_line
+from engine.core.model import ITEM_STATES, ItemStatus
+from engine.core.text_safety import visible
+from engine.spec.wait_tasks import wait_line
 
 from ..data.clock import Clock, format_duration
 from ..data.dag import is_branch, task_look
@@ -137,7 +137,7 @@ class TaskDetail(VerticalScroll):
             and (undecided or task.trigger != "all_success")
         ):
             rows.insert(3, ("why", why))
-        if task.when:  # its condition (engine.conditions)
+        if task.when:  # its condition (engine.spec.conditions)
             rows.append(("when", task.when))
         if task.items is not None:
             rows.append(("items", _items(task.items) + " · enter: list them"))

@@ -6,7 +6,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from engine import TaskState, TaskStatus
-from engine.model import ItemStatus
+from engine.core.model import ItemStatus
 
 from ..data.clock import Clock
 from ..data.dag import GLYPH, task_look

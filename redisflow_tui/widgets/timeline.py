@@ -8,7 +8,7 @@ from collections.abc import Callable
 from rich.style import Style
 from rich.text import Text
 
-from engine.history import LOST, RETRIED, Timeline
+from engine.runtime.history import LOST, RETRIED, Timeline
 
 from ..data.clock import format_duration
 

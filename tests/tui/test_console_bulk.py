@@ -11,7 +11,7 @@ from collections.abc import Callable
 from support import drain, wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, Workflow
-from engine.model import AgentState, WorkflowState
+from engine.core.model import AgentState, WorkflowState
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.bulk_choice import BulkChoiceScreen
 from redisflow_tui.screens.confirm import ConfirmScreen

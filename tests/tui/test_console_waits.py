@@ -10,7 +10,7 @@ from pathlib import Path
 from support import wait_for, workflow_open
 
 from engine import Engine, Workflow
-from engine.wait_keeper import WaitKeeper
+from engine.runtime.wait_keeper import WaitKeeper
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.prompt import PromptScreen
 from redisflow_tui.screens.workflow import WorkflowScreen

@@ -14,7 +14,7 @@ from support import drain, wait_for, workflow_open
 
 from demos import shapes
 from engine import Engine, Workflow
-from engine.urls import is_cluster_url
+from engine.connect.urls import is_cluster_url
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.dag_view import DagView
@@ -48,8 +48,8 @@ def engine(redis_url: str) -> Iterator[Engine]:
 @pytest.fixture()
 def seeded(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A few finished workflows (one failed) and one still waiting for an agent."""
-    monkeypatch.setattr("engine.agent.os.getpid", lambda: 4242)
-    monkeypatch.setattr("engine.agent.socket.gethostname", lambda: "worker-host")
+    monkeypatch.setattr("engine.runtime.agent.os.getpid", lambda: 4242)
+    monkeypatch.setattr("engine.runtime.agent.socket.gethostname", lambda: "worker-host")
     ok, bad, fan = engine.push_many([shapes.diamond4(), failing(), shapes.fan10()])
     drain(engine, agent_id="agent-1")
     waiting = engine.push(shapes.chain9(name="nightly-etl"))

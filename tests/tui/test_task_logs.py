@@ -80,7 +80,7 @@ async def test_a_running_tasks_lines_and_progress_come_live(
 async def test_history_screen_per_type_and_template(
     engine: Engine, console: Callable[..., RedisflowApp]
 ) -> None:
-    from engine.rollups import sparkline
+    from engine.runtime.rollups import sparkline
     from redisflow_tui.screens.history import HistoryScreen
 
     engine.put_template('{"name": "nightly", "tasks": [{"name": "a", "type": "etl"}]}')

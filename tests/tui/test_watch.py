@@ -1,4 +1,4 @@
-"""engine.watch and the console's feed: hints from pub/sub and keyspace notifications."""
+"""engine.ops.watch and the console's feed: hints from pub/sub and keyspace notifications."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from demos import shapes
 from engine import Engine
-from engine.watch import EventBatch, KeyChange, Watch, enable_keyspace_events
+from engine.ops.watch import EventBatch, KeyChange, Watch, enable_keyspace_events
 from redisflow_tui.__main__ import make_engine
 from redisflow_tui.data.feed import Changes, Connected, Feed, FeedMessage
 

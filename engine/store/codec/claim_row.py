@@ -1,4 +1,4 @@
-"""The claim reply row, decoded into a :class:`~engine.handlers.Task`.
+"""The claim reply row, decoded into a :class:`~engine.runtime.handlers.Task`.
 
 The Lua half is ``start_task`` in ``lua/lib/claim_row.lua``.
 """
@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ...handlers import Task
-from ...model import decode_json
+from engine.core.model import decode_json
+from engine.core.task import Task
 
 
 def decode_claim_rows(reply: Sequence[Any], at: int = 0) -> list[Task]:
@@ -64,7 +64,7 @@ def decode_claim_row(row: Sequence[Any]) -> Task:
 def _extras(task: Task, extras: dict[str, Any], parents: dict[str, Any]) -> None:
     if "timeout" in extras:
         task.timeout = extras["timeout"] / 1000
-    if "when" in extras:  # a condition, and its parents' states (engine.conditions)
+    if "when" in extras:  # a condition, and its parents' states (engine.spec.conditions)
         task._when = extras["when"]
         task._states = dict(zip(parents, extras.get("states") or (), strict=False))
     if "errors" in extras:

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ...definition import (
+from engine.core.rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
+from engine.spec.definition import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_MAX_TASKS,
@@ -23,12 +24,12 @@ from ...definition import (
     validate,
     validate_steps,
 )
-from ...flow import Concurrency
-from ...mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
-from ...ratelimit import RateLimit, constant_key, encode_spec
-from ...rules import DEFAULT_RULE, FINALLY, HANDLER_RULES
-from ...schemas import compile_schema
-from ...waits import WAIT_TYPE
+from engine.spec.flow import Concurrency
+from engine.spec.mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
+from engine.spec.rate_limits import RateLimit, constant_key, encode_spec
+from engine.spec.schemas import compile_schema
+from engine.spec.wait_tasks import WAIT_TYPE
+
 from .fields import (
     D_ATTEMPTS,
     D_BACKOFF,
@@ -92,14 +93,14 @@ class CompiledWorkflow:
     name: str
     digest: str
     definition: list[Any]
-    # at most `limit` runs at once per value of an input field (engine/flow.py)
+    # at most `limit` runs at once per value of an input field (engine/spec/flow.py)
     concurrency: Concurrency | None = None
-    # the validator of its input_schema: every run's input must fit (engine/schemas.py)
+    # the validator of its input_schema: every run's input must fit (engine/spec/schemas.py)
     input_schema: Any = None
     # the templates (and versions) its run: tasks start: checked to exist at push
     runs: list[tuple[str, int | None]] = field(default_factory=list)
     # tasks whose rate limit key is an input field: (index, name, dotted path), the keys
-    # computed per run at push (engine.ratelimit.rate_keys)
+    # computed per run at push (engine.spec.rate_limits.rate_keys)
     rate_keys: list[tuple[int, str, str]] | None = None
     # the payloads' JSON texts joined (a JSON text holds no raw control character)
     payload_sig: str = ""
@@ -329,7 +330,7 @@ def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     delay = round((t.delay or 0) * 1000)
     if delay:
         out += [f"{pre}{D_DELAY}", delay]
-    if getattr(t, "when", None) is not None:  # a condition (engine.conditions)
+    if getattr(t, "when", None) is not None:  # a condition (engine.spec.conditions)
         out += [f"{pre}{D_WHEN}", t.when]
     return out
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ...model import Event
+from engine.core.model import Event
 
 # A batch: {"ts": ms, "ev": [[kind, wid, task index or -1, extra], ...]}, one per script
 # call, in the stream (field "e") and on the event channel. Tasks claimed or succeeded one

@@ -52,7 +52,7 @@ F_GATES = "g"  # JSON [[gate, limit], ...]: the concurrency slots it runs in
 F_LOG_BYTES = "lb"  # bytes of its task logs kept (P:w:<wid>:log), for the log budget
 F_SCHEDULE, F_TICK = "sn", "tk"  # the schedule that started it, and the tick (ms)
 # A child run's parent task, "<wid>:<task index>:<attempt>", and how deep it nests (1: a
-# child of a run that is no one's child; engine/child_runs.py); the run at the top of its
+# child of a run that is no one's child; engine/runtime/child_runs.py); the run at the top of its
 # tree (whose P:w:<wid>:dc counts the tree's child runs)
 F_PARENT, F_DEPTH, F_ROOT = "pa", "dp", "rt"
 F_RATE_KEYS = "rk"  # JSON {task index: rate key} of its tasks keyed by an input field
@@ -66,7 +66,7 @@ SUMMARY_FIELDS = (
 # and one parent has none; with the default rule, f is never counted (its first failed
 # parent decides it).
 T_FAILURES, T_LOST, T_OUTPUT, T_ERROR, T_PARENTS_OK = "f", "l", "o", "e", "w"
-T_WHY = "v"  # why a task was skipped by its condition or its handler (engine.conditions)
+T_WHY = "v"  # why a task was skipped by its condition or its handler (engine.spec.conditions)
 RULE_BASE = 1 << 17  # above the most parents a task may have (definition.MAX_PARENTS)
 
 # -- definition hash (P:d:<digest>) -------------------------------------------------------
@@ -92,11 +92,11 @@ D_NAME, D_TYPE, D_PAYLOAD, D_PRIORITY, D_ATTEMPTS = "N", "T", "P", "R", "M"
 D_CHILDREN, D_PARENTS, D_PARENT_NAMES, D_WAIT_FOR, D_RULE = "C", "U", "V", "W", "G"
 D_TIMEOUT = "Y"  # an attempt's timeout, ms (absent: none)
 D_DELAY = "H"  # how long it waits once it could run, ms (absent: none)
-D_WHEN = "F"  # its condition, a CEL expression (engine.conditions; absent: none)
-# Its rate limit (engine/ratelimit.py, encode_spec): "<interval us>|<burst>|<key>", the key
+D_WHEN = "F"  # its condition, a CEL expression (engine.spec.conditions; absent: none)
+# Its rate limit (engine/spec/rate_limits.py, encode_spec): "<interval us>|<burst>|<key>", the key
 # "=<constant>" or "@" (the run's own, in its field F_RATE_KEYS). Absent: none.
 D_RATE = "L"
-# A map's (engine.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
+# A map's (engine.spec.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
 # A map with seed 002's gather (MapSpec.gather): its list key (absent: the native list).
 D_GATHER = "J"
@@ -132,7 +132,7 @@ def step_field(k: int | str, s: int | str) -> str:
     return f"{k}.{s}"
 
 
-# A wait task's (engine/waits.py): what it waits for, JSON (WaitSpec.encoded); and the
+# A wait task's (engine/spec/wait_tasks.py): what it waits for, JSON (WaitSpec.encoded); and the
 # whole definition's signal names: field "A" a JSON list, "A:<name>" the csv of the wait
 # tasks waiting for that signal. In the workflow hash, the signal or timer that ended a
 # wait task (JSON: name, id, by, at, comment, rejected, timed_out).

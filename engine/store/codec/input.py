@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...definition import DEFAULT_MAX_PAYLOAD
+from engine.spec.definition import DEFAULT_MAX_PAYLOAD
+
 from ...errors import DefinitionError
 from .fields import (
     F_INPUT,

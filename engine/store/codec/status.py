@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...model import (
+from engine.core.model import (
     TaskState,
     TaskStatus,
     WorkflowState,
@@ -16,7 +16,8 @@ from ...model import (
     WorkflowSummary,
     decode_json,
 )
-from ...rules import DEFAULT_RULE
+from engine.core.rules import DEFAULT_RULE
+
 from .fields import (
     D_NAME,
     D_WHEN,

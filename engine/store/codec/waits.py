@@ -1,6 +1,6 @@
 """A wait task's stored spec (``D_WAIT``) and signal records, as status shows them.
 
-The Lua half is ``lua/lib/waits.lua``: it reads the same spec (``s`` signal, ``t``
+The Lua half is ``lua/lib/wait_tasks.lua``: it reads the same spec (``s`` signal, ``t``
 timeout ms, ``o`` on_timeout, ``p`` sleep ms, ``u`` until epoch ms, ``m`` prompt) and
 arms each timer at the task's ready time plus its timeout or sleep.
 """
@@ -23,7 +23,7 @@ def wait_due_ms(spec: dict[str, Any], ct_ms: int, ready_ms: int) -> int | None:
 
 
 def wait_status(raw: str, ct_ms: int, ready: str, state: str) -> dict[str, Any]:
-    """What a wait task waits for, in seconds, for :class:`~engine.model.TaskStatus`;
+    """What a wait task waits for, in seconds, for :class:`~engine.core.model.TaskStatus`;
     ``due`` (epoch seconds) while it is suspended and has a timer."""
     spec = json.loads(raw)
     out: dict[str, Any] = {}
@@ -54,7 +54,7 @@ def wait_status(raw: str, ct_ms: int, ready: str, state: str) -> dict[str, Any]:
 def signal_status(raw: str) -> dict[str, Any]:
     """What ended a wait task (its ``T_SIGNAL`` field), times in epoch seconds."""
     out: dict[str, Any] = json.loads(raw)
-    if out.pop("late", False):  # a timer ended it (lib/waits.lua, fire_timers)
+    if out.pop("late", False):  # a timer ended it (lib/wait_tasks.lua, fire_timers)
         out["timed_out"] = True
     if "at" in out:
         out["at"] = out["at"] / 1000

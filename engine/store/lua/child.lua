@@ -1,4 +1,4 @@
--- child.lua: a run: task's child run started, or ended (engine/child_runs.py).
+-- child.lua: a run: task's child run started, or ended (engine/runtime/child_runs.py).
 -- KEYS[1]  P:w:<wid> (the parent run);  ARGV[3] wid; ARGV[4] the task's index; ARGV[5]
 -- the attempt the child was started for (the fencing token); ARGV[6] what happened:
 --   "link"       the child ARGV[7] was started ("" when the parent is gone: the entry goes)

@@ -4,7 +4,7 @@
 -- With several queues the best `count` tasks over all of them are taken (priority, then
 -- age), so an agent never claims more than it has room for, whatever its types.
 -- A member "~<bucket>" stands for the ready tasks of a rate limit's bucket: the claim takes
--- those its tokens allow (take_tokens, lib/ratelimit.lua).
+-- those its tokens allow (take_tokens, lib/rate_limits.lua).
 -- Returns, when a bucket ran out of tokens with tasks left, the ms its next token exists
 -- and the claim's own time (ms), else 0, 0; then each task's row (put_row in
 -- lib/claim_row.lua), one flat list. Or the error "RFLEASE ..." when the agent holds no

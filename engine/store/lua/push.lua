@@ -6,7 +6,7 @@
 -- ARGV[7]  ms from now to start them (0: now; more: they are `scheduled` till then, their
 --          ready tasks held out of the queues, the time in their field `at`);
 -- ARGV[8]  how many definitions follow.
--- Then per definition (engine/definition.py, compile_workflow):
+-- Then per definition (engine/spec/definition.py, compile_workflow):
 --   digest, ntasks, nroots, then per root (idx, type, priority; idx "<i>@<ms>" for a
 --   root with a delay: held in P:delayed that long), ntypes, types...,
 --   nstatic, static field/value pairs (stored once in P:d:<digest>),

@@ -1,6 +1,6 @@
 -- rollup.lua: an agent's history of the last seconds, added to the minute's and the
 -- hour's history hashes and to the totals (counters an agent aggregated in memory: see
--- engine/rollups.py).
+-- engine/runtime/rollups.py).
 -- KEYS[1]  P:hm:<first minute>
 -- ARGV[3] how many minutes; then per minute: the minute (epoch s // 60), how many
 -- fields, then field and increment pairs.

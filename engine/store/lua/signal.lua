@@ -8,7 +8,7 @@
 -- HTTP token's label, the OS user).
 -- The first wait task for that name (in definition order) that is suspended or reached
 -- takes it; if none is, but one may still be reached, the signal is kept: pushed on the
--- mailbox of that run and name (P:w:<wid>:sq:<name>, a list; lib/waits.lua), at most
+-- mailbox of that run and name (P:w:<wid>:sq:<name>, a list; lib/wait_tasks.lua), at most
 -- MAX_KEPT_SIGNALS per name and ARGV[10] bytes in all per run; the run's end deletes
 -- them (workflow_ended, told by the letter b of F_AT_END). Refused: an unknown or
 -- finished workflow, a name no task of it waits for, a name whose wait tasks have all

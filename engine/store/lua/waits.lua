@@ -1,7 +1,7 @@
 -- waits.lua: wait tasks' side of housekeeping, run on a wake-up of P:wake:~wait and when
 -- the next timer is due: wait tasks just reached become suspended (a signal kept for one
--- ends it), and due timers end theirs (lib/waits.lua); child runs to start, child runs
--- that ended and orphans to cancel are handed to the caller (engine/child_runs.py), each
+-- ends it), and due timers end theirs (lib/wait_tasks.lua); child runs to start, child runs
+-- that ended and orphans to cancel are handed to the caller (engine/runtime/child_runs.py), each
 -- leased 30 s until acknowledged. Every step is idempotent: any number of agents may
 -- call it.
 -- KEYS[1]  P:timers;  ARGV[3] at most this many of each per call; ARGV[4..] entries

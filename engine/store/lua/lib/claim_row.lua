@@ -121,7 +121,7 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
     local item, s = step_key(fld)
     if s == nil then
       local names, given = '[]', NO_OUTPUTS
-      if has_feature(dk, D_GATHER) then names, given = seed002_given(wk, dk, c) end
+      if has_feature(dk, D_GATHER) then names, given = manager_given(wk, dk, c) end
       put_row(out, wid, i, d, a, names, extras, d[3] or 'null', input, waited, given,
         redis.call('HGET', h, fld .. I_ELEMENT) or 'null')
       return
@@ -134,7 +134,7 @@ local function start_task(wid, wk, i, agent, agent_json, m, rec, not_item, a, q,
       outs = redis.call('HMGET', h, unpack(ups))
       for n = 1, #outs do outs[n] = outs[n] or '' end
     elseif has_feature(dk, D_GATHER) then
-      names, outs = seed002_given(wk, dk, c)
+      names, outs = manager_given(wk, dk, c)
     end
     put_row(out, wid, i, d, a, names, extras, d[3] or 'null', input, waited, outs,
       redis.call('HGET', h, item .. I_ELEMENT) or 'null')

@@ -1,6 +1,6 @@
 -- lib/conditions.lua: A task's condition (`when`): what its claim row brings for it.
 
--- The claim row's extras of a task with a condition (engine/conditions.py decides it):
+-- The claim row's extras of a task with a condition (engine/spec/conditions.py decides it):
 -- the expression (`when`, its definition's F field as read) and its parents' states, in
 -- the order of their outputs (`parents_csv`, its definition's U field).
 local function when_extras(wk, when, parents_csv, extras)

@@ -88,7 +88,7 @@ local function workflow_ended(wid, wk, prev, final)
   end
   if m[2] then schedule_run_ended(m[2], wid, final) end
   if m[3] then arm_retention(wid, tonumber(m[3])) end
-  if m[4] then  -- a child run: its parent task hears of it (engine/child_runs.py)
+  if m[4] then  -- a child run: its parent task hears of it (engine/runtime/child_runs.py)
     redis.call('ZADD', K_CHILD_ENDS, NOW, wid)
     wake['~wait'] = true
   end

@@ -1,6 +1,6 @@
 -- lib/history.lua: History of a template's runs: counted by the minute and the hour as they end.
 
--- Upper bounds (ms) of the duration buckets (engine/rollups.py, BOUNDS_MS, the other
+-- Upper bounds (ms) of the duration buckets (engine/runtime/rollups.py, BOUNDS_MS, the other
 -- half); a duration past the last one goes in the bucket after it.
 local HIST_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
   300000, 900000, 3600000}

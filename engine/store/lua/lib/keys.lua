@@ -59,17 +59,17 @@
 --   <i>W                                     how many parents, when more than one,
 --                                            "<n>m" for a map, "<n>r" for a task with a
 --                                            trigger rule (absent: 1, all_success)
---   <i>G                                     that rule (engine/rules.py; "finally" is
+--   <i>G                                     that rule (engine/core/rules.py; "finally" is
 --                                            all_done outside the workflow's result)
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
 --   <i>H                                     delay, ms: ready that long after its rule is
 --                                            met (absent: none)
 --   <i>J                                     a map with seed 002's gather: its list key
---                                            (seed002_gather); its workflow field <i>j:
---                                            what its items are given (seed002_given)
+--                                            (manager_gather); its workflow field <i>j:
+--                                            what its items are given (manager_given)
 --   <i>L                                     its rate limit: "<interval us>|<burst>|<key>",
 --                                            key "=<constant>" or "@" (the run's field
---                                            rk: JSON {i: key}); lib/ratelimit.lua
+--                                            rk: JSON {i: key}); lib/rate_limits.lua
 --   <i>K                                     parents whose errors come with its claim
 --                                            (csv): a gather's maps that tolerate failed
 --                                            items ("<p>m"), a failure branch's parents
@@ -153,7 +153,7 @@ local function k_failed(wk, c) return wk .. ':x:' .. c end
 -- A workflow input too long to keep in pieces in its hash (see input_layout), a string.
 local function k_input(wk) return wk .. ':in' end
 local function k_signals(wk) return wk .. ':sig' end
--- Signals `name` kept for a wait not reached yet (a list: lib/waits.lua's mailbox).
+-- Signals `name` kept for a wait not reached yet (a list: lib/wait_tasks.lua's mailbox).
 local function k_mailbox(wk, name) return wk .. ':sq:' .. name end
 local function k_children(wk) return wk .. ':ch' end
 -- A root run's child runs, all levels (a set of the parent tasks that started one).
@@ -174,7 +174,7 @@ local function k_idem(key) return P .. ':ik:' .. key end
 local function k_by_template(tp) return P .. ':wt:' .. tp end
 local function k_schedule(sn) return P .. ':s:' .. sn end
 -- A rate-limit bucket's ready tasks (zset) and its state (hash); bucket `b` is
--- "<#type>:<type>:<key>" (lib/ratelimit.lua).
+-- "<#type>:<type>:<key>" (lib/rate_limits.lua).
 local function k_rate_queue(b) return P .. ':rq:' .. b end
 local function k_bucket(b) return P .. ':rb:' .. b end
 

@@ -132,11 +132,11 @@ local function json_members(s)
   return nil
 end
 
--- Seed 002's gather (engine/mapping.py, gather_of, is its reference) of the JSON texts
+-- Seed 002's gather (engine/spec/mapping.py, gather_of, is its reference) of the JSON texts
 -- `outs`: one object, their values under `elem` listed in order under `key` (none: a
 -- plain merge), every other key merged in, the first text's value winning; a text that
 -- is not an object adds nothing.
-local function seed002_gather(outs, key, elem)
+local function manager_gather(outs, key, elem)
   local listed, merged, seen = {}, {}, {}
   if key then seen[key] = true end
   for n = 1, #outs do
@@ -160,7 +160,7 @@ end
 -- parents: the map's parent's output less the list it maps over, under that parent's
 -- name (field <c>j, written once by expand.lua), as seed 002's manager sends its sub-task
 -- items the rest of the message. A native map's items are given none.
-local function seed002_given(wk, dk, c)
+local function manager_given(wk, dk, c)
   local rest = redis.call('HGET', wk, c .. M_GIVEN)
   if not rest then return '[]', {} end
   local over = string.match(redis.call('HGET', dk, c .. D_MAP) or '', '^(%d+)|')
@@ -180,7 +180,7 @@ local function map_output(wid, wk, c, n)
     for k = 0, n - 1 do fields[#fields + 1] = k .. T_OUTPUT end
     local elem = key
     if #key > 1 and string.sub(key, -1) == 's' then elem = string.sub(key, 1, -2) end
-    return seed002_gather(hmget_all(k_items(wk, c), fields), key, elem)
+    return manager_gather(hmget_all(k_items(wk, c), fields), key, elem)
   end
   if n > MAP_INLINE then
     return cjson.encode({map = tonumber(c), items = n, workflow = tonumber(wid)})
@@ -323,7 +323,7 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
       if has_feature(dk, D_GATHER) and redis.call('HEXISTS', dk, c .. D_GATHER) == 1 then
         -- seed 002: the item's output is its last steps' outputs merged (the first wins)
         for n, t in ipairs(last) do parts[n] = redis.call('HGET', mk, k .. '.' .. t .. T_OUTPUT) end
-        out = seed002_gather(parts)
+        out = manager_gather(parts)
       else
         for n, t in ipairs(last) do
           local f = redis.call('HMGET', mk, k .. '.' .. t .. T_OUTPUT)

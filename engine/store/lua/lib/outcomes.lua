@@ -1,4 +1,4 @@
--- lib/outcomes.lua: Outcomes beyond ok and err (engine/outcomes.py): skip, and the end of a run that a task aborted.
+-- lib/outcomes.lua: Outcomes beyond ok and err (engine/core/outcomes.py): skip, and the end of a run that a task aborted.
 
 -- Task i (not an item) of workflow wid, running as its record's parts say, ended
 -- skipped: its handler raised Skip, or its condition was false. `why` (may be "") is

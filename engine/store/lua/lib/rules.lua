@@ -1,6 +1,6 @@
 -- lib/rules.lua: Trigger rules: a task hears its parents' ends.
 
--- Trigger rules: engine/rules.py is the reference (tests/test_rules.py runs both).
+-- Trigger rules: engine/core/rules.py is the reference (tests/test_rules.py runs both).
 -- A task's parents' ends are counted in its `<c>w` as s + RB * k + RB2 * f, one HINCRBY
 -- per edge: RB is above the most parents a task may have, and RB2 * RB stays below 2^53
 -- (exact in Lua's numbers).
@@ -15,7 +15,7 @@ end
 
 -- What a task with `rule` and n parents does when s succeeded, f failed (or
 -- upstream_failed) and k were skipped: 'run', 'upstream_failed', 'skipped', or nil while
--- parents still to end could change that (engine/rules.py, decide).
+-- parents still to end could change that (engine/core/rules.py, decide).
 local function rule_decide(rule, n, s, f, k)
   local d = s + f + k
   if rule == 'all_done' or rule == 'finally' then
