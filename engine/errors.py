@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import redis
-
 
 class RedisflowError(Exception):
     """Base of every redisflow error."""
@@ -137,6 +135,8 @@ def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` is Redis refusing a write with memory over ``maxmemory`` (policy
     noeviction): ``OOM ...`` as a reply (a script refused before it starts, Redis 7), or
     inside a script's error (refused at its first write, Redis 6.2)."""
+    import redis  # here: the errors are read by code that never talks to Redis too
+
     if isinstance(error, redis.exceptions.OutOfMemoryError):
         return True
     if not isinstance(error, redis.ResponseError):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, env_flag, whole_in
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def cmd_acl(_: Engine | None, args: argparse.Namespace) -> int:

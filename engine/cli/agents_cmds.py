@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.runtime import agent_ops
-
-from ..client import Engine
 from ..errors import DefinitionError
 from .common import EXIT_OK, STATE_STYLE, Parents, esc, new_table, out, print_json, span, type_label
 
+if TYPE_CHECKING:
+    from ..client import Engine
+
 
 def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
+    from engine.runtime import agent_ops
+
     if args.action == "drain":
         if not args.agent:
             raise DefinitionError("agents drain needs the agent's id (redisflow agents lists them)")

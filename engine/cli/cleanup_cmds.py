@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from ..errors import DefinitionError
 from .bulk_cmds import add_filter_options, has_filter, run_bulk, wants_bulk
 from .common import (
@@ -19,6 +18,9 @@ from .common import (
     span,
     workflow_id,
 )
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def confirm_cleanup(engine: Engine, args: argparse.Namespace) -> bool:

@@ -4,11 +4,13 @@ one to another master while agents and pushers run (``engine/store/shard_moves.p
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DefinitionError
-from ..store.shard_moves import ShardMoves
 from .common import EXIT_OK, Parents, connect, connection_url, esc, new_table, out, print_json
+
+if TYPE_CHECKING:
+    from ..store.shard_moves import ShardMoves
 
 NOT_A_CLUSTER = "the cluster commands need a Redis Cluster: --url redis+cluster://HOST:PORT"
 
@@ -24,6 +26,8 @@ def address(text: str) -> str:
 def _with_moves(args: argparse.Namespace, action: Any) -> int:
     if connection_url(args) is None:  # no private Redis: it could never be a cluster
         raise DefinitionError(NOT_A_CLUSTER)
+    from ..store.shard_moves import ShardMoves
+
     engine = connect(args)
     try:
         moves = ShardMoves(engine.redis, engine.keys)

@@ -15,35 +15,31 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-import redis
-
-from engine.connect.urls import as_cluster_url, parse_url, read_timeout, with_tls
 from engine.core import timing
 from engine.core.appearance import LOOKS
 from engine.core.text_safety import raw_stream, visible
-from engine.ops import refusals
-from engine.ops.acl import permission_message
-from engine.spec.definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, check_name
-from engine.spec.flow import check_key
+from engine.spec.limits import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS
 
-from ..client import Engine
 from ..errors import (
     DefinitionError,
     PartialWriteError,
     RedisflowError,
     UnreachableError,
 )
-from ..store.codec import encode_input
-from ..store.layout import MAX_SHARDS
 
+# Only what building the parser needs is imported above: `redisflow --help` and argument
+# errors answer at once. redis-py, the Engine and the rest load in the command that uses
+# them (tests/test_cli_imports.py keeps it so).
 if TYPE_CHECKING:
+    import redis
     from rich.console import OverflowMethod
+
+    from ..client import Engine
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_PARTIAL = 4  # partly written: the ids of what was written are printed
 EXIT_TIMED_OUT = 5  # a --wait gave up (--timeout) before every workflow finished
 EXIT_CLOSED_PIPE = 141  # stdout closed by its reader (`| head`): as a shell reports SIGPIPE
-
 
 
 # The Redis user of this process's connection, for permission errors (one per process).
@@ -80,7 +76,7 @@ def connection_options() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shards",
-        type=whole_in(1, MAX_SHARDS, "a shard count"),
+        type=shard_count,
         default=os.environ.get("REDISFLOW_SHARDS") or None,  # argparse applies the type
         metavar="N",
         help="the deployment's shard count, stored in Redis the first time and checked "
@@ -183,6 +179,8 @@ def connection_url(args: argparse.Namespace) -> str | None:
         if getattr(args, "cluster", False):
             raise DefinitionError("--cluster needs a --url naming a node of the cluster")
         return None
+    from engine.connect.urls import as_cluster_url, parse_url, with_tls
+
     try:
         url = as_cluster_url(args.url) if getattr(args, "cluster", False) else args.url
         url = with_tls(url, *tls)
@@ -208,6 +206,10 @@ def connect(args: argparse.Namespace, **options: Any) -> Engine:
             "one (it would go to a private Redis deleted on exit): give --url "
             "redis://HOST:6379/0 or export REDISFLOW_URL (`redisflow server` starts one)"
         )
+    from engine.connect.urls import parse_url
+
+    from ..client import Engine
+
     # the URL's user, named in permission errors (a refusal can come while connecting)
     _user = parse_url(url).username if url else None
     engine = Engine.connect(url, namespace=args.namespace, max_payload=args.max_payload, **options)
@@ -242,40 +244,60 @@ def guarded(fn: Callable[..., int]) -> Callable[..., int]:
             return fn(*a, **kw)
         except UnreachableError as e:
             return fail(str(e), EXIT_UNREACHABLE)
-        except redis.TimeoutError as e:
-            return fail(
-                f"Redis did not answer within {read_timeout():g} s (REDISFLOW_TIMEOUT): {e}",
-                EXIT_UNREACHABLE,
-            )
-        except redis.ConnectionError as e:
-            return fail(f"Redis unreachable: {e}", EXIT_UNREACHABLE)
-        except redis.exceptions.InvalidResponse as e:  # another protocol on that port
-            return fail(f"Redis unreachable: not the Redis protocol ({e})", EXIT_UNREACHABLE)
-        except redis.ResponseError as e:
-            message = server_refusal(e)
-            if message is None:
-                raise
-            return fail(message, EXIT_UNREACHABLE)
         except RedisflowError as e:
             return fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             return 130
+        except Exception as e:  # redis-py's errors: imported only once one was raised
+            code = redis_failure(e)
+            if code is None:
+                raise
+            return code
 
     return wrapper
 
 
+def redis_failure(error: Exception) -> int | None:
+    """Say what a Redis error means (unreachable, too slow, not Redis, refused) and
+    return its exit code; None for any other error. redis-py is imported here, not with
+    the CLI: a command that never reaches Redis does not load it."""
+    import redis
+
+    from engine.connect.urls import read_timeout
+
+    if isinstance(error, redis.TimeoutError):
+        return fail(
+            f"Redis did not answer within {read_timeout():g} s (REDISFLOW_TIMEOUT): {error}",
+            EXIT_UNREACHABLE,
+        )
+    if isinstance(error, redis.ConnectionError):
+        return fail(f"Redis unreachable: {error}", EXIT_UNREACHABLE)
+    if isinstance(error, redis.exceptions.InvalidResponse):  # another protocol on that port
+        return fail(f"Redis unreachable: not the Redis protocol ({error})", EXIT_UNREACHABLE)
+    if isinstance(error, redis.ResponseError):
+        message = server_refusal(error)
+        return None if message is None else fail(message, EXIT_UNREACHABLE)
+    return None
+
+
 def refuse(command: str) -> int:
     """Report that this process's Redis user may not run ``command``; exit code 3."""
+    from engine.ops.acl import permission_message
+
     return fail(permission_message(command, _user), EXIT_UNREACHABLE)
 
 
 def server_refusal(error: redis.ResponseError) -> str | None:
     """:func:`engine.ops.refusals.server_refusal` for this process's Redis user."""
+    from engine.ops import refusals
+
     return refusals.server_refusal(error, _user)
 
 
 def cause_of(error: BaseException) -> str:
     """:func:`engine.ops.refusals.cause_of` for this process's Redis user."""
+    from engine.ops import refusals
+
     return refusals.cause_of(error, _user)
 
 
@@ -359,6 +381,15 @@ def whole_in(low: int, high: int, what: str) -> Callable[[str], int]:
 
 
 port_number = whole_in(1, 65535, "a port")
+
+
+def shard_count(text: str) -> int:
+    """``--shards``: a whole number from 1 to the most shards a deployment may have."""
+    from ..store.layout import MAX_SHARDS  # the store loads when the option is given
+
+    return whole_in(1, MAX_SHARDS, "a shard count")(text)
+
+
 MAX_PAYLOAD_LIMIT = 512 * 1024 * 1024  # Redis's largest string
 
 
@@ -387,6 +418,8 @@ def workflow_id(text: str) -> str:
     """A workflow id (a whole number), or ``key:<K>``: the workflow pushed with
     idempotency key K (looked up once connected: :func:`resolve_key`)."""
     if text.startswith(KEY_PREFIX):
+        from engine.spec.flow import check_key
+
         try:
             check_key(text[len(KEY_PREFIX) :])
         except DefinitionError as e:
@@ -408,6 +441,8 @@ def resolve_key(engine: Engine, wid: str) -> str:
 
 def name_arg(text: str) -> str:
     """A workflow name or task type given on the command line."""
+    from engine.spec.definition import check_name
+
     try:
         return check_name(text, "the name", None)
     except DefinitionError as e:
@@ -717,6 +752,8 @@ def read_input(text: str | None, max_bytes: int, what: str = "--input", noun: st
         raise DefinitionError(f"{where}: the {noun} is nested too deeply") from None
     except ValueError as e:
         raise DefinitionError(f"{where}: the {noun} is not JSON ({e})") from None
+    from ..store.codec import encode_input
+
     encode_input(value, max_bytes)  # every other check a stored input passes
     return value
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core import timing
-from engine.spec.definition import MAX_TTL
+from engine.spec.limits import MAX_TTL
 
-from ..client import Engine
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, print_json, quoted, span, workflow_id
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def _retention(text: str) -> float | None:

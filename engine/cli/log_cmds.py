@@ -7,12 +7,8 @@ import argparse
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.runtime.rollups import history, sparkline
-from engine.runtime.tasklogs import LogLine, follow_logs, read_logs, read_progress
-
-from ..client import Engine
 from .common import (
     EXIT_OK,
     Parents,
@@ -25,6 +21,11 @@ from .common import (
     workflow_id,
 )
 
+if TYPE_CHECKING:
+    from engine.runtime.tasklogs import LogLine
+
+    from ..client import Engine
+
 
 def _line(x: LogLine, many_tasks: bool) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(x.ts)) + f".{int(x.ts * 1000) % 1000:03d}"
@@ -34,6 +35,8 @@ def _line(x: LogLine, many_tasks: bool) -> str:
 
 
 def cmd_logs(engine: Engine, args: argparse.Namespace) -> int:
+    from engine.runtime.tasklogs import follow_logs, read_logs
+
     many = args.task is None
     if args.follow:
         for x in follow_logs(engine, args.wid, args.task):
@@ -61,6 +64,8 @@ def progress_text(p: dict[str, Any]) -> str:
 
 def running_progress(engine: Engine, wid: str) -> dict[str, dict[str, Any]]:
     """The progress of workflow ``wid``'s tasks (empty when none said any)."""
+    from engine.runtime.tasklogs import read_progress
+
     return read_progress(engine, wid)
 
 
@@ -73,6 +78,8 @@ def _secs(v: float | None) -> str:
 
 
 def cmd_history(engine: Engine, args: argparse.Namespace) -> int:
+    from engine.runtime.rollups import history, sparkline
+
     h = history(engine, args.by)
     if args.json:
         print_json(

@@ -8,16 +8,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.rules import OUTCOMES, Plan, PlannedTask
 from engine.ops import viz
-from engine.spec.conditions import NOT_GIVEN
-from engine.spec.definition import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS, resolve, validate
-from engine.spec.definition import plan as plan_workflow
-from engine.spec.loader import load_file
+from engine.spec.limits import DEFAULT_MAX_PAYLOAD, DEFAULT_MAX_TASKS
 
-from ..client import Engine
 from ..errors import DefinitionError
 from .common import (
     EXIT_OK,
@@ -35,6 +31,9 @@ from .common import (
     styled,
     workflow_id,
 )
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def parse_assume(values: Sequence[str] | None) -> dict[str, str]:
@@ -69,6 +68,10 @@ def parse_outputs(values: Sequence[str] | None) -> dict[str, Any]:
 def _plans(args: argparse.Namespace) -> list[Plan]:
     """A plan of every workflow in ``args.file``, each with the assumptions naming its
     tasks; an assumption that names no task of any of them is bad input."""
+    from engine.spec.conditions import NOT_GIVEN
+    from engine.spec.definition import plan as plan_workflow
+    from engine.spec.loader import load_file
+
     workflows = load_file(args.file, args.max_tasks)
     assume = parse_assume(args.assume)
     known = {t.name for wf in workflows for t in wf.tasks}
@@ -142,6 +145,8 @@ def cmd_plan(_: Engine | None, args: argparse.Namespace) -> int:
 def _join_traps(args: argparse.Namespace) -> list[str]:
     """Joins after a conditional branch that keep all_success (see engine.spec.conditions)."""
     from engine.spec.conditions import join_traps
+    from engine.spec.definition import resolve, validate
+    from engine.spec.loader import load_file
 
     notes = []
     for wf in load_file(args.file, args.max_tasks):
@@ -157,6 +162,10 @@ def _viz_graph(
 ) -> tuple[str, list[viz.Node], list[list[int]]]:
     """The graph ``redisflow viz`` draws: a file's workflow (coloured by a plan when
     given --assume) or a stored workflow with its tasks' states."""
+    from engine.spec.definition import plan as plan_workflow
+    from engine.spec.definition import resolve, validate
+    from engine.spec.loader import load_file
+
     target = args.target
     if not Path(target).exists() and (
         target.isascii() and target.isdigit() or target.startswith(KEY_PREFIX)

@@ -4,12 +4,10 @@ pushed (``--copies``, ``--key``, ``--at``/``--in``) and, with ``--wait``, waited
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.spec.definition import DEFAULT_MAX_TASKS
-from engine.spec.loader import load_file
+from engine.spec.limits import DEFAULT_MAX_TASKS
 
-from ..client import Engine
 from ..errors import DefinitionError, PartialWriteError
 from .common import (
     Parents,
@@ -24,10 +22,15 @@ from .common import (
     report_pushed,
 )
 
+if TYPE_CHECKING:
+    from ..client import Engine
+
 
 def prepare(args: argparse.Namespace) -> None:
     """Parse, validate and compile every file once, before connecting, so bad input
     touches nothing."""
+    from engine.spec.loader import load_file
+
     from ..store.codec import compile_workflow
 
     args.workflows = [wf for path in args.files for wf in load_file(path, args.max_tasks)]

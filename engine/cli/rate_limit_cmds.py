@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from .common import EXIT_OK, Parents, esc, new_table, out, print_json
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def cmd_rate_limit_put(engine: Engine, args: argparse.Namespace) -> int:

@@ -9,15 +9,10 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
-from typing import Any
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from ..errors import DefinitionError, PartialWriteError
-from ..schedules import Cadence, PreviewTick, ScheduleInfo, ScheduleSpec, preview
-from ..schedules.info import describe
-from ..schedules.spec import CATCHUP, OVERLAP, format_ms, load_schedules, parse_schedule
-from ..store.schedules import TickOutcome
+from ..schedules.policies import CATCHUP, OVERLAP
 from .common import (
     EXIT_OK,
     Parents,
@@ -33,6 +28,13 @@ from .common import (
     span,
 )
 
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from ..client import Engine
+    from ..schedules import PreviewTick, ScheduleInfo, ScheduleSpec
+    from ..store.schedules import TickOutcome
+
 # --name ... flags and the spec fields they fill
 FLAG_FIELDS = (
     "name", "template", "cron", "every", "offset", "timezone", "overlap", "catchup",
@@ -43,6 +45,8 @@ FLAG_FIELDS = (
 def specs_from_args(args: argparse.Namespace) -> list[ScheduleSpec]:
     """The schedules ``put`` stores: a file's, or one from flags. Validated before any
     connection (:class:`DefinitionError` naming the file or flag: nothing written)."""
+    from ..schedules.spec import load_schedules, parse_schedule
+
     given = {f: getattr(args, f) for f in FLAG_FIELDS if getattr(args, f) is not None}
     if args.pause_on_failure:
         given["pause_on_failure"] = True
@@ -60,11 +64,18 @@ def specs_from_args(args: argparse.Namespace) -> list[ScheduleSpec]:
     return [parse_schedule(given, "command line")]
 
 
+def _zone(name: str) -> ZoneInfo:
+    """The time zone ``name`` (zoneinfo loads with the first schedule shown)."""
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
 def _when(ts: float | None, zone: str, now: float, short: bool = False) -> str:
     """A time in the schedule's zone, and how far: ``2026-03-29 03:00:00 CEST (in 2h)``."""
     if ts is None:
         return "-"
-    at = datetime.fromtimestamp(ts, UTC).astimezone(ZoneInfo(zone))
+    at = datetime.fromtimestamp(ts, UTC).astimezone(_zone(zone))
     rel = f"in {span(ts - now)}" if ts >= now else f"{span(now - ts)} ago"
     return f"{at:%m-%d %H:%M %Z} ({rel})" if short else f"{at:%Y-%m-%d %H:%M:%S %Z} ({rel})"
 
@@ -78,6 +89,8 @@ def _info_dict(info: ScheduleInfo) -> dict[str, Any]:
 
 
 def cmd_put(_: Engine | None, args: argparse.Namespace) -> int:
+    from ..schedules.info import describe
+
     specs = specs_from_args(args)
     engine = connect(args)
     try:
@@ -122,6 +135,8 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def cmd_show(engine: Engine, args: argparse.Namespace) -> int:
+    from ..schedules.spec import format_ms
+
     i = engine.schedule(args.name)
     if args.json:
         print_json(_info_dict(i))
@@ -179,7 +194,7 @@ def cmd_unpause(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _outcome(o: TickOutcome, zone: str) -> str:
-    at = datetime.fromtimestamp(o.tick / 1000, UTC).astimezone(ZoneInfo(zone))
+    at = datetime.fromtimestamp(o.tick / 1000, UTC).astimezone(_zone(zone))
     run = f" run {o.run}" if o.run else ""
     why = {"skipped": " (its previous run is still going: overlap)", "dup": " (ran before)"}
     return f"{at:%Y-%m-%d %H:%M:%S %Z}: {o.what}{run}{why.get(o.what, '')}"
@@ -209,7 +224,9 @@ def _time_arg(text: str, zone: ZoneInfo, flag: str) -> datetime:
 
 
 def cmd_backfill(engine: Engine, args: argparse.Namespace) -> int:
-    zone = ZoneInfo(engine.schedule(args.name).timezone)
+    from ..store.schedules import TickOutcome
+
+    zone = _zone(engine.schedule(args.name).timezone)
     start = _time_arg(args.start, zone, "--from")
     end = _time_arg(args.end, zone, "--to")
     partial: PartialWriteError | None = None
@@ -235,6 +252,8 @@ def cmd_backfill(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _preview_rows(ticks: list[PreviewTick], spec: ScheduleSpec) -> list[str]:
+    from ..schedules.spec import format_ms
+
     rows = []
     for t in ticks:
         due = ""
@@ -247,6 +266,8 @@ def _preview_rows(ticks: list[PreviewTick], spec: ScheduleSpec) -> list[str]:
 
 def cmd_preview(_: Engine | None, args: argparse.Namespace) -> int:
     import os
+
+    from ..schedules import Cadence, describe, load_schedules, preview
 
     if os.path.exists(args.target):
         specs = load_schedules(args.target)
@@ -267,7 +288,7 @@ def cmd_preview(_: Engine | None, args: argparse.Namespace) -> int:
         finally:
             engine.close()
     if args.start is not None:
-        now = int(_time_arg(args.start, ZoneInfo(spec.timezone), "--from").timestamp() * 1000)
+        now = int(_time_arg(args.start, _zone(spec.timezone), "--from").timestamp() * 1000)
     ticks = preview(Cadence(spec), now, args.next)
     if args.json:
         print_json({

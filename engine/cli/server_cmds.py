@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, port_number, whole_in
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def cmd_server(_: Engine | None, args: argparse.Namespace) -> int:

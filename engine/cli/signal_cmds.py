@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from .common import EXIT_OK, Parents, print_json, read_input, workflow_id
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def cmd_signal(engine: Engine, args: argparse.Namespace) -> int:

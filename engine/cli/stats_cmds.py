@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.text_safety import visible
 
-from ..client import Engine
 from . import log_cmds
 from .common import EXIT_OK, Parents, out, positive_int, print_json, styled, type_label
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def cmd_stats(engine: Engine, args: argparse.Namespace) -> int:

@@ -6,12 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.model import TaskState, WorkflowState, WorkflowStatus
-from engine.spec.wait_tasks import wait_line
 
-from ..client import Engine
 from ..errors import DefinitionError, no_such_task
 from . import log_cmds
 from .common import (
@@ -31,6 +29,9 @@ from .common import (
     wide_table,
     workflow_id,
 )
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def map_counts(items: dict[str, int]) -> str:
@@ -124,6 +125,8 @@ def _unserved(engine: Engine, st: WorkflowStatus) -> dict[str, list[str]]:
 
 
 def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
+    from engine.spec.wait_tasks import wait_line
+
     if args.task is not None:
         return cmd_items(engine, args)
     if args.failed or args.page != 1:

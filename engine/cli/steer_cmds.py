@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Engine
 from .bulk_cmds import add_filter_options, run_bulk, wants_bulk
 from .common import EXIT_OK, Parents, name_arg, print_json, resolve_key, workflow_id
+
+if TYPE_CHECKING:
+    from ..client import Engine
 
 
 def _control(name: str) -> Any:

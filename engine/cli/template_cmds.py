@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.spec.loader import read_file
-
-from ..client import Engine
 from .common import (
     EXIT_OK,
     Parents,
@@ -27,8 +24,13 @@ from .common import (
     report_pushed,
 )
 
+if TYPE_CHECKING:
+    from ..client import Engine
+
 
 def cmd_template_put(engine: Engine, args: argparse.Namespace) -> int:
+    from engine.spec.loader import read_file
+
     info = engine.put_template(read_file(args.file), name=args.name, source=args.file)
     new = info.new
     if args.json:

@@ -25,9 +25,9 @@ from engine.core.timing import parse_duration
 from engine.spec.definition import check_name, one_line, show_value
 
 from ..errors import DefinitionError
+from .policies import CATCHUP as CATCHUP
+from .policies import OVERLAP as OVERLAP
 
-OVERLAP = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")
-CATCHUP = ("none", "latest", "all", "coalesce")
 # Keys every run's input gets from the scheduler (a schedule's own input may not set them).
 RESERVED_INPUT = ("schedule", "tick", "ticks", "interval", "missed")
 

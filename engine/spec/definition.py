@@ -14,14 +14,15 @@ from engine.errors import DefinitionError
 from engine.spec.child_specs import ChildSpec, check_references, run_of
 from engine.spec.conditions import NOT_GIVEN
 from engine.spec.flow import Concurrency, concurrency_from
+from engine.spec.limits import DEFAULT_MAX_PAYLOAD as DEFAULT_MAX_PAYLOAD
+from engine.spec.limits import DEFAULT_MAX_TASKS as DEFAULT_MAX_TASKS
+from engine.spec.limits import MAX_TTL as MAX_TTL
 from engine.spec.mapping import MapSpec, OutputRef, map_of
 from engine.spec.rate_limits import RateLimit, rate_limit_from, rate_limits_from
 from engine.spec.wait_tasks import WAIT_TYPE, WaitSpec, wait_of
 
-DEFAULT_MAX_PAYLOAD = 1024 * 1024
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
 PRIORITY_RANGE = (-999, 999)
-DEFAULT_MAX_TASKS = 100_000  # tasks per workflow, unless validate() is given another limit
 # Nesting, counted the same way in every format (JSON, YAML, a Python value): a list or
 # mapping is one level, each one inside it one more.
 MAX_DEPTH = 100  # levels of a value (a payload), counted from the value itself
@@ -677,7 +678,6 @@ def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> Non
 
 MAX_STEPS = 100  # steps per item of a map
 MAX_TIMEOUT = 30 * 86400.0  # seconds: a task's timeout
-MAX_TTL = 10 * 365 * 86400.0  # seconds: how long a finished workflow may be kept
 
 
 def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]:
