@@ -520,9 +520,7 @@ class Agent:
         # lease after t, and with no loss or registration since the claim (the epoch), no
         # question to Redis is needed: the plain path pays one clock read. Past it (a slow
         # condition, a long wait for a thread, a stalled heartbeat) Redis is asked.
-        if (
-            epoch != self._epoch or time.monotonic() >= self._held_until
-        ) and not self._still_ours(task, epoch):
+        if self._fenced(epoch) and not self._still_ours(task, epoch):
             self._drop(task)
             return None
         token = self._logs.begin(task)  # what the handler writes is this attempt's
@@ -563,7 +561,7 @@ class Agent:
             if decided is not None:
                 self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
                 return
-        if epoch != self._epoch or time.monotonic() >= self._held_until:  # as in _execute
+        if self._fenced(epoch):  # as in _execute
             if not await asyncio.to_thread(self._still_ours, task, epoch):
                 self._drop(task)
                 return
@@ -634,6 +632,20 @@ class Agent:
             if self._epoch == epoch:
                 self._held_until = began + FENCE_SHARE * self.lease_s
 
+    def _renew(self, shard: ShardKeys) -> int:
+        """Renew this agent's lease on ``shard``: heartbeat.lua's answer (0: the lease is
+        gone; DRAIN_ASKED: an operator asked the agent to drain)."""
+        try:
+            return self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
+        except NotReplicatedError as e:
+            return int(self._short(e)[0] or 0)
+
+    def _fenced(self, epoch: int) -> bool:
+        """Whether a claim of lease epoch ``epoch`` must be confirmed in Redis before its
+        handler starts (see :meth:`_execute`): a loss or registration since, or the last
+        renewal too long ago."""
+        return epoch != self._epoch or time.monotonic() >= self._held_until
+
     def _still_ours(self, task: Task, epoch: int) -> bool:
         """Whether the attempt of ``task``, claimed in lease epoch ``epoch``, is still this
         agent's, asked of Redis: a heartbeat on its shard. Its answer that the lease is
@@ -643,9 +655,7 @@ class Agent:
         backoff = Backoff()
         while self._lost_at.get(shard.shard, 0) <= epoch:
             try:
-                alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
-            except NotReplicatedError as e:
-                alive = int(self._short(e)[0] or 0)
+                alive = self._renew(shard)
             except Exception as e:  # noqa: BLE001 - no answer: the handler must not run
                 if transient(e) and not self._stopping.is_set():
                     self._stopping.wait(backoff.failed())
@@ -878,9 +888,14 @@ class Agent:
     # -- lease --------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        next_maintain = next_beat = 0.0
+        next_maintain = 0.0
         tick = pause = min(self.heartbeat_s, self.maintain_s)
-        while not self._closed.wait(min(pause, WATCH_S) if self._watched else pause):
+        next_beat = time.monotonic() + tick  # registration has just renewed the leases
+        # wake for the next beat on time, not on the first tick after it: the fencing
+        # window (_held_until) counts from each renewal's start
+        while not self._closed.wait(
+            min(pause, WATCH_S if self._watched else pause, max(0.0, next_beat - time.monotonic()))
+        ):
             pause = tick
             self._cancel_late()
             try:
@@ -889,10 +904,7 @@ class Agent:
                     next_beat = now + self.heartbeat_s
                     epoch, renewed = self._epoch, True
                     for shard in self._shards:
-                        try:
-                            alive = self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
-                        except NotReplicatedError as e:
-                            alive = int(self._short(e)[0] or 0)
+                        alive = self._renew(shard)
                         if alive == DRAIN_ASKED and not self._stopping.is_set():
                             log.info("agent %s: asked to drain: finishing, then stopping", self.id)
                             self.stop()
