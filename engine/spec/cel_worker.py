@@ -27,6 +27,15 @@ from typing import Any
 PROGRAMS_KEPT = 1024  # compiled programs a worker keeps, by expression text
 
 
+def detail(e: BaseException) -> str:
+    """What an evaluation or compile error says, on one line of at most 300 characters
+    (its type's name when it says nothing)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, KeyError):
+        text = f"no such key: {text}"
+    return text[:300]
+
+
 def short(value: Any) -> str:
     """A value as at most 120 characters of JSON (its ``repr`` if it is not JSON)."""
     try:
@@ -44,10 +53,7 @@ def judge(program: Any, variables: dict[str, Any]) -> tuple[str, Any]:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - any evaluation error (a Rust panic too)
-        detail = " ".join(str(e).split()) or type(e).__name__
-        if isinstance(e, KeyError):
-            detail = f"no such key: {detail}"
-        return "error", detail[:300]
+        return "error", detail(e)
     if not isinstance(value, bool):
         return "value", short(value)
     return "ok", value
@@ -75,7 +81,7 @@ def main() -> None:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # noqa: BLE001 - a compile error: the caller says it
-            reply = "error", " ".join(str(e).split())[:300] or type(e).__name__
+            reply = "error", detail(e)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         out.write(json.dumps(reply).encode() + b"\n")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.outcomes import FATAL, SKIP
 from engine.errors import DefinitionError
-from engine.spec.cel_worker import judge
+from engine.spec.cel_worker import detail, judge
 from engine.spec.cel_worker import short as _short
 from engine.spec.condition_pool import ConditionPool, EvaluatorError, OverBudget
 
@@ -251,7 +251,7 @@ def evaluate(text: str, variables: Mapping[str, Any]) -> bool:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - a syntax error (ValueError), a Rust panic
-        raise ValueError(_line(f"when {text}: {' '.join(str(e).split())[:300]}")) from None
+        raise ValueError(_line(f"when {text}: {detail(e)}")) from None
     return _verdict(text, *judge(program, dict(variables)))
 
 
