@@ -23,6 +23,7 @@ from engine_helpers import (
 )
 
 from engine import DefinitionError, Engine, NotFoundError, StateError, Task, Workflow
+from engine.spec.flow import concurrency_from
 from engine.store.codec import compile_workflow
 
 GATED = """\
@@ -340,3 +341,8 @@ def test_ttl_in_a_file_is_checked() -> None:
     bad.task("a")
     with pytest.raises(DefinitionError, match="ttl must be"):
         compile_workflow(bad)
+
+
+def test_a_concurrency_option_that_is_no_name_is_refused_in_words() -> None:
+    with pytest.raises(DefinitionError, match=r"f\.yaml:3: concurrency has unknown option\(s\) 5"):
+        concurrency_from({"key": "a", "limit": 1, 5: 1}, "f.yaml:3")

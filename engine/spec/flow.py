@@ -82,7 +82,7 @@ def concurrency_from(value: Any, where: str) -> Concurrency | None:
     unknown = set(value) - {"key", "limit"}
     if unknown:
         raise DefinitionError(
-            f"{where}: concurrency has unknown option(s) {', '.join(sorted(unknown))} "
+            f"{where}: concurrency has unknown option(s) {', '.join(sorted(map(str, unknown)))} "
             "(known: key, limit)"
         )
     c = Concurrency(value.get("key", ""), value.get("limit", 1))
