@@ -46,7 +46,14 @@ from engine.runtime.events import EventListener
 from engine.runtime.retrying import NOT_RUN_REPLIES, UNREACHABLE, patiently
 from engine.spec.definition import DEFAULT_MAX_PAYLOAD, MAX_TTL, Workflow, show_value
 from engine.spec.definition import plan as plan_workflow
-from engine.spec.flow import Pushed, RunRequest, check_key, check_run_key, check_template_name
+from engine.spec.flow import (
+    Pushed,
+    RunRequest,
+    check_key,
+    check_run_key,
+    check_template_name,
+    trigger_key,
+)
 from engine.spec.loader import load_text
 from engine.spec.rate_limits import RateLimit, rate_keys, rate_limit_from, task_types
 from engine.spec.schemas import check_input
@@ -440,7 +447,7 @@ class Engine:
                 if run.parent is not None:
                     own = child_key(run.parent)
                 elif run.trigger is not None:
-                    own = f"trigger:{run.trigger}:"
+                    own = trigger_key(run.trigger)
                 check_run_key(run.key, own)
             options = run_options(
                 template=run.template, version=run.version, key=run.key, gates=gates,

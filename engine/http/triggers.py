@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import DefinitionError
+from ..spec.flow import trigger_key
 from ..store.triggers import AUTH_SCHEMES, Trigger
 from .auth import standard_key, verify_bearer_secret, verify_github, verify_standard
 from .bodies import check_key
@@ -175,4 +176,4 @@ def delivery_key(trigger: Trigger, headers: Mapping[str, str]) -> str | None:
             "deduplicates deliveries on it)",
             "missing_idempotency_key",
         )
-    return f"trigger:{trigger.name}:{key}"
+    return trigger_key(trigger.name, key)

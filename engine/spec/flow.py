@@ -108,6 +108,12 @@ def check_key(key: str) -> None:
 RESERVED_KEY_PREFIXES = ("child:", "trigger:")
 
 
+def trigger_key(trigger: str, value: str = "") -> str:
+    """The idempotency key of a delivery to ``trigger`` whose idempotency header says
+    ``value`` (without it: the prefix every such key of the trigger starts with)."""
+    return f"trigger:{trigger}:{value}"
+
+
 def check_run_key(key: str, own: str = "") -> None:
     """Refuse (:class:`DefinitionError`) a run's idempotency key that :func:`check_key`
     refuses or that starts with a prefix the engine reserves, unless it starts with
