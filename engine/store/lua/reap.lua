@@ -89,7 +89,7 @@ end
 local promoted = promote_due(1000) + start_due(1000)
 end_late(limit)
 -- Finished workflows past their retention, a batch (lib/retention.lua): a full one says
--- more are due, and Engine.maintain goes on with sweep.lua
+-- more are due, and Engine.maintain calls this script again with only this step (ARGV[9])
 cleaned = sweep_retention(retention, limit)
 for _, agent in ipairs(redis.call('ZRANGEBYSCORE', K_AGENTS_SEEN, '-inf', NOW - 86400000, 'LIMIT', 0, 100)) do
   if not redis.call('ZSCORE', KEYS[1], agent) then

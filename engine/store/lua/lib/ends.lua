@@ -65,7 +65,7 @@ local function workflow_ended(wid, wk, prev, final)
     local names = redis.call('HGET', dkey(wk), D_SIGNALS)  -- the mailboxes it may have
     if names then
       -- k_signals and k_mailbox spelt out: complete.lua, which ends runs, has no room
-      -- for two more locals (tests/test_waits.py checks they go)
+      -- for two more locals (tests/test_waits_mailbox.py checks they go)
       local sk = wk .. ':sig'
       for _, name in ipairs(cjson.decode(names)) do
         redis.call('DEL', wk .. ':sq:' .. name)
