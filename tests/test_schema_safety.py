@@ -22,7 +22,7 @@ from test_http_server import Client, client  # noqa: F401 - the fixture
 from engine import DefinitionError, Engine, Workflow
 from engine.http.triggers import new_trigger
 from engine.spec.schema_regex import linear
-from engine.spec.schemas import check_input
+from engine.spec.schemas import check_input, compile_schema
 from engine.store.codec import compile_workflow
 
 SECRET = "hunter2-db-password"
@@ -300,3 +300,11 @@ def test_healthz_answers_while_a_catastrophic_input_is_checked(
             assert r.status_code == 400 and "at $: fails 'pattern'" in r.json()["error"]
     assert api.post("/v1/triggers/open", json="aaaa").status_code == 202
     assert engine.count() == 1
+
+
+def test_a_path_from_the_input_is_shown_with_its_control_characters_escaped() -> None:
+    validator = compile_schema({"additionalProperties": {"type": "integer"}}, "w")
+    with pytest.raises(DefinitionError) as refused:
+        check_input(validator, {"a\x1b[2Jb": "x"}, "w")
+    message = str(refused.value)
+    assert "\x1b" not in message and "a\\x1b[2Jb" in message

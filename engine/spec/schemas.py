@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from engine.errors import DefinitionError
+from engine.spec.definition import one_line
 
 # keywords whose value is data, not a schema: a "$ref" inside one is a value like any other
 _DATA = frozenset({"const", "enum", "default", "examples"})
@@ -185,6 +186,6 @@ def json_path(parts: Iterable[str | int]) -> str:
 
 
 def _short(text: str, most: int) -> str:
-    """``text`` on one line, cut to ``most`` characters."""
-    text = " ".join(text.split())
+    """``text`` on one line (control characters escaped), cut to ``most`` characters."""
+    text = one_line(" ".join(text.split()))
     return text if len(text) <= most else text[: most - 3] + "..."
