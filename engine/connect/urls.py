@@ -403,6 +403,16 @@ def with_tls(
     return urlunsplit(parts._replace(query=query))
 
 
+def user_of(client: redis.Redis) -> str | None:
+    """The Redis user ``client`` connects as (``None``: the default user)."""
+    from engine.store.layout import is_cluster
+
+    if is_cluster(client):
+        client = cast(Any, client).get_default_node().redis_connection
+    user = client.connection_pool.connection_kwargs.get("username")
+    return str(user) if user else None
+
+
 def url_of(client: redis.Redis) -> str:
     """The full URL ``client`` connects with, credentials and TLS files included: to hand
     to another process of the same deployment, never to print (see :func:`redact`)."""

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from engine.connect.urls import user_of
 from engine.core.model import WorkflowState, WorkflowStatus
 
 from ..errors import (
@@ -80,8 +81,6 @@ class HttpConfig:
             ``/healthz`` always find a connection.
         max_streams_per_token: event streams one bearer token may hold open (429 past
             it); without tokens only ``max_streams`` applies.
-        redis_user: the Redis user the engine connects as, named when Redis refuses a
-            call for want of a permission (``None``: the default user).
     """
 
     tokens: Tokens = field(default_factory=Tokens)
@@ -92,7 +91,6 @@ class HttpConfig:
     max_stream_s: float = 3600.0
     max_streams: int = MAX_STREAMS
     max_streams_per_token: int = MAX_STREAMS_PER_TOKEN
-    redis_user: str | None = None
 
 
 
@@ -102,6 +100,7 @@ class Api:
     def __init__(self, engine: Engine, config: HttpConfig, schema: dict[str, Any]) -> None:
         self.engine = engine
         self.config = config
+        self.redis_user = user_of(engine.redis)  # named when Redis refuses a permission
         self.waiter = FinishWaiter(engine)
         self.registry = registry_for(engine)
         self._as_trigger: dict[str, Engine] = {}
@@ -186,7 +185,7 @@ class Api:
         """The batcher pushing runs through ``engine`` (one per actor)."""
         batcher = self._batchers.get(id(engine))
         if batcher is None:
-            batcher = RunBatcher(engine, redis_user=self.config.redis_user)
+            batcher = RunBatcher(engine, redis_user=self.redis_user)
             self._batchers[id(engine)] = batcher
         return batcher
 

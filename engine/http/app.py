@@ -189,7 +189,7 @@ async def _not_replicated(_: Request, exc: Exception) -> Response:
 async def _redis_refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, redis.ResponseError)
     api = getattr(request.app.state, "redisflow", None)
-    message = server_refusal(exc, api.config.redis_user if api is not None else None)
+    message = server_refusal(exc, api.redis_user if api is not None else None)
     if message is None:
         return await _internal(request, exc)
     return _json_error(503, message)

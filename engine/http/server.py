@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..connect.urls import parse_url
 from ..errors import DefinitionError
 from .api import HttpConfig
 from .app import create_app
@@ -70,7 +69,6 @@ class Settings:
             allowed_origins=self.allowed_origins,
             max_streams=self.stream_cap(),
             max_streams_per_token=self.max_streams_per_token,
-            redis_user=parse_url(self.url).username if self.url else None,
         )
 
     def uvicorn_options(self) -> dict[str, Any]:
