@@ -2,6 +2,7 @@
 #   make demo   installs into .venv and opens the console on a private Redis with demo load
 #   make test   installs into .venv (redis-server included) and runs the whole suite (ruff,
 #               mypy, the import contracts of pyproject.toml, pytest)
+#   make test-unit  the pure-logic tests alone (tests/unit: no Redis, seconds)
 #   make test-cluster  the Redis-semantics suite again on a local 3-master Redis Cluster
 #   make docs   builds the docs site (mkdocs, strict: a broken link fails it) into site/
 #   make chaos  the long chaos run: thousands of workflows while agents, connections and Redis fail
@@ -9,7 +10,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-cluster chaos docs lint bench screenshots clean
+.PHONY: demo test test-unit test-cluster chaos docs lint bench screenshots clean
 
 $(BIN)/redisflow: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,6 +33,11 @@ test: $(BIN)/redisflow
 	$(BIN)/mypy --strict engine
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk 1
+
+# The pure-logic tests alone: the definition language, loaders, schedules' clock, HTTP
+# guards, fuzzing; no Redis, no process (the whole suite runs them too)
+test-unit: $(BIN)/redisflow
+	$(BIN)/python -m pytest -q tests/unit
 
 # The Redis-semantics tests again on a local 3-master Redis Cluster (one per worker), one
 # shard per master: the tests on the session's Redis (fixtures redis_url, engine, cli_env,

@@ -21,6 +21,9 @@ from engine.core import timing
 from engine.errors import DefinitionError, no_such_task
 from engine.schedules.spec import parse_schedule
 
+# argument parsing and exit codes: the same on a cluster
+pytestmark = pytest.mark.same_on_cluster
+
 # -- task names ---------------------------------------------------------------------------
 
 

@@ -21,6 +21,10 @@ from redisflow_tui.widgets.dag_view import DagView
 from redisflow_tui.widgets.live_table import LiveTable
 from redisflow_tui.widgets.workflow_table import WorkflowTable
 
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
+
 SIZE = (160, 45)
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
 from support import drain, wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, Workflow
@@ -22,6 +23,10 @@ from redisflow_tui.widgets.live_table import LiveTable
 from redisflow_tui.widgets.task_table import TaskTable
 from redisflow_tui.widgets.text_line import TextLine
 from redisflow_tui.widgets.workflow_table import WorkflowTable
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
 

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from support import wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, Workflow
@@ -16,6 +17,10 @@ from redisflow_tui.widgets.dag_view import DagView
 from redisflow_tui.widgets.task_detail import TaskDetail
 from redisflow_tui.widgets.task_table import TaskTable
 from redisflow_tui.widgets.text_line import TextLine
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
 N = 250  # items: three pages

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import wait_for, widget_lines, workflow_open
 
 from engine import Agent, Engine, Task, TaskFailed, load_file
@@ -14,6 +15,10 @@ from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.dag_view import DagView
 from redisflow_tui.widgets.task_detail import TaskDetail
 from redisflow_tui.widgets.task_table import TaskTable
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
 BRANCH = Path(__file__).resolve().parents[2] / "demos" / "branch.yaml"

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from support import wait_for, workflow_open
 
 from engine import Engine, Workflow
@@ -16,6 +17,10 @@ from redisflow_tui.screens.prompt import PromptScreen
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.widgets.task_detail import TaskDetail
 from redisflow_tui.widgets.task_table import TaskTable
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
 

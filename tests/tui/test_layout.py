@@ -19,6 +19,10 @@ from redisflow_tui.data.dag import (
 )
 from redisflow_tui.data.layout import LayoutCache, layout, to_text
 
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
+
 
 def graph_of(wf: Workflow) -> tuple[list[str], list[tuple[int, int]]]:
     names = [t.name for t in wf.tasks]

@@ -9,6 +9,10 @@ import pytest
 
 from redisflow_tui.__main__ import EXIT_NO_CONSOLE
 
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
+
 # Runs the installed entry point in a fresh interpreter where ``module`` (and everything
 # under it) cannot be imported, as on a machine without the extra.
 WITHOUT = """

@@ -20,6 +20,10 @@ from redisflow_tui.screens.run_dialogs import RunInputScreen, RunPushedScreen
 from redisflow_tui.screens.schedules import SchedulesScreen
 from redisflow_tui.widgets.live_table import LiveTable
 
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
+
 SIZE = (160, 45)
 REPORT = """\
 name: report

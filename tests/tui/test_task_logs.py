@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
 from engine_helpers import agent_thread, run_agent
 from support import wait_for, workflow_open
 from textual.widgets import Input, Log
@@ -12,6 +13,10 @@ from textual.widgets import Input, Log
 from engine import Engine, Task, Workflow
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.widgets.task_log_pane import TaskLogPane
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from engine_helpers import Hand
 from support import wait_for, workflow_open
 
 from engine import Agent, Engine, Task, TaskFailed, Workflow
 from redisflow_tui.app import RedisflowApp
 from redisflow_tui.screens.timeline import TimelineScreen
+
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (120, 30)
 

@@ -18,6 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+# what the console shows and does with its keys: the same on a cluster, whose reads the
+# engine's own tests check there
+pytestmark = pytest.mark.same_on_cluster
+
 pytest.importorskip("textual_serve")
 
 from redisflow_tui.web import COOKIE, local_page, read_token  # noqa: E402

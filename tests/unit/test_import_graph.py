@@ -11,7 +11,7 @@ from types import ModuleType
 import grimp
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:

@@ -11,7 +11,7 @@ import pytest
 from engine import DefinitionError, load_file, load_text
 from engine.spec.definition import validate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 NATIVE = """\
 name: report
