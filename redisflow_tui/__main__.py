@@ -20,11 +20,22 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from engine import DefinitionError, EmbeddedRedis, Engine, NoDatabaseError, UnreachableError
-from engine.cli.common import EXIT_BAD_INPUT, connection_options, connection_url
-from engine.connect.urls import close_client, missing_database, open_client, redact
-from engine.spec.definition import DEFAULT_MAX_PAYLOAD
+from engine import (
+    DEFAULT_MAX_PAYLOAD,
+    DefinitionError,
+    EmbeddedRedis,
+    Engine,
+    NoDatabaseError,
+    UnreachableError,
+    close_client,
+    connection_options,
+    connection_url,
+    missing_database,
+    open_client,
+    redact,
+)
 
+EXIT_BAD_INPUT = 2  # a bad option or value, as redisflow's
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
 CONSOLE_MODULES = ("textual", "networkx")  # what the 'console' extra brings

@@ -23,8 +23,15 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from engine import DefinitionError, Engine, NotFoundError, RedisflowError, StateError, Stats
-from engine.core.text_safety import visible
+from engine import (
+    DefinitionError,
+    Engine,
+    NotFoundError,
+    RedisflowError,
+    StateError,
+    Stats,
+    visible,
+)
 
 from .commands import ConsoleCommands
 from .data import actions

@@ -15,7 +15,7 @@ from test_http_server import Client, client  # noqa: F401 - the fixture
 from engine import Agent, Engine, Task, Workflow
 from engine.core.model import AgentInfo, AgentState, TaskState, WorkflowState
 from engine.errors import NotFoundError, StateError
-from engine.runtime.agent_ops import GONE_AFTER_S, current
+from engine.runtime.agent_ops import GONE_AFTER_S, current_agents
 
 
 def slow_workflow(engine: Engine) -> str:
@@ -102,7 +102,7 @@ def test_agents_gone_a_while_leave_the_list() -> None:
         _info("died-long-ago", AgentState.DEAD, GONE_AFTER_S + 1),
         _info("stale", AgentState.STALE, GONE_AFTER_S + 1),
     ]
-    assert [a.id for a in current(agents)] == ["live", "left-now", "stale"]
+    assert [a.id for a in current_agents(agents)] == ["live", "left-now", "stale"]
 
 
 def test_the_cli_hides_agents_gone_a_while(engine: Engine, cli_env: dict[str, str]) -> None:

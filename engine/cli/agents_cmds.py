@@ -26,7 +26,7 @@ def cmd_agents(engine: Engine, args: argparse.Namespace) -> int:
                   "finishes what it runs and exits)")  # fmt: skip
         return EXIT_OK
     every = engine.agents()
-    agents = every if args.all else agent_ops.current(every)
+    agents = every if args.all else agent_ops.current_agents(every)
     if args.json:
         print_json([a.to_dict() for a in agents])
         return EXIT_OK

@@ -48,6 +48,6 @@ def earlier_release(agents: Iterable[AgentInfo]) -> list[AgentInfo]:
     return [a for a in agents if a.state not in GONE and a.records < RECORD_FORM]
 
 
-def current(agents: Iterable[AgentInfo], after_s: float = GONE_AFTER_S) -> list[AgentInfo]:
+def current_agents(agents: Iterable[AgentInfo], after_s: float = GONE_AFTER_S) -> list[AgentInfo]:
     """The agents not :func:`gone`: live ones, and those that left or died lately."""
     return [a for a in agents if not gone(a, after_s)]

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 # how an attempt ended: the task's own states, plus these two
-RETRIED = "retried"  # it failed and the task was tried again
-LOST = "lost"  # its agent was lost (the lease ran out): the task was handed on
+ATTEMPT_RETRIED = "retried"  # it failed and the task was tried again
+ATTEMPT_LOST = "lost"  # its agent was lost (the lease ran out): the task was handed on
 
 
 @dataclass
@@ -51,8 +51,8 @@ class Timeline:
 _ENDS = {
     "task.succeeded": TaskState.SUCCEEDED.value,
     "task.failed": TaskState.FAILED.value,
-    "task.retrying": RETRIED,
-    "task.requeued": LOST,
+    "task.retrying": ATTEMPT_RETRIED,
+    "task.requeued": ATTEMPT_LOST,
 }
 
 

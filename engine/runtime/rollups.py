@@ -135,7 +135,7 @@ class Rollups:
 
 
 @dataclass
-class Stat:
+class HistoryStat:
     """One task type's or template's history over a window."""
 
     name: str
@@ -184,8 +184,8 @@ class Stat:
         }
 
 
-def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, Stat]:
-    out: dict[str, Stat] = {}
+def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, HistoryStat]:
+    out: dict[str, HistoryStat] = {}
     tag = KINDS[kind]
     for b, raw in enumerate(buckets):
         for f, v in raw.items():
@@ -195,7 +195,7 @@ def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, S
             name, _, stat = rest.rpartition("|")
             s = out.get(name)
             if s is None:
-                s = out[name] = Stat(name)
+                s = out[name] = HistoryStat(name)
                 if hourly:
                     s.hourly = [0] * len(buckets)
             n = int(v)
@@ -213,9 +213,9 @@ def _fold(buckets: list[dict[str, str]], kind: str, hourly: bool) -> dict[str, S
 
 
 def history(engine: Deployment, by: str = "type", now: float | None = None) -> dict[str, Any]:
-    """Per task type (``by="type"``) or template: ``{"hour": {name: Stat}, "day": {name:
-    Stat}}``, the last 60 minutes and the last 24 hours (this one included); a day's Stat
-    has ``hourly`` counts, oldest first."""
+    """Per task type (``by="type"``) or template: ``{"hour": {name: HistoryStat}, "day":
+    {name: HistoryStat}}``, the last 60 minutes and the last 24 hours (this one included);
+    a day's :class:`HistoryStat` has ``hourly`` counts, oldest first."""
     if by not in KINDS:
         raise ValueError(f"--by {by!r}: expected one of {', '.join(KINDS)}")
     t = int(engine.store.server_time() if now is None else now)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from engine import AgentInfo, AgentState, Engine
-from engine.runtime.agent_ops import GONE_AFTER_S, current
+from engine import GONE_AFTER_S, AgentInfo, AgentState, Engine, current_agents
 
 from .actions import Action, _plural
 
@@ -24,7 +23,7 @@ def sort_agents(agents: list[AgentInfo]) -> list[AgentInfo]:
 def read_agents(engine: Engine) -> tuple[list[AgentInfo], int]:
     """The agents to show (those gone a while left out, sorted) and how many were left out."""
     every = engine.agents()
-    shown = current(every)
+    shown = current_agents(every)
     return sort_agents(shown), len(every) - len(shown)
 
 

@@ -1,5 +1,5 @@
 """Bulk actions in words: the confirmation (exactly how many) and the outcome (how many
-acted on, how many refused and why), over :mod:`engine.ops.bulk`.
+acted on, how many refused and why), over :mod:`engine.bulk`.
 
 Like :mod:`.actions`, each function runs in a worker thread. The ids are chosen when the
 confirmation is prepared, and exactly those are acted on once it is confirmed.
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine import Engine
-from engine.ops import bulk
+from engine import Engine, bulk
 
 from .actions import Action, _plural
 

@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from engine import TaskState, TaskStatus
-from engine.core.appearance import TASK_LOOKS, WORKFLOW_STATES, glyphs
-from engine.core.rules import HANDLER_RULES
+from engine import HANDLER_RULES, TASK_LOOKS, WORKFLOW_STATES, TaskState, TaskStatus, glyphs
 
 FULL_LIMIT = 250  # tasks drawn one by one up to this size
 GROUP_LIMIT = 250  # groups drawn as a graph up to this many

@@ -1,7 +1,7 @@
 """The live feed: one listener that turns pub/sub hints into coalesced changes.
 
 :class:`Feed.run` runs in one background thread for the life of the console. It keeps
-a :class:`engine.ops.watch.Watch` open (the event channel plus keyspace notifications),
+a :class:`engine.Watch` open (the event channel plus keyspace notifications),
 folds every hint into a pending :class:`Changes`, and reports the connection's ups and
 downs through a callback as :class:`Connected` / :class:`Lost` messages. The console
 takes the pending changes with :meth:`Feed.drain` a few times a second, so a storm of
@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from engine import Engine, Event
-from engine.ops.watch import EventBatch, Hint, KeyChange, Watch
+from engine import Engine, Event, EventBatch, Hint, KeyChange, Watch
 
 EVENT_BUFFER = 500  # live events kept between two drains (the newest)
 FINISHING_KINDS = frozenset({"task.succeeded", "task.failed"})

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine import Engine, TaskStatus
-from engine.core.model import ItemStatus
+from engine import Engine, ItemStatus, TaskStatus
 
 ITEM_PAGE = 100
 ITEM_FILTERS = ("all", "failed", "running")

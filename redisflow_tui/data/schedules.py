@@ -15,9 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from engine import DefinitionError, Engine, WorkflowSummary
-from engine.core.model import RunResult, TemplateInfo
-from engine.schedules import PreviewTick, ScheduleInfo
+from engine import (
+    DefinitionError,
+    Engine,
+    PreviewTick,
+    RunResult,
+    ScheduleInfo,
+    TemplateInfo,
+    WorkflowSummary,
+)
 
 from .actions import Action
 from .clock import format_age

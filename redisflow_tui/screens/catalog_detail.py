@@ -12,8 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Footer, Static
 
-from engine import Engine, NotFoundError, WorkflowSummary
-from engine.core.model import TemplateInfo
+from engine import Engine, NotFoundError, TemplateInfo, WorkflowSummary
 
 from ..data import schedules as sd
 from ..data.feed import Changes

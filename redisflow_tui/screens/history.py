@@ -13,8 +13,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from engine import Engine
-from engine.runtime.rollups import Stat, history, sparkline
+from engine import Engine, HistoryStat, history, sparkline
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style
@@ -43,7 +42,7 @@ class HistoryScreen(LiveScreen):
     def __init__(self, by: str = "type") -> None:
         super().__init__()
         self.by = by
-        self.data: dict[str, dict[str, Stat]] | None = None
+        self.data: dict[str, dict[str, HistoryStat]] | None = None
 
     def compose(self) -> ComposeResult:
         yield from self.frame()

@@ -13,9 +13,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from engine import DefinitionError, NotFoundError, StateError
-from engine.core.model import RunResult
-from engine.core.text_safety import visible
+from engine import DefinitionError, NotFoundError, RunResult, StateError, visible
 
 from ..data.schedules import parse_input, run_outcome, run_template
 from .base import LiveScreen, OpenWorkflow

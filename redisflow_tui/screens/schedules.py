@@ -10,9 +10,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import Footer
 
-from engine import Engine
-from engine.core.model import TemplateInfo
-from engine.schedules import ScheduleInfo
+from engine import Engine, ScheduleInfo, TemplateInfo
 
 from ..data import schedules as sd
 from ..data.feed import Changes

@@ -11,8 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from engine import Engine
-from engine.runtime.history import Timeline
+from engine import Engine, Timeline
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style

@@ -12,9 +12,16 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Footer
 
-from engine import Engine, NotFoundError, TaskStatus, WorkflowStatus
-from engine.core.model import ItemStatus, TaskState
-from engine.core.unserved import unserved, unserved_line
+from engine import (
+    Engine,
+    ItemStatus,
+    NotFoundError,
+    TaskState,
+    TaskStatus,
+    WorkflowStatus,
+    unserved,
+    unserved_line,
+)
 
 from ..data import actions
 from ..data.dag import GLYPH
@@ -88,7 +95,7 @@ class WorkflowScreen(LiveScreen):
         self.items_query: ItemsQuery | None = None
         self.items: list[ItemStatus] = []
         self.sel_item: int | None = None
-        self.unserved_note = ""  # ready tasks no live agent serves (engine.core.unserved)
+        self.unserved_note = ""  # ready tasks no live agent serves (engine.unserved)
 
     def compose(self) -> ComposeResult:
         yield from self.frame()

@@ -13,8 +13,7 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input
 
-from engine import Engine
-from engine.ops import bulk
+from engine import Engine, bulk
 
 from ..data import actions
 from ..data import bulk as bulk_actions

@@ -17,7 +17,7 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 
-from engine.core.appearance import TASK_LOOKS
+from engine import TASK_LOOKS
 
 from ..data.dag import GLYPH, DagGraph, LevelRow, combined
 from ..data.home import progress_bar

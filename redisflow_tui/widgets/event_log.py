@@ -10,8 +10,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from engine import Event
-from engine.core.text_safety import visible
+from engine import Event, visible
 
 from ..data.clock import Clock
 from ..data.events import TASK_WIDTH, detail, task_label

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from engine.core.appearance import TASK_LOOKS
+from engine import TASK_LOOKS
 
 from .line_view import LineView
 from .looks import look_css

@@ -1,4 +1,4 @@
-"""Colours and glyphs of states (:mod:`engine.core.appearance`), taken from the current theme."""
+"""Colours and glyphs of states (:data:`engine.LOOKS`), taken from the current theme."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
-from engine.core.appearance import AGENT_STATES, LOOKS, WORKFLOW_STATES, glyphs
+from engine import AGENT_STATES, LOOKS, WORKFLOW_STATES, glyphs
 
 # theme variable per task look / workflow / agent state (the same names CSS uses)
 LOOK_VARS = {s: look.theme for s, look in LOOKS.items()}

@@ -10,10 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine import TaskStatus
-from engine.core.model import ITEM_STATES, ItemStatus
-from engine.core.text_safety import visible
-from engine.spec.wait_tasks import wait_line
+from engine import ITEM_STATES, ItemStatus, TaskStatus, visible, wait_line
 
 from ..data.clock import Clock, format_duration
 from ..data.dag import is_branch, task_look

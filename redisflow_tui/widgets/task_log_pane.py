@@ -12,9 +12,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Log, Static
 
-from engine.core.text_safety import visible
-from engine.errors import NotFoundError
-from engine.runtime.tasklogs import LogLine, read_logs, read_progress
+from engine import LogLine, NotFoundError, read_logs, read_progress, visible
 
 POLL_S = 1.0
 MAX_LINES = 2000  # lines the pane keeps (the oldest go)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.message import Message
 
-from engine import TaskState, TaskStatus
-from engine.core.model import ItemStatus
+from engine import ItemStatus, TaskState, TaskStatus
 
 from ..data.clock import Clock
 from ..data.dag import GLYPH, task_look

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from rich.style import Style
 from rich.text import Text
 
-from engine.runtime.history import LOST, RETRIED, Timeline
+from engine import ATTEMPT_LOST, ATTEMPT_RETRIED, Timeline
 
 from ..data.clock import format_duration
 
@@ -18,13 +18,13 @@ OUTCOME_LOOK = {
     "running": "running",
     "succeeded": "succeeded",
     "failed": "failed",
-    RETRIED: "retrying",
-    LOST: "paused",
+    ATTEMPT_RETRIED: "retrying",
+    ATTEMPT_LOST: "paused",
     "cancelled": "cancelled",
 }
 LEGEND = (
-    ("succeeded", "succeeded"), ("failed", "failed"), (RETRIED, "failed, retried"),
-    (LOST, "agent lost"), ("running", "running"),
+    ("succeeded", "succeeded"), ("failed", "failed"), (ATTEMPT_RETRIED, "failed, retried"),
+    (ATTEMPT_LOST, "agent lost"), ("running", "running"),
 )  # fmt: skip
 
 
@@ -64,7 +64,7 @@ def render_timeline(
             if n + 1 < len(attempts):  # waiting out a backoff, or requeued
                 for c in range(last + 1, col(attempts[n + 1].start)):
                     cells[c] = ("·", dim)
-            if a.outcome in (RETRIED, LOST, "failed") and last + 1 < cols:
+            if a.outcome in (ATTEMPT_RETRIED, ATTEMPT_LOST, "failed") and last + 1 < cols:
                 cells[min(last, cols - 1)] = ("▌", style)
         aged = tl.aged_out.get(t.index, 0)
         if aged and attempts:  # earlier attempts the capped event stream no longer tells
