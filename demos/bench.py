@@ -139,7 +139,7 @@ def shape_factory(shape: str, seed: int = 0, distinct: str = "") -> Callable[[in
     Random DAGs differ per ``i``; the other shapes are one definition pushed again and
     again, as a user pushes a workflow many times (validated and compiled once per call
     of :meth:`Engine.push_many`), unless ``distinct`` is ``"payloads"``: then every task
-    of every workflow has a payload of its own, as seed 000's users write them, and each
+    of every workflow has a payload of its own, as redis.workflow's users write them, and each
     workflow is a definition of its own.
     """
     if shape not in SHAPE_NAMES:

@@ -52,8 +52,8 @@ def stepper(task: Task) -> Any:
 
 
 def book_word_counts(task: Task) -> Any:
-    """The steps of seed 002's book-word-counts workflow
-    (demos/seed002-book-word-counts.yaml), written against seed 002's message model
+    """The steps of the steps manager's book-word-counts workflow
+    (demos/steps-book-word-counts.yaml), written against the steps manager's message model
     (:func:`engine.manager_message`): a first step gets the job's JSON, a later one its
     parents' outputs merged; an item of ``section-counts`` gets its element as
     ``section`` and answers under ``section``; the step after the map gets those answers
@@ -64,7 +64,7 @@ def book_word_counts(task: Task) -> Any:
         return {"title": book["title"], "sections": book["sections"]}
     if task.name == "section-counts":  # once per section: the sub-task's step
         return {"section": dict(count_words(message["section"]))}
-    # demos/seed002-book-steps.yaml: a sub-task of two steps per section
+    # demos/steps-book-steps.yaml: a sub-task of two steps per section
     if task.name == "segment-clean":
         return {"tokens": re.findall(r"[a-z]+(?:'[a-z]+)?", message["section"].lower())}
     if task.name == "segment-word-counts":

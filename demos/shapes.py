@@ -9,7 +9,7 @@ from engine import Workflow
 
 
 def diamond4(name: str = "diamond4", payload: object = "x") -> Workflow:
-    """Seed 000's sample: TestNode1 -> TestNode2 -> {TestNode3, TestNode4}."""
+    """redis.workflow's sample: TestNode1 -> TestNode2 -> {TestNode3, TestNode4}."""
     wf = Workflow(name)
     a = wf.task("TestNode1", payload=payload)
     b = wf.task("TestNode2", payload=payload, after=[a])
@@ -19,7 +19,7 @@ def diamond4(name: str = "diamond4", payload: object = "x") -> Workflow:
 
 
 def chain(length: int, name: str | None = None, payload: object = "x") -> Workflow:
-    """``length`` tasks one after another (seed 000's benchmark ran 9-task chains)."""
+    """``length`` tasks one after another (redis.workflow's benchmark ran 9-task chains)."""
     wf = Workflow(name or f"chain{length}")
     prev = None
     for i in range(length):

@@ -13,7 +13,7 @@ import redis
 
 from engine import EmbeddedRedis
 
-SAMPLE_FILE = "demos/seed000-sample.yaml"
+SAMPLE_FILE = "demos/task-list-sample.yaml"
 
 
 @pytest.fixture(scope="module")

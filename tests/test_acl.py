@@ -16,7 +16,7 @@ from engine import Engine, Workflow
 from engine.ops.acl import ROLE_SCRIPTS, ROLES, permission_message, role_commands, setuser_line
 from engine.store.scripts import SCRIPT_NAMES, script_commands
 
-SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
+SAMPLE = str(ROOT / "demos" / "task-list-sample.yaml")
 
 
 def make_user(admin: redis.Redis, role: str, namespace: str = "rf", name: str = "") -> str:

@@ -31,10 +31,10 @@ BAD_FILES: dict[str, tuple[str, str, str]] = {
         "name: w\ntasks:\n  - name: a\n  - name: b\n    after: [ghost]\n",
         r"unknown.yaml:4: task 'b' depends on unknown task 'ghost'$",
     ),
-    "seed000 edges disagree": (
-        "seed000.yaml",
+    "task list edges disagree": (
+        "tasks.yaml",
         "Name: w\nTasks:\n  - Name: a\n    Children: [b]\n  - Name: b\n    Parents: []\n",
-        r"seed000.yaml:3: task 'a' lists 'b' as a child, but 'b' does not list 'a' "
+        r"tasks.yaml:3: task 'a' lists 'b' as a child, but 'b' does not list 'a' "
         r"among its Parents$",
     ),
     "duplicate names": (
@@ -98,7 +98,7 @@ def test_a_bad_file_among_good_ones_pushes_none(
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: w\ntasks:\n  - {name: a, after: [a]}\n")
     before = snapshot(engine.redis)
-    result = cli("push", str(DEMOS / "seed000-sample.yaml"), str(bad), env=cli_env)
+    result = cli("push", str(DEMOS / "task-list-sample.yaml"), str(bad), env=cli_env)
     assert result.returncode == 2
     assert "depends on itself" in one_line_error(result)
     assert snapshot(engine.redis) == before
@@ -172,7 +172,7 @@ def closed_port() -> int:
         ["stats"],
         ["list", "--json"],
         ["status", "1"],
-        ["push", str(DEMOS / "seed000-sample.yaml")],
+        ["push", str(DEMOS / "task-list-sample.yaml")],
         ["cancel", "1"],
     ],
 )
@@ -220,7 +220,7 @@ def run_json(*args: str, env: dict[str, str]) -> object:
 
 @pytest.mark.same_on_cluster
 def test_every_read_command_speaks_json(engine: Engine, cli_env: dict[str, str]) -> None:
-    pushed = run_json("push", str(DEMOS / "seed000-sample.yaml"), env=cli_env)
+    pushed = run_json("push", str(DEMOS / "task-list-sample.yaml"), env=cli_env)
     [wid] = pushed["ids"]
     agent = cli(
         "--id", "cli-agent", "--handler", "demos.handlers:echo", "--until-idle",
@@ -297,7 +297,7 @@ def test_human_readable_read_commands(engine: Engine, cli_env: dict[str, str]) -
 def test_push_wait_exit_codes(engine: Engine, cli_env: dict[str, str], tmp_path: Path) -> None:
     agent = spawn_agent("--id", "waiter", "--exec", f"{sys.executable} demos/upper.py", env=cli_env)
     try:
-        ok = cli("push", str(DEMOS / "seed000-sample.yaml"), "--wait", env=cli_env)
+        ok = cli("push", str(DEMOS / "task-list-sample.yaml"), "--wait", env=cli_env)
         assert ok.returncode == 0, ok.stderr
         wid = ok.stdout.split()[0]
         assert f"workflow {wid}: succeeded" in ok.stderr
@@ -317,7 +317,8 @@ def test_push_wait_exit_codes(engine: Engine, cli_env: dict[str, str], tmp_path:
 
 
 def test_push_copies(engine: Engine, cli_env: dict[str, str]) -> None:
-    result = cli("push", str(DEMOS / "seed000-sample.yaml"), "--copies", "3", "--json", env=cli_env)
+    sample = str(DEMOS / "task-list-sample.yaml")
+    result = cli("push", sample, "--copies", "3", "--json", env=cli_env)
     assert result.returncode == 0, result.stderr
     ids = json.loads(result.stdout)["ids"]
     assert len(set(ids)) == 3
@@ -326,13 +327,13 @@ def test_push_copies(engine: Engine, cli_env: dict[str, str]) -> None:
     # the definition is stored once on each shard holding copies, counting them
     refs = [engine.redis.hget(s.definition(digest), "r") for s in engine.keys.all_shards()]
     assert sum(int(r) for r in refs if r is not None) == 3
-    refused = cli("push", str(DEMOS / "seed000-sample.yaml"), "--copies", "0", env=cli_env)
+    refused = cli("push", str(DEMOS / "task-list-sample.yaml"), "--copies", "0", env=cli_env)
     assert refused.returncode == 2 and "--copies" in refused.stderr
 
 
 def test_push_wait_timeout_exits_5(engine: Engine, cli_env: dict[str, str]) -> None:
     result = cli(
-        "push", str(DEMOS / "seed000-sample.yaml"), "--wait", "--timeout", "0.2", env=cli_env
+        "push", str(DEMOS / "task-list-sample.yaml"), "--wait", "--timeout", "0.2", env=cli_env
     )
     assert result.returncode == 5  # its own code: not "failed" (1)
     assert "gave up after 0.2s; still unfinished" in result.stderr
@@ -342,8 +343,8 @@ def test_push_wait_timeout_exits_5(engine: Engine, cli_env: dict[str, str]) -> N
 # -- the demo files, end to end -------------------------------------------------------------
 
 
-def test_seed000_sample_through_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
-    wid = cli("push", str(DEMOS / "seed000-sample.yaml"), env=cli_env).stdout.strip()
+def test_task_list_sample_through_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
+    wid = cli("push", str(DEMOS / "task-list-sample.yaml"), env=cli_env).stdout.strip()
     agent = cli(
         "--id", "sampleApp", "--exec", f"{sys.executable} demos/upper.py", "--until-idle",
         tool="redisflow-agent", env=cli_env,
@@ -359,10 +360,10 @@ def test_seed000_sample_through_the_cli(engine: Engine, cli_env: dict[str, str])
     }
 
 
-def test_seed002_book_word_counts_through_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
-    """Seed 002's file as written: book-split's sections are counted one task per section
+def test_steps_book_word_counts_through_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
+    """The steps manager's file as written: book-split's sections are counted one task per section
     (a map), sum-splits gathers them; the sum equals a direct count of the book."""
-    path = DEMOS / "seed002-book-word-counts.yaml"
+    path = DEMOS / "steps-book-word-counts.yaml"
     wid = cli("push", str(path), env=cli_env).stdout.strip()
     types = ["book-split", "segment-word-counts", "sum-splits", "store-title"]
     agent = cli(
@@ -392,12 +393,12 @@ def test_seed002_book_word_counts_through_the_cli(engine: Engine, cli_env: dict[
     assert len(items) == len(book["sections"])
 
 
-def test_seed002_sub_task_of_two_steps_through_the_cli(
+def test_steps_sub_task_of_two_steps_through_the_cli(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     """A sub-task of two steps per section (clean, then count): the same sum as a direct
     count, each section's two steps run in order, one output per section."""
-    path = DEMOS / "seed002-book-steps.yaml"
+    path = DEMOS / "steps-book-steps.yaml"
     wid = cli("push", str(path), env=cli_env).stdout.strip()
     types = ["book-split", "segment-clean", "segment-word-counts", "sum-splits", "store-title"]
     agent = cli(

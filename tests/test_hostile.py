@@ -97,49 +97,51 @@ HOSTILE: dict[str, tuple[str, str, str]] = {
         'name: "\\ud800"\ntasks: [{name: a}]\n',
         r"w.yaml:1:\d+: invalid YAML: ",
     ),
-    "seed 000: a name that is a list": (
+    "task list: a name that is a list": (
         "w.yaml",
         "- Name: [a]\n  Parents: []\n",
         r"w.yaml:1: a task's Name must be a string, not \['a'\]",
     ),
-    "seed 000: a workflow name that is a map": (
+    "task list: a workflow name that is a map": (
         "w.yaml",
         "Name: {a: 1}\nTasks:\n  - Name: a\n",
         r"w.yaml:1: workflow name must be a string, not \{'a': 1\}",
     ),
-    "seed 000: Tasks: 3": ("w.yaml", "Name: w\nTasks: 3\n", r"w.yaml:1: 'Tasks' must be a list"),
-    "seed 000: Parents that is a map": (
+    "task list: Tasks: 3": ("w.yaml", "Name: w\nTasks: 3\n", r"w.yaml:1: 'Tasks' must be a list"),
+    "task list: Parents that is a map": (
         "w.yaml",
         "- Name: a\n  Parents: {b: 1}\n",
         r"w.yaml:1: Parents must be a list of task names",
     ),
-    "seed 002: steps given as strings": (
+    "steps manager: steps given as strings": (
         "w.yaml",
         "workflows:\n  - name: w\n    steps: [a, b]\n",
         r"w.yaml: a step must be a mapping, not str",
     ),
-    "seed 002: a step name that is a list": (
+    "steps manager: a step name that is a list": (
         "w.yaml",
         "workflows:\n  - name: w\n    steps:\n      - name: [a]\n",
         r"w.yaml:4: a step's name must be a string",
     ),
-    "seed 002: a task used by a list": (
+    "steps manager: a task used by a list": (
         "w.yaml",
         "workflows:\n  - name: w\n    steps:\n      - {name: a, task: [x]}\n",
         r"w.yaml:4: step 'a': task must be a string",
     ),
-    "seed 002: a sub-task's steps as a string": (
+    "steps manager: a sub-task's steps as a string": (
         "w.yaml",
         "workflows:\n  - name: w\n    steps:\n      - {name: a, task: x}\n"
         "    tasks:\n      - {name: x, steps: abc}\n",
         r"w.yaml:4: task 'x': 'steps' must be a list",
     ),
-    "seed 002: tasks: 3": (
+    "steps manager: tasks: 3": (
         "w.yaml",
         "workflows:\n  - name: w\n    steps: [{name: a}]\n    tasks: 3\n",
         r"w.yaml:2: 'tasks' must be a list",
     ),
-    "seed 002: workflows: 3": ("w.yaml", "workflows: 3\n", r"w.yaml:1: 'workflows' must be a list"),
+    "steps manager: workflows: 3": (
+        "w.yaml", "workflows: 3\n", r"w.yaml:1: 'workflows' must be a list"
+    ),
     "YAML alias bomb": (
         "w.yaml",
         _alias_bomb(),

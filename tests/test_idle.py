@@ -1,5 +1,5 @@
 """``--until-idle``: an agent ends once nothing it serves can come from the work it sees,
-maps' items and their steps included (seed 002's manager configs), on a real Redis."""
+maps' items and their steps included (the steps manager configs), on a real Redis."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def run_until_idle(engine: Engine, types: list[str], agent_id: str) -> bool:
 def test_an_agent_of_the_first_step_ends_with_the_items_left_to_others(
     engine: Engine,
 ) -> None:
-    [wf] = load_file(DEMOS / "seed002-book-word-counts.yaml")
+    [wf] = load_file(DEMOS / "steps-book-word-counts.yaml")
     wid = engine.push(wf)
     assert not left(engine, "book-split")
     assert run_until_idle(engine, ["book-split"], "first")
@@ -65,7 +65,7 @@ def test_an_agent_of_the_first_step_ends_with_the_items_left_to_others(
 
 
 def test_steps_of_items_count_by_their_own_types(engine: Engine) -> None:
-    [wf] = load_file(DEMOS / "seed002-book-steps.yaml")
+    [wf] = load_file(DEMOS / "steps-book-steps.yaml")
     wid = engine.push(wf)
     run_agent(engine, {"book-split": work, "store-title": work}, agent_id="roots")
     st = engine.status(wid)
@@ -80,7 +80,7 @@ def test_steps_of_items_count_by_their_own_types(engine: Engine) -> None:
 
 
 def test_a_paused_workflow_still_counts_for_its_types(engine: Engine) -> None:
-    [wf] = load_file(DEMOS / "seed002-book-word-counts.yaml")
+    [wf] = load_file(DEMOS / "steps-book-word-counts.yaml")
     wid = engine.push(wf)
     run_agent(engine, {"book-split": work}, agent_id="first")
     engine.pause(wid)

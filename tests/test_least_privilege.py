@@ -34,7 +34,7 @@ from engine.ops.acl import (
 from engine.store.scripts import SCRIPT_NAMES, script_sha, script_source
 from engine.store.triggers import Trigger
 
-SAMPLE_FILE_PATH = str(ROOT / "demos" / "seed000-sample.yaml")
+SAMPLE_FILE_PATH = str(ROOT / "demos" / "task-list-sample.yaml")
 SECRET = "gh-s3cret-0123456789"
 JSON = "application/json"
 TEMPLATE = "name: build\ntasks:\n  - name: compile\n"

@@ -15,7 +15,7 @@ from engine import EmbeddedRedis, Engine, Workflow
 from engine.connect.health import server_warnings
 from engine.store.scripts import script_source, supports_shebang
 
-SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
+SAMPLE = str(ROOT / "demos" / "task-list-sample.yaml")
 
 
 def sample() -> Workflow:

@@ -223,7 +223,7 @@ def test_the_gather_gets_the_errors_of_tolerated_items(engine: Engine) -> None:
     assert got == {"outputs": [0, None, 2, None], "errors": {"each": {1: "no 1", 3: "no 3"}}}
 
 
-def test_steps_from_yaml_native_and_seed002(tmp_path, engine: Engine) -> None:
+def test_steps_from_yaml_native_and_steps_manager(tmp_path, engine: Engine) -> None:
     native = tmp_path / "native.yaml"
     native.write_text(
         "name: native\n"
@@ -269,7 +269,7 @@ def test_steps_from_yaml_native_and_seed002(tmp_path, engine: Engine) -> None:
             return {"x": task.item * 2}
         if task.name == "add":
             value = task.parents["double"]["x"] + 1
-            # seed 002: an item answers under the element key, gathered as a list
+            # steps manager: an item answers under the element key, gathered as a list
             return {"number": value} if task.workflow_id == w2 else value
         if task.name == "sum":
             each = task.parents["each"]

@@ -35,7 +35,7 @@ from engine.schedules import parse_schedule
 from engine.schedules.scheduler import Scheduler
 from engine.store.scripts import Scripts
 
-SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
+SAMPLE = str(ROOT / "demos" / "task-list-sample.yaml")
 WORKFLOW_KEY = re.compile(r"^rf:\{rf:\d+\}:w:(\d+)$")
 HOUR = 3_600_000
 PIPELINE = "name: pipeline\ntasks:\n  - name: fetch\n  - name: total\n    after: [fetch]\n"

@@ -1,12 +1,12 @@
-"""The seed 000 sample runs end to end in-process."""
+"""redis.workflow's sample runs end to end in-process."""
 
 from __future__ import annotations
 
 from engine import Agent, Engine, load_file
 
 
-def test_seed000_sample_runs(engine: Engine) -> None:
-    wid = engine.push_many(load_file("demos/seed000-sample.yaml"))[0]
+def test_task_list_sample_runs(engine: Engine) -> None:
+    wid = engine.push_many(load_file("demos/task-list-sample.yaml"))[0]
     seen: list[tuple[str, dict]] = []
 
     def handler(task):

@@ -20,7 +20,7 @@ from engine.connect.embedded import free_port
 from engine.connect.urls import redact, url_of, with_tls
 from engine.errors import UnreachableError
 
-SAMPLE = str(ROOT / "demos" / "seed000-sample.yaml")
+SAMPLE = str(ROOT / "demos" / "task-list-sample.yaml")
 
 
 def openssl(*args: str, cwd: Path) -> None:

@@ -396,7 +396,7 @@ def manager_handler(workers: ManagerWorker | Mapping[str, ManagerWorker]) -> Han
     def run(task: Task) -> Any:
         worker = workers.get(task.type) if isinstance(workers, Mapping) else workers
         if worker is None:
-            raise TaskFailed(f"no seed 002 worker for queue {task.type!r}")
+            raise TaskFailed(f"no steps-manager worker for queue {task.type!r}")
         job = task.workflow_id
         node = task.name
         if task.item_index is not None:
@@ -410,7 +410,7 @@ def manager_handler(workers: ManagerWorker | Mapping[str, ManagerWorker]) -> Han
     return run
 
 
-# Their names before, after the format's first system: kept for code written against them.
+# Their earlier names, kept for code written against them.
 seed002_message = manager_message
 seed002_handler = manager_handler
 Seed002Worker = ManagerWorker

@@ -25,7 +25,7 @@ def on_workflow_finished(
     complete: Callable[[str], None] | None = None,
     failed: Callable[[str], None] | None = None,
 ) -> EventListener:
-    """Call ``complete(wid)`` or ``failed(wid)`` as workflows succeed or fail (seed 000's
+    """Call ``complete(wid)`` or ``failed(wid)`` as workflows succeed or fail (redis.workflow's
     ``WorkflowComplete`` / ``WorkflowFailed``). Close the returned listener to stop."""
 
     def dispatch(event: Event) -> None:

@@ -217,7 +217,7 @@ async def test_push_a_workflow_file(engine: Engine, console: Callable[..., Redis
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen.focused, Input))
-        app.screen.focused.value = str(ROOT / "demos" / "seed000-sample.yaml")
+        app.screen.focused.value = str(ROOT / "demos" / "task-list-sample.yaml")
         await pilot.press("enter")
         await wait_for(pilot, lambda: engine.count() == 1, what="pushed")
         await wait_for(pilot, lambda: len(table(app).wids) == 1)

@@ -1,7 +1,8 @@
 """Fuzzing the workflow file readers: whatever the input, it loads into workflows that
 validate, or it is refused with a DefinitionError of one printable line, quickly.
 
-Documents are drawn in the three formats (native, seed 000, seed 002) with fields of
+Documents are drawn in the three formats (native, redis.workflow's task list, the steps
+manager's) with fields of
 every type, hostile values among them (lone surrogates, control characters, integers past
 Python's conversion limit, deep nesting), and written as JSON, as YAML flow text and as
 YAML block text; random text and bytes cover the rest.
@@ -96,7 +97,7 @@ NATIVE = record(
     ("tasks", st.one_of(st.lists(st.one_of(NATIVE_TASK, VALUES), max_size=6), VALUES)),
     ("retry_backoff", VALUES),
 ).map(lambda d: {"tasks": [], **d})
-SEED000_TASK = record(
+TASK_LIST_TASK = record(
     ("Name", st.one_of(NAMES, VALUES)),
     ("Type", st.one_of(NAMES, VALUES)),
     ("Payload", VALUES),
@@ -104,11 +105,11 @@ SEED000_TASK = record(
     ("Children", PARENTS),
     ("Priority", VALUES),
 )
-SEED000 = st.one_of(
-    st.lists(SEED000_TASK, min_size=1, max_size=6).map(
+TASK_LIST = st.one_of(
+    st.lists(TASK_LIST_TASK, min_size=1, max_size=6).map(
         lambda ts: [{"Name": "a", **ts[0]}, *ts[1:]]
     ),
-    record(("Name", st.one_of(NAMES, VALUES)), ("Tasks", st.lists(SEED000_TASK, max_size=6))),
+    record(("Name", st.one_of(NAMES, VALUES)), ("Tasks", st.lists(TASK_LIST_TASK, max_size=6))),
 )
 STEP = record(
     ("name", st.one_of(NAMES, VALUES)),
@@ -122,7 +123,7 @@ SUBTASK = record(
     ("itemListKey", VALUES),
     ("steps", st.one_of(st.lists(st.one_of(STEP, VALUES), max_size=3), VALUES)),
 )
-SEED002 = st.lists(
+STEPS_DOC = st.lists(
     record(
         ("name", st.one_of(NAMES, VALUES)),
         ("steps", st.one_of(st.lists(st.one_of(STEP, NAMES), max_size=5), VALUES)),
@@ -130,7 +131,7 @@ SEED002 = st.lists(
     ),
     max_size=3,
 ).map(lambda ws: {"workflows": ws})
-DOCUMENTS = st.one_of(NATIVE, SEED000, SEED002, VALUES)
+DOCUMENTS = st.one_of(NATIVE, TASK_LIST, STEPS_DOC, VALUES)
 
 
 def to_json(value: Any) -> str:

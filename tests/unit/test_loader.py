@@ -1,4 +1,5 @@
-"""Workflow files: the native form, seed 002's steps and seed 000's task list (no Redis)."""
+"""Workflow files: the native form, the steps manager's steps and redis.workflow's task list
+(no Redis)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,8 @@ def test_native_json_round_trips_what_json_dumps_writes(tmp_path: Path) -> None:
     assert wf.tasks[1].priority == -3
 
 
-def test_seed002_book_word_counts() -> None:
-    [wf] = load_file(ROOT / "demos" / "seed002-book-word-counts.yaml")
+def test_steps_book_word_counts() -> None:
+    [wf] = load_file(ROOT / "demos" / "steps-book-word-counts.yaml")
     assert wf.name == "book-word-counts"
     by = {t.name: t for t in wf.tasks}
     assert set(by) == {"book-split", "section-counts", "sum-splits", "store-title"}
@@ -101,7 +102,7 @@ def test_seed002_book_word_counts() -> None:
     validate(wf)
 
 
-def test_seed002_other_documented_fields() -> None:
+def test_steps_other_documented_fields() -> None:
     text = (
         "workflows:\n  - name: w\n    vhosts: [a, b]\n    steps:\n"
         "      - name: a\n        depends: [__start__]\n"
@@ -122,7 +123,7 @@ def test_seed002_other_documented_fields() -> None:
         ("      steps: [{name: x}]\n", "needs an itemListKey"),
     ],
 )
-def test_seed002_maps_it_cannot_run_are_refused(tasks: str, says: str) -> None:
+def test_steps_maps_it_cannot_run_are_refused(tasks: str, says: str) -> None:
     text = (
         "workflows:\n  - name: w\n    steps:\n      - name: a\n"
         "      - name: b\n        task: t\n        depends: [a]\n"
@@ -150,14 +151,14 @@ def test_native_map() -> None:
         load_text(bad, "m.yaml")
 
 
-def test_seed000_priority_keeps_its_meaning() -> None:
+def test_task_list_priority_keeps_its_meaning() -> None:
     text = "- {Name: a, Priority: 5}\n- {Name: b, Priority: -2}\n- {Name: c, Priority: 100000}\n"
     [wf] = load_text(text, "p.yaml")
     # redis.workflow runs the lowest Priority first; redisflow the highest
     assert [t.priority for t in wf.tasks] == [-5, 2, -999]
 
 
-def test_seed002_queue_and_unknown_task() -> None:
+def test_steps_queue_and_unknown_task() -> None:
     text = "workflows:\n  - name: w\n    steps:\n      - name: a\n        queue: q1\n"
     [wf] = load_text(text, "s.yaml")
     assert wf.tasks[0].type == "q1"
@@ -166,8 +167,8 @@ def test_seed002_queue_and_unknown_task() -> None:
         load_text(bad, "s.yaml")
 
 
-def test_seed000_sample() -> None:
-    [wf] = load_file(ROOT / "demos" / "seed000-sample.yaml")
+def test_task_list_sample() -> None:
+    [wf] = load_file(ROOT / "demos" / "task-list-sample.yaml")
     assert wf.name == "TestWorkflow"
     assert [(t.name, t.payload, t.after) for t in wf.tasks] == [
         ("TestNode1", "Node1", []),
@@ -177,7 +178,7 @@ def test_seed000_sample() -> None:
     ]
 
 
-def test_seed000_bare_list_takes_workflow_name_from_tasks() -> None:
+def test_task_list_bare_list_takes_workflow_name_from_tasks() -> None:
     text = (
         "- {Name: a, Workflow: wf1, Type: t, Payload: {k: 1}, Children: [b]}\n"
         "- {Name: b, Parents: [a], Priority: 2}\n"
@@ -188,7 +189,7 @@ def test_seed000_bare_list_takes_workflow_name_from_tasks() -> None:
     assert wf.tasks[0].type == "t" and wf.tasks[1].priority == -2
 
 
-SEED000_BAD = [
+TASK_LIST_BAD = [
     (
         "- {Name: a, Children: [b]}\n- {Name: b}\n",
         "list.yaml:1: task 'a' lists 'b' as a child, but 'b' does not list 'a' among its Parents",
@@ -206,8 +207,8 @@ SEED000_BAD = [
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), SEED000_BAD)
-def test_seed000_errors(text: str, message: str) -> None:
+@pytest.mark.parametrize(("text", "message"), TASK_LIST_BAD)
+def test_task_list_errors(text: str, message: str) -> None:
     with pytest.raises(DefinitionError) as e:
         load_text(text, "list.yaml")
     assert str(e.value).startswith(message)

@@ -34,7 +34,7 @@ end
 if from == 0 then
   local dk = dkey(wk)
   if has_feature(dk, D_GATHER) then
-    -- seed 002's gather: what its items are given of the parent's output (manager_given)
+    -- the steps manager's gather: what its items are given of the parent's output (manager_given)
     local over, key = string.match(redis.call('HGET', dk, c .. D_MAP) or '', '^(%d+)|(.*)$')
     local parts = {}
     local output = redis.call('HGET', wk, (over or '') .. T_OUTPUT) or ''

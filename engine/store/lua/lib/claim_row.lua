@@ -209,7 +209,7 @@ local ready_parts = cached(function(rec)
 end)
 
 -- What the items of one map in a claim share (start_item), per "<wid>:<c>"; false: its
--- items go through start_task (a map whose items have steps, a timeout, or seed 002's
+-- items go through start_task (a map whose items have steps, a timeout, or the steps manager's
 -- gather).
 local item_claims = {}
 local function item_claim(prefix)

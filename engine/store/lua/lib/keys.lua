@@ -40,7 +40,7 @@
 --                                            expanded), started, in flight, succeeded,
 --                                            failed, cancelled
 --   <c>q <c>j                                its failed items' errors (tolerated), what its
---                                            items are given (seed 002's gather)
+--                                            items are given (the steps manager's gather)
 -- A map's hash (P:w:<wid>:m:<c>): per item k its record k, then k .. T_* as a task's,
 -- kp its element, kd its sinks succeeded; per step s of item k the same as "k.s".
 -- Definition hash fields (P:d:<digest>, shared by every workflow with the same tasks;
@@ -64,7 +64,7 @@
 --   <i>Y                                     timeout of an attempt, ms (absent: none)
 --   <i>H                                     delay, ms: ready that long after its rule is
 --                                            met (absent: none)
---   <i>J                                     a map with seed 002's gather: its list key
+--   <i>J                                     a map with the steps manager's gather: its list key
 --                                            (manager_gather); its workflow field <i>j:
 --                                            what its items are given (manager_given)
 --   <i>L                                     its rate limit: "<interval us>|<burst>|<key>",

@@ -132,7 +132,7 @@ local function json_members(s)
   return nil
 end
 
--- Seed 002's gather (engine/spec/mapping.py, gather_of, is its reference) of the JSON texts
+-- The steps manager's gather (engine/spec/mapping.py, gather_of, is its reference) of the JSON texts
 -- `outs`: one object, their values under `elem` listed in order under `key` (none: a
 -- plain merge), every other key merged in, the first text's value winning; a text that
 -- is not an object adds nothing.
@@ -156,9 +156,9 @@ local function manager_gather(outs, key, elem)
   return '{' .. table.concat(merged, ',') .. '}'
 end
 
--- What an item (or an item's first step) of map c with seed 002's gather is given as its
+-- What an item (or an item's first step) of map c with the steps manager's gather is given as its
 -- parents: the map's parent's output less the list it maps over, under that parent's
--- name (field <c>j, written once by expand.lua), as seed 002's manager sends its sub-task
+-- name (field <c>j, written once by expand.lua), as the steps manager sends its sub-task
 -- items the rest of the message. A native map's items are given none.
 local function manager_given(wk, dk, c)
   local rest = redis.call('HGET', wk, c .. M_GIVEN)
@@ -170,7 +170,7 @@ end
 
 -- A map's output: its items' outputs in item order (null for a failed one), inline up to
 -- MAP_INLINE items; past that a handle the reader pages (Engine.map_outputs). A map with
--- seed 002's gather (its `J`: the list key) outputs that gather, inline at any size.
+-- the steps manager's gather (its `J`: the list key) outputs that gather, inline at any size.
 local MAP_INLINE = 10000
 local function map_output(wid, wk, c, n)
   local dk = dkey(wk)
@@ -321,7 +321,7 @@ local function step_ended(wid, wk, c, k, s, ok, value, queue, done_at, ended)
       if redis.call('HINCRBY', mk, k .. I_STEPS_DONE, 1) < #last then return end
       local parts = {}
       if has_feature(dk, D_GATHER) and redis.call('HEXISTS', dk, c .. D_GATHER) == 1 then
-        -- seed 002: the item's output is its last steps' outputs merged (the first wins)
+        -- steps manager: the item's output is its last steps' outputs merged (the first wins)
         for n, t in ipairs(last) do parts[n] = redis.call('HGET', mk, k .. '.' .. t .. T_OUTPUT) end
         out = manager_gather(parts)
       else

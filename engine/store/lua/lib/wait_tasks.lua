@@ -147,7 +147,7 @@ local function activate_waits(limit)
       if spec.s then sig = take_signal(wk, spec.s) end
       if spec.c then  -- a child run: the keeper starts it (engine/runtime/child_runs.py)
         redis.call('ZADD', K_SPAWN, NOW, member)
-      elseif spec.n then  -- the run's input, as an output (seed 002's job)
+      elseif spec.n then  -- the run's input, as an output (the steps manager's job)
         end_wait(wid, wk, i, 'suspended', 'succeeded', read_input(wk, redis.call('HGET', wk, F_INPUT)), nil)
       elseif sig then
         apply_signal(wid, wk, i, 'suspended', spec.s, sig)

@@ -1,11 +1,11 @@
-"""Workers for seed 002's book-word-counts example, in the manager's own worker model:
+"""Workers for the steps manager's book-word-counts example, in the manager's own worker model:
 each takes ``(correlation_id, message)`` and returns its reply, and talks to the others
 through files (book-split names each chapter's lines, segment-word-counts leaves its
 counts in a pickle and answers with its path, sum-splits adds them up into a TSV).
 :func:`engine.manager_handler` is their transport here in place of a message bus:
 
-    redisflow push demos/seed002-book-word-counts.yaml --input '{"filename": "book.txt"}'
-    redisflow-agent --handler demos.seed002_workers:handler --until-idle \\
+    redisflow push demos/steps-book-word-counts.yaml --input '{"filename": "book.txt"}'
+    redisflow-agent --handler demos.steps_workers:handler --until-idle \\
         --type book-split --type segment-word-counts --type sum-splits --type store-title
 
 The book is a plain text whose chapters start at lines ``CHAPTER <roman numeral>.`` and

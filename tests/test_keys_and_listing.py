@@ -1,4 +1,4 @@
-"""The seeds' features redisflow lacked: gush's ``before:`` edges, a run found by the
+"""What gush and redis.workflow users have: gush's ``before:`` edges, a run found by the
 caller's own key, listing by creation time without reading every workflow (gush's
 ``by_ts``), and changing or clearing a run's retention (gush's ``expire_workflow``)."""
 

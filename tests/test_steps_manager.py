@@ -1,4 +1,4 @@
-"""Seed 002's workflow manager as it behaves: the element key, the gather a ``task:`` step
+"""The steps manager as it behaves: the element key, the gather a ``task:`` step
 outputs, the messages its workers get, and its own word-counts example run with its
 workers' model, on a real Redis."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from engine_helpers import run_agent
 
-from engine import Engine, Task, seed002_handler, seed002_message
+from engine import Engine, Task, manager_handler, manager_message
 from engine.spec.loader import load_file, load_text
 from engine.spec.mapping import element_key, gather_of
 
@@ -71,7 +71,7 @@ def _seed(text: str, tmp_path: Path, name: str = "w.yaml") -> Any:
 
 def echo(task: Task) -> Any:
     """A worker that replies with the message it got (the manager's own tests' echo)."""
-    return seed002_message(task)
+    return manager_message(task)
 
 
 # The manager's parser test configuration (its pkg/config testdata), as written.
@@ -104,7 +104,7 @@ def test_the_step_after_a_task_gets_the_gathered_list(engine: Engine, tmp_path: 
     seen: dict[str, Any] = {}
 
     def work(task: Task) -> Any:
-        msg = seed002_message(task)
+        msg = manager_message(task)
         seen.setdefault(task.name, []).append(msg)
         if task.name == "s1":
             return {"subid_list": ["a", "b", "c"], "from": "s1"}
@@ -201,7 +201,7 @@ def test_the_gather_keeps_values_as_written(engine: Engine, tmp_path: Path) -> N
             return {"items": list(range(len(outputs))), "keep": "me"}
         if task.name == "each":
             return outputs[task.item]
-        got.append(seed002_message(task))
+        got.append(manager_message(task))
         return None
 
     run_agent(engine, {"split": work, "x": work, "after": work})
@@ -226,7 +226,7 @@ def test_several_last_steps_of_an_item_merge(engine: Engine, tmp_path: Path) -> 
     seen: dict[str, list[Any]] = {}
 
     def work(task: Task) -> Any:
-        msg = seed002_message(task)
+        msg = manager_message(task)
         seen.setdefault(task.name, []).append(msg)
         if task.name == "split":
             return {"parts": ["p", "q"], "book": "b.txt"}
@@ -261,15 +261,15 @@ def _gutenberg_text(path: Path) -> Path:
 def test_the_managers_word_counts_example(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The manager's examples/word-counts config (demos/seed002-book-word-counts.yaml) and
-    workers in its model (demos/seed002_workers.py), on a real text: the counts equal a
+    """The manager's examples/word-counts config (demos/steps-book-word-counts.yaml) and
+    workers in its model (demos/steps_workers.py), on a real text: the counts equal a
     direct count of the chapters' words."""
-    from demos import seed002_workers as workers
+    from demos import steps_workers as workers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the workers write
     book = _gutenberg_text(tmp_path / "book.txt")
     wid = engine.push(
-        load_file(ROOT / "demos" / "seed002-book-word-counts.yaml")[0],
+        load_file(ROOT / "demos" / "steps-book-word-counts.yaml")[0],
         input={"filename": str(book)},
     )
     types = ["book-split", "segment-word-counts", "sum-splits", "store-title"]
@@ -292,15 +292,22 @@ def test_the_managers_word_counts_example(
     }
 
 
-def test_seed002_handler_names_jobs_as_the_manager() -> None:
+def test_steps_handler_names_jobs_as_the_manager() -> None:
     calls: list[tuple[str, Any]] = []
-    handler = seed002_handler(lambda cid, msg: calls.append((cid, msg)) or {"ok": 1})
+    handler = manager_handler(lambda cid, msg: calls.append((cid, msg)) or {"ok": 1})
     task = Task("7", 1, "section-counts", "segment-word-counts",
                 {"itemListKey": "sections", "item": "section",
                  "steps": ["segment-word-counts"]}, 1, {"book-split": {"f": "x"}},
                 item={"start": 0}, item_index=4)  # fmt: skip
     assert handler(task) == {"ok": 1}
     assert calls == [("7.4:segment-word-counts", {"f": "x", "section": {"start": 0}})]
+
+
+def test_the_earlier_names_still_work() -> None:
+    import engine
+
+    assert engine.seed002_handler is manager_handler
+    assert engine.seed002_message is manager_message
 
 
 # The manager's engine test data as written (pkg/engine/testdata/mpath.yaml): s1 and s2 run
