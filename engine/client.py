@@ -483,7 +483,7 @@ class Engine:
                     tasks += rows[members[end]][0].tasks
                     end += 1
                 part = members[start:end]
-                call = self.store.push_call(
+                call = self.store.calls.push_call(
                     shard, [rows[n] for n in part], secrets.token_hex(8), self.actor, later_ms
                 )
                 calls.append((part, call))
@@ -507,7 +507,7 @@ class Engine:
             if cause is not None:
                 failed.extend(n for part, _ in chunk for n in part)
                 continue
-            batch = self.store.batch()
+            batch = self.store.scripts.batch()
             for _, call in chunk:
                 batch.add(call)
             try:
@@ -759,8 +759,8 @@ class Engine:
         """``op`` on workflow ``wid``, then on its child runs (:mod:`engine.runtime.child_runs`),
         whose links a cleanup reads first (it deletes them)."""
         kids = self._children_before_cleanup(wid) if op == "cleanup" else None
-        count = getattr(self.store, op)(wid, self.actor)
-        kids = self.store.children_of(wid) if kids is None else kids
+        count = getattr(self.store.calls, op)(wid, self.actor)
+        kids = self.store.calls.children_of(wid) if kids is None else kids
         if kids:
             cascade_to(self, kids, op)
         return int(count or 0)
@@ -768,7 +768,7 @@ class Engine:
     def _children_before_cleanup(self, wid: str | int) -> list[str]:
         # a user who may not read them may not clean up either: the script says so
         try:
-            return self.store.children_of(wid)
+            return self.store.calls.children_of(wid)
         except redis.exceptions.NoPermissionError:
             return []
 
@@ -822,7 +822,7 @@ class Engine:
         wid = self._wid(wid, key)
         indexes: list[str] = []
         if tasks is not None:
-            names = self.store.task_names(wid)
+            names = self.store.reads.task_names(wid)
             items: dict[int, str] = {}  # map index -> a name given of one of its items
             for name in tasks:
                 if name in names:
@@ -836,15 +836,15 @@ class Engine:
                 items.setdefault(c, name)
                 indexes.append(f"{c}.{int(number)}")
             if items:
-                maps = self.store.maps_among(wid, items)
+                maps = self.store.reads.maps_among(wid, items)
                 for c, name in items.items():
                     if c not in maps:
                         raise NotFoundError(
                             f"workflow {wid}: task {names[c]!r} is not a map, so "
                             f"{name!r} names no item"
                         )
-        reset = self.store.retry(wid, indexes, self.actor)
-        self.store.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
+        reset = self.store.calls.retry(wid, indexes, self.actor)
+        self.store.calls.expand_due(self.keys.shard_of(wid))  # a map reset by the retry
         return reset
 
     def cleanup(self, wid: str | int | None = None, *, key: str | None = None) -> None:
@@ -871,14 +871,14 @@ class Engine:
             )
         else:
             ttl_ms = max(1, round(ttl * 1000))
-        due = self.store.expire(self._wid(wid, key), ttl_ms, self.actor)
+        due = self.store.calls.expire(self._wid(wid, key), ttl_ms, self.actor)
         return due / 1000.0 if due > 0 else None
 
     def id_for_key(self, key: str) -> str:
         """The id of the workflow pushed with idempotency key ``key`` (``push(key=)``,
         ``Idempotency-Key``). Raises :class:`NotFoundError` when none exists."""
         check_key(key)
-        return self.store.id_for_key(key)
+        return self.store.reads.id_for_key(key)
 
     def _wid(self, wid: str | int | None, key: str | None) -> str | int:
         """The workflow an id or (``key=``) an idempotency key names: exactly one."""
@@ -893,7 +893,7 @@ class Engine:
         for shard in self.keys.all_shards():
             for state in FINISHED_STATES:
                 skip = 0  # entries that could not be cleaned stay in the index: page past them
-                while wids := self.store.finished_page(shard, state, cutoff, skip):
+                while wids := self.store.reads.finished_page(shard, state, cutoff, skip):
                     for wid in wids:
                         try:
                             self.cleanup(wid)
@@ -906,7 +906,7 @@ class Engine:
 
     def count_finished(self, older_than_s: float = 0.0) -> int:
         """How many workflows :meth:`cleanup_finished` would remove now."""
-        return self.store.count_finished(int((self.server_time() - older_than_s) * 1000))
+        return self.store.reads.count_finished(int((self.server_time() - older_than_s) * 1000))
 
     def maintain(
         self,
@@ -938,7 +938,7 @@ class Engine:
         short: NotReplicatedError | None = None  # done on the master: the rest goes on
         for shard in self.keys.all_shards():
             try:
-                reaped = self.store.reap(
+                reaped = self.store.calls.reap(
                     shard, retention_ms, max_lost, limit, keeper, hold_ms, lease_ms
                 )
             except NotReplicatedError as e:
@@ -953,10 +953,10 @@ class Engine:
             # attempts past their task's timeout fail as their agents would; maps whose
             # expansion the agent that began it did not finish are expanded
             steps: list[Callable[[], int]] = (
-                [functools.partial(self.store.time_out, shard, late)] if late else []
+                [functools.partial(self.store.calls.time_out, shard, late)] if late else []
             )
             steps.append(
-                functools.partial(self.store.expand_due, shard, older_than_ms=EXPAND_GRACE_MS)
+                functools.partial(self.store.calls.expand_due, shard, older_than_ms=EXPAND_GRACE_MS)
             )
             for step in steps:
                 try:
@@ -965,7 +965,7 @@ class Engine:
                     short = short or e
         if behind:
             try:
-                removed, behind = self.store.sweep(
+                removed, behind = self.store.calls.sweep(
                     behind, retention_ms, limit, keeper, hold_ms, lease_ms, sweep_s
                 )
                 totals[3] += removed
@@ -1003,7 +1003,7 @@ class Engine:
         A small workflow is read atomically; a big one in slices (see
         :meth:`engine.store.reads.Reads.status`).
         """
-        return self.store.status(self._wid(wid, key))
+        return self.store.reads.status(self._wid(wid, key))
 
     def items(
         self,
@@ -1019,7 +1019,7 @@ class Engine:
         Raises :class:`NotFoundError` when the workflow or the task is missing, or the
         task is not a map.
         """
-        return self.store.items(wid, task_name, offset, limit, state)
+        return self.store.reads.items(wid, task_name, offset, limit, state)
 
     def map_outputs(
         self, wid: str | int, task_name: str, offset: int = 0, limit: int = 1000
@@ -1027,15 +1027,15 @@ class Engine:
         """The outputs of map ``task_name``'s items from ``offset``, in item order
         (``None`` for a failed item): a map of more than 10,000 items gives its gather a
         handle, ``{"map": index, "items": n, "workflow": wid}``, to page with this."""
-        return self.store.map_outputs(wid, task_name, offset, limit)
+        return self.store.reads.map_outputs(wid, task_name, offset, limit)
 
     def state(self, wid: str | int) -> WorkflowState:
         """The current state of one workflow."""
-        return self.store.state(wid)
+        return self.store.reads.state(wid)
 
     def summaries(self, wids: Iterable[str]) -> list[WorkflowSummary]:
         """The list fields of several workflows in one round trip (missing ones left out)."""
-        return self.store.summaries(wids)
+        return self.store.reads.summaries(wids)
 
     def list_ids(
         self,
@@ -1052,7 +1052,7 @@ class Engine:
         state, name and/or the template they run, and by creation time: at or after
         ``created_after``, before ``created_before`` (epoch seconds or datetimes; found by
         searching the ordered indexes, not by reading every workflow)."""
-        return self.store.list_ids(
+        return self.store.reads.list_ids(
             state, name, offset, limit, template, oldest_first,
             _ms(created_after), _ms(created_before),
         )  # fmt: skip
@@ -1086,20 +1086,22 @@ class Engine:
         """How many workflows match: O(1) per shard for one filter; with more, a walk of
         the name's (or template's) index; a creation-time window is searched (and walked
         only to check a state)."""
-        return self.store.count(state, name, template, _ms(created_after), _ms(created_before))
+        return self.store.reads.count(
+            state, name, template, _ms(created_after), _ms(created_before)
+        )
 
     def names(self, prefix: str = "", limit: int = 50) -> list[tuple[str, int]]:
         """Workflow names with how many workflows have them, most common first."""
-        return self.store.names(prefix, limit)
+        return self.store.reads.names(prefix, limit)
 
     def stats(self) -> Stats:
         """Totals of tasks and workflows by state, queue depth per type, and how many
         finished workflows are past their retention but not removed yet."""
-        return self.store.stats(int(self.retention_s * 1000))
+        return self.store.reads.stats(int(self.retention_s * 1000))
 
     def agents(self) -> list[AgentInfo]:
         """Every agent known, with liveness from its heartbeat age and lease."""
-        return self.store.agents()
+        return self.store.reads.agents()
 
     def drain_agent(self, agent_id: str) -> None:
         """Ask agent ``agent_id`` to drain: at its next heartbeat it stops claiming,
@@ -1113,27 +1115,27 @@ class Engine:
     def events(self, count: int = 200) -> list[Event]:
         """The most recent lifecycle events from the capped stream, newest first, with
         the names of their tasks (see :meth:`name_tasks`)."""
-        return self.store.events(count)
+        return self.store.reads.events(count)
 
     def timeline(self, wid: str | int) -> Timeline:
         """Workflow ``wid``'s task attempts over time (see :mod:`engine.runtime.history`)."""
         from engine.runtime.history import timeline
 
-        return timeline(self.store, wid)
+        return timeline(self.store.reads, wid)
 
     def name_tasks(self, events: Iterable[Event]) -> None:
         """Fill in the ``task_name`` of task events, from their workflows' definitions."""
-        self.store.name_tasks(events)
+        self.store.reads.name_tasks(events)
 
     def events_after(self, last_ids: dict[int, str], block_ms: int = 0) -> list[Event]:
         """Events newer than ``last_ids`` (stream id per shard, updated in place)."""
-        return self.store.events_after(last_ids, block_ms)
+        return self.store.reads.events_after(last_ids, block_ms)
 
     # -- listening and waiting (engine.runtime.events, engine.runtime.run_waiting) ---------
 
     def listen(self, callback: Callable[[Event], None]) -> EventListener:
         """Call ``callback`` for every live event, from a background thread, until closed."""
-        return waiting.listen(self.store, callback)
+        return waiting.listen(self.store.reads, callback)
 
     def on_workflow_finished(
         self,
@@ -1145,14 +1147,14 @@ class Engine:
         As redis.workflow's ``WorkflowComplete`` / ``WorkflowFailed``. Close the returned
         listener to stop.
         """
-        return waiting.on_workflow_finished(self.store, complete, failed)
+        return waiting.on_workflow_finished(self.store.reads, complete, failed)
 
     def wait(self, wid: str | int, timeout: float | None = None) -> WorkflowState:
         """Block until the workflow finishes; returns its final state.
 
         Raises :class:`TimeoutError` after ``timeout`` seconds.
         """
-        return waiting.wait(self.store, wid, timeout)
+        return waiting.wait(self.store.reads, wid, timeout)
 
     # -- schedules ------------------------------------------------------------------------
     # (engine/schedules: settings, ticks, catch-up; engine/schedules/scheduler.py fires them)
@@ -1169,7 +1171,7 @@ class Engine:
         """Every schedule, by name, with its next due time, last run and counters."""
         from .schedules import manage
 
-        return manage.infos(self, self.store.schedule_names())
+        return manage.infos(self, self.store.schedules.schedule_names())
 
     def schedule(self, name: str) -> ScheduleInfo:
         """One schedule (:class:`NotFoundError` if there is none of that name)."""
@@ -1179,7 +1181,7 @@ class Engine:
 
     def pause_schedule(self, name: str) -> bool:
         """Stop firing its ticks (runs going on are left alone); False if already paused."""
-        return self.store.schedule_pause(name, self.actor)
+        return self.store.schedules.schedule_pause(name, self.actor)
 
     def unpause_schedule(self, name: str, catchup: bool = False) -> bool:
         """Fire its ticks again from now; with ``catchup``, from where it was paused
@@ -1190,7 +1192,7 @@ class Engine:
 
     def remove_schedule(self, name: str) -> None:
         """Delete a schedule; its runs are left alone."""
-        self.store.schedule_remove(name, self.actor)
+        self.store.schedules.schedule_remove(name, self.actor)
 
     def trigger_schedule(self, name: str) -> TickOutcome:
         """Run one tick now, under the schedule's overlap policy (it may be skipped)."""
@@ -1255,7 +1257,7 @@ class Engine:
         ``GET /metrics`` reports (see :mod:`engine.store.gauges`)."""
         from .store.gauges import read_gauges
 
-        return read_gauges(self.store, int(self.retention_s * 1000))
+        return read_gauges(self.store.reads, int(self.retention_s * 1000))
 
     # ``engine.list(...)``: bound last, so that in the class body above ``list`` is the
     # builtin

@@ -193,7 +193,7 @@ def _busy(engine: Engine, runs: int) -> str:
     waiting = push(0)["wait"]
     engine.push(wfs["rules"], {"scope": "later", "customer": "c0"}, start_in=3600)
     store, shard, agent = engine.store, engine.keys.shard(0), "busy-agent"
-    store.register(shard, agent, "{}", 3_600_000)
+    store.calls.register(shard, agent, "{}", 3_600_000)
     keeper = WaitKeeper(engine)
     held = 0
     for rnd in range(4):
@@ -201,15 +201,15 @@ def _busy(engine: Engine, runs: int) -> str:
         for n, wid in enumerate(waiting):  # kept before its wait is reached, or delivered
             if n % 3 == rnd + 1:
                 engine.signal(wid, "approve", {"ok": True}, reject=n % 2 == 0)
-        tasks = store.scripts.run(store.claim_call(shard, agent, BUSY_TYPES, 64))
+        tasks = store.scripts.run(store.calls.claim_call(shard, agent, BUSY_TYPES, 64))
         if rnd == 3:
             held = len(tasks)  # claimed, never reported: running on the busy agent
             break
         outcomes = [(t.workflow_id, _key(t), t.attempt, *_busy_outcome(t)) for t in tasks]
         if outcomes:
-            reply = store.scripts.run(store.complete_call(shard, agent, outcomes))
+            reply = store.scripts.run(store.calls.complete_call(shard, agent, outcomes))
             for wid, c in reply.expand:
-                store.expand(wid, c)
+                store.calls.expand(wid, c)
     push(runs)
     st = engine.stats()
 
@@ -288,7 +288,7 @@ def main() -> int:
             # by id)
             busy = _busy(engine, args.busy_runs) if args.busy else ""
             store, shard, agent = engine.store, engine.keys.shard(0), "cost-agent"
-            store.register(shard, agent, "{}", 600_000)
+            store.calls.register(shard, agent, "{}", 600_000)
             # a fresh Lua state holding only the scripts: what ran before (--busy's calls)
             # leaves no garbage for the measured calls to collect
             client.script_flush()
@@ -297,7 +297,9 @@ def main() -> int:
             waves: list[tuple[str, int]] = []
             while True:
                 tasks = []
-                while got := store.scripts.run(store.claim_call(shard, agent, [""], args.batch)):
+                while got := store.scripts.run(
+                    store.calls.claim_call(shard, agent, [""], args.batch)
+                ):
                     tasks += got
                 if not tasks:
                     break
@@ -316,9 +318,9 @@ def main() -> int:
                         )
                         for t in tasks[k : k + args.batch]
                     ]
-                    reply = store.scripts.run(store.complete_call(shard, agent, outcomes))
+                    reply = store.scripts.run(store.calls.complete_call(shard, agent, outcomes))
                     for wid, c in reply.expand:
-                        store.expand(wid, c)
+                        store.calls.expand(wid, c)
                 subprocess.run(["callgrind_control", "-d", f"complete{wave}", pid], check=True,
                                capture_output=True)  # fmt: skip
                 waves.append((f"complete, wave {wave}", len(tasks)))

@@ -268,7 +268,7 @@ class Hand:
         taken: list[Task] = []
         info = '{"types": [""], "records": 2}'  # an agent of this release
         for shard in self.shards:
-            taken += self.engine.store.register(shard, self.id, info, self.lease_ms)
+            taken += self.engine.store.calls.register(shard, self.id, info, self.lease_ms)
         return taken
 
     def claim(self, task_type: str = "", count: int = 100) -> list[Task]:
@@ -282,7 +282,7 @@ class Hand:
                 break
             shard = self.shards[(start + i) % n]
             got += self.engine.store.scripts.run(
-                self.engine.store.claim_call(shard, self.id, [task_type], count - len(got))
+                self.engine.store.calls.claim_call(shard, self.id, [task_type], count - len(got))
             )
         return got
 
@@ -295,10 +295,10 @@ class Hand:
         outcome = (task.workflow_id, task.key, task.attempt, how, value)
         shard = self.engine.keys.shard_of(task.workflow_id)
         reported = self.engine.store.scripts.run(
-            self.engine.store.complete_call(shard, self.id, [outcome])
+            self.engine.store.calls.complete_call(shard, self.id, [outcome])
         )
         for wid, c in reported.expand:  # a map made ready: expand it, as an agent does
-            self.engine.store.expand(wid, c)
+            self.engine.store.calls.expand(wid, c)
         [ok] = reported.codes
         return ok
 
@@ -310,7 +310,7 @@ class Hand:
 
     def heartbeat(self) -> int:
         """Heartbeat on every shard: 1 when every lease was still held."""
-        held = [self.engine.store.heartbeat(s, self.id, self.lease_ms) for s in self.shards]
+        held = [self.engine.store.calls.heartbeat(s, self.id, self.lease_ms) for s in self.shards]
         return int(all(held))
 
     def expire(self) -> None:
@@ -324,4 +324,4 @@ class Hand:
         tasks = list(unstarted)
         for shard in self.shards:
             mine = [t for t in tasks if self.engine.keys.shard_of(t.workflow_id) == shard]
-            self.engine.store.stop(shard, self.id, mine)
+            self.engine.store.calls.stop(shard, self.id, mine)

@@ -296,7 +296,7 @@ def test_an_agent_on_several_shards_is_listed_once(redis_url: str) -> None:
         [info] = engine.agents()
         assert (info.id, info.state) == ("wide", AgentState.ONLINE)
         assert sorted(m.split(":")[0] for m in info.running) == sorted(wids)
-        assert read_gauges(engine.store).agents == {"online": 1}
+        assert read_gauges(engine.store.reads).agents == {"online": 1}
         hand.stop(held)
         [info] = engine.agents()
         assert (info.state, info.running) == (AgentState.STOPPED, [])

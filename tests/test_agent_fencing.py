@@ -36,14 +36,14 @@ def test_a_task_whose_lease_was_lost_before_its_handler_started_is_not_run(
     monkeypatch.setattr(agent_module, "gate", gate)
     # the first agent has a store of its own, whose heartbeats fail until released
     first = Engine.connect(redis_url, shards=len(engine.keys.all_shards()))
-    real_heartbeat = first.store.heartbeat
+    real_heartbeat = first.store.calls.heartbeat
 
     def heartbeat(*args: Any) -> int:
         if not release.is_set():
             raise redis.ConnectionError("heartbeats held back by the test")
         return real_heartbeat(*args)
 
-    monkeypatch.setattr(first.store, "heartbeat", heartbeat)
+    monkeypatch.setattr(first.store.calls, "heartbeat", heartbeat)
 
     def handler(name: str) -> Any:
         def run(t: Task) -> None:

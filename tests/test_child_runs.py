@@ -146,7 +146,7 @@ def test_a_parent_past_its_deadline_has_its_child_cancelled_by_the_keeper(engine
     WaitKeeper(engine).step()
     child = engine.status(wid).task("enrich").child
     assert child is not None
-    engine.store.cancel(wid, "test")  # the script alone: as a deadline ends a run
+    engine.store.calls.cancel(wid, "test")  # the script alone: as a deadline ends a run
     assert engine.state(child) == "running"
     WaitKeeper(engine).step()  # the orphan is cancelled
     assert engine.state(child) == "cancelled"
@@ -313,7 +313,7 @@ def test_a_keepers_retry_finds_its_own_child(engine: Engine) -> None:
     first = engine.run(
         "enrich", {"id": 1}, key=f"child:{wid}/1/1", parent=member, depth=1, root=str(wid)
     )
-    assert engine.store.child_count(str(wid), member, 5) == "ok"  # as the dead keeper did
+    assert engine.store.calls.child_count(str(wid), member, 5) == "ok"  # as the dead keeper did
     WaitKeeper(engine).step()
     task = engine.status(wid).task("enrich")
     assert task.state == "suspended" and task.child == first.id

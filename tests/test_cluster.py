@@ -150,7 +150,7 @@ def test_a_single_redis_stores_a_shard_count_only_when_given(redis_url: str) -> 
 
 def test_each_shard_is_looked_after_by_one_agent_at_a_time(engine: Engine) -> None:
     shard = engine.keys.shard(0)
-    assert engine.store.reap(shard, 0, 5, 10, "a1", 60_000) is not None
-    assert engine.store.reap(shard, 0, 5, 10, "a2", 60_000) is None  # a1 holds it
-    assert engine.store.reap(shard, 0, 5, 10, "a1", 60_000) is not None
-    assert engine.store.reap(shard, 0, 5, 10) is not None  # without a keeper: always
+    assert engine.store.calls.reap(shard, 0, 5, 10, "a1", 60_000) is not None
+    assert engine.store.calls.reap(shard, 0, 5, 10, "a2", 60_000) is None  # a1 holds it
+    assert engine.store.calls.reap(shard, 0, 5, 10, "a1", 60_000) is not None
+    assert engine.store.calls.reap(shard, 0, 5, 10) is not None  # without a keeper: always

@@ -21,7 +21,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     wf.task("b", payload=[1, 2], after=[a], type="io", priority=3)
     wid = engine.push(wf)
     shard = engine.keys.shard_of(wid)
-    engine.store.register(shard, "agent|x", "{}", 60_000)
+    engine.store.calls.register(shard, "agent|x", "{}", 60_000)
     rows = engine.redis.evalsha(
         engine.store.scripts.sha("claim"), 1, shard.queue("io"), shard.prefix, 100, "agent|x", 5
     )
@@ -29,7 +29,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
     assert (task.workflow_id, task.index, task.name, task.type) == (wid, 0, "a", "io")
     assert (task.payload, task.attempt, task.parents) == ({"n": 1}, 1, {})
     outcome = (wid, 0, 1, "ok", json.dumps({"out": True}))
-    engine.store.scripts.run(engine.store.complete_call(shard, "agent|x", [outcome]))
+    engine.store.scripts.run(engine.store.calls.complete_call(shard, "agent|x", [outcome]))
     raw = engine.redis.hgetall(shard.workflow(wid))
     definition = engine.redis.hgetall(shard.definition(raw["d"]))
     status = parse_status(wid, {**definition, **raw})
@@ -38,7 +38,7 @@ def test_claim_rows_and_status_decode_what_the_scripts_store(engine: Engine) -> 
         "succeeded", 1, "agent|x", {"out": True},
     )  # fmt: skip
     assert (second.state, second.priority, second.parents) == ("ready", 3, ["a"])
-    [child] = engine.store.scripts.run(engine.store.claim_call(shard, "agent|x", ["io"], 5))
+    [child] = engine.store.scripts.run(engine.store.calls.claim_call(shard, "agent|x", ["io"], 5))
     assert child.parents == {"a": {"out": True}}
 
 

@@ -18,7 +18,7 @@ BOOK = ["book-split", "segment-word-counts", "sum-splits", "store-title"]
 
 def left(engine: Engine, *types: str) -> bool:
     """Whether an agent serving ``types`` would find nothing left."""
-    return engine.store.nothing_left(engine.keys.all_shards(), types)
+    return engine.store.reads.nothing_left(engine.keys.all_shards(), types)
 
 
 def work(task: Task) -> Any:

@@ -431,7 +431,7 @@ def test_an_agent_of_the_keeper_role_starts_child_runs_and_reads_no_trigger_secr
         assert kid is not None and kp.status(kid).parent == f"{wid}:1:1"
         stuck = kp.status(orphaned).task("kid").child
         assert stuck is not None and kp.state(stuck) == "running"
-        operator.store.cancel(orphaned, "test")  # the script alone: as a deadline ends it
+        operator.store.calls.cancel(orphaned, "test")  # the script alone: as a deadline ends it
         WaitKeeper(kp).step()  # the keeper cancels the orphan
         assert kp.state(stuck) == "cancelled"
         with pytest.raises(redis.exceptions.NoPermissionError, match="script pause"):

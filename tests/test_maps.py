@@ -234,15 +234,15 @@ def test_an_expansion_left_half_done_is_finished_by_housekeeping(engine: Engine)
     [split] = hand.claim()
     # the agent that made the map ready dies before expanding it: report by hand, no expand
     outcome = (split.workflow_id, split.key, split.attempt, "ok", '{"items": [1, 2, 3]}')
-    call = engine.store.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
+    call = engine.store.calls.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
     reported = engine.store.scripts.run(call)
     assert reported.expand == [(wid, "1")]
     assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 0
-    engine.store.expand_due(engine.keys.shard_of(wid))  # housekeeping (no grace in this test)
+    engine.store.calls.expand_due(engine.keys.shard_of(wid))  # housekeeping (no grace in this test)
     assert engine.redis.zcard(engine.keys.shard_of(wid).queue("")) == 2
     # a second expansion of the same map changes nothing
     before = snapshot(engine.redis)
-    engine.store.expand(wid, "1")
+    engine.store.calls.expand(wid, "1")
     assert snapshot(engine.redis) == before
     run_agent(engine, {"": handler({"items": [1, 2, 3]})})
     assert engine.status(wid).task("total").output == [2, 4, 6]
@@ -254,9 +254,10 @@ def test_expansions_raced_by_threads_store_each_item_once(engine: Engine) -> Non
     [split] = hand.claim()
     items = list(range(5000))
     outcome = (split.workflow_id, split.key, split.attempt, "ok", f'{{"items": {items}}}')
-    call = engine.store.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
+    call = engine.store.calls.complete_call(engine.keys.shard_of(wid), hand.id, [outcome])
     engine.store.scripts.run(call)
-    threads = [threading.Thread(target=engine.store.expand, args=(wid, "1")) for _ in range(4)]
+    expand = engine.store.calls.expand
+    threads = [threading.Thread(target=expand, args=(wid, "1")) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -474,9 +475,9 @@ def test_one_report_of_items_mixes_successes_a_failure_and_late_results(engine: 
         for t in sorted(items, key=lambda t: t.item)
     ]
     # the late results first, while the newer attempts run
-    codes = engine.store.scripts.run(engine.store.complete_call(shard, "doomed", late)).codes
+    codes = engine.store.scripts.run(engine.store.calls.complete_call(shard, "doomed", late)).codes
     assert codes == [0, 0]
-    codes = engine.store.scripts.run(engine.store.complete_call(shard, "hand", now)).codes
+    codes = engine.store.scripts.run(engine.store.calls.complete_call(shard, "hand", now)).codes
     assert codes == [1] * 6
     st_ = engine.status(wid)
     assert st_.task("count").state == "failed"  # item 3 failed, none tolerated

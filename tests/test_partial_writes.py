@@ -352,7 +352,7 @@ def test_a_tick_refused_leaves_no_record_and_fires_once_later(
     assert snapshot(admin) == before  # no tick recorded, due time unchanged: retried
     admin.config_set("maxmemory", 0)
     assert Scheduler(engine).run_due() == 1
-    assert engine.store.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
+    assert engine.store.schedules.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
     assert len(runs_of(engine, "s")) == 6
     assert Scheduler(engine).run_due() == 0  # fired: not pushed again
     assert len(runs_of(engine, "s")) == 6
@@ -367,7 +367,7 @@ def test_a_scheduler_still_reads_its_schedules_while_memory_is_full(
     overdue(engine, "s")
     full(admin)
     shard = engine.keys.shard_of_schedule("s")
-    [head] = engine.store.schedule_heads(shard, [("s", 0)])
+    [head] = engine.store.schedules.schedule_heads(shard, [("s", 0)])
     assert head.version is not None and head.next_tick is not None
 
 
@@ -381,12 +381,12 @@ def test_a_pass_stopped_part_way_keeps_what_it_fired(
     full_after_ticks(monkeypatch, admin, 1)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         Scheduler(engine).run_due()
-    done = {n: len(engine.store.fired_ticks(n)) for n in ("a", "b")}
+    done = {n: len(engine.store.schedules.fired_ticks(n)) for n in ("a", "b")}
     assert sorted(done.values()) == [0, 6]  # the first call's schedule fired, the other not
     assert {n: len(runs_of(engine, n)) for n in ("a", "b")} == done
     admin.config_set("maxmemory", 0)
     assert Scheduler(engine).run_due() == 1  # only the one refused
-    assert {n: len(engine.store.fired_ticks(n)) for n in ("a", "b")} == {"a": 6, "b": 6}
+    assert {n: len(engine.store.schedules.fired_ticks(n)) for n in ("a", "b")} == {"a": 6, "b": 6}
     assert {n: len(runs_of(engine, n)) for n in ("a", "b")} == {"a": 6, "b": 6}
 
 
@@ -410,7 +410,7 @@ def test_a_backfill_stopped_part_way_reports_the_ticks_it_recorded(
     assert code == 4, err
     ticks = json.loads(out)["ticks"]
     assert [t["what"] for t in ticks] == ["fired", "buffered", "buffered", "buffered"]
-    assert [t["tick"] for t in ticks] == engine.store.fired_ticks("s")
+    assert [t["tick"] for t in ticks] == engine.store.schedules.fired_ticks("s")
     assert sorted(t["run"] for t in ticks) == runs_of(engine, "s")
     assert err.strip() == (
         "redisflow: partly written: 4 of 6 ticks stored (listed above); the rest were not: "

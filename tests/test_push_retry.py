@@ -24,13 +24,15 @@ def small(name: str = "w") -> Workflow:
 
 def test_the_same_push_call_twice_stores_one_workflow(engine: Engine) -> None:
     shard = engine.keys.shard(0)
-    call = engine.store.push_call(shard, [(compile_workflow(small()), "")], "tok-1", "me@here")
+    call = engine.store.calls.push_call(
+        shard, [(compile_workflow(small()), "")], "tok-1", "me@here"
+    )
     first = engine.store.scripts.run(call)
     again = engine.store.scripts.run(call)
     assert first == again and len(first) == 1
     assert engine.count() == 1
     other = engine.store.scripts.run(
-        engine.store.push_call(shard, [(compile_workflow(small()), "")], "tok-2", "me@here")
+        engine.store.calls.push_call(shard, [(compile_workflow(small()), "")], "tok-2", "me@here")
     )
     assert other != first and engine.count() == 2
     assert_stats_agree(engine)

@@ -37,7 +37,8 @@ def claim(engine: Engine, hand: Hand, task_type: str = "api", count: int = 100) 
     """One claim on every shard; the tasks in all."""
     got: list[Task] = []
     for shard in engine.keys.all_shards():
-        got += engine.store.scripts.run(engine.store.claim_call(shard, hand.id, [task_type], count))
+        call = engine.store.calls.claim_call(shard, hand.id, [task_type], count)
+        got += engine.store.scripts.run(call)
     return got
 
 
@@ -45,7 +46,7 @@ def claim_reply(engine: Engine, hand: Hand, wid: str, count: int = 100) -> Claim
     """One claim on the shard of workflow ``wid``."""
     shard = engine.keys.shard_of(wid)
     reply: Claimed = engine.store.scripts.run(
-        engine.store.claim_call(shard, hand.id, ["api"], count)
+        engine.store.calls.claim_call(shard, hand.id, ["api"], count)
     )
     return reply
 

@@ -27,7 +27,7 @@ def register_earlier(engine: Engine, agent_id: str) -> None:
     """An agent of an earlier release, live: its registry entry names no record form."""
     info = {"types": [""], "concurrency": 1, "lease_s": 30, "heartbeat_s": 10}
     for shard in engine.keys.all_shards():
-        engine.store.register(shard, agent_id, json.dumps(info), 30_000)
+        engine.store.calls.register(shard, agent_id, json.dumps(info), 30_000)
 
 
 def current_info() -> str:
@@ -42,17 +42,17 @@ def test_a_start_beside_an_earlier_release_s_agents_is_refused_and_writes_nothin
     shard = engine.keys.shard(0)
     before = engine.redis.hgetall(shard.agents)
     with pytest.raises(EarlierReleaseError) as caught:
-        engine.store.register(shard, "new-1", current_info(), 30_000, first=True)
+        engine.store.calls.register(shard, "new-1", current_info(), 30_000, first=True)
     assert sorted(str(caught.value).split()) == ["old-1", "old-2"]
     assert engine.redis.hgetall(shard.agents) == before
     assert engine.redis.zscore(shard.agents_live, "new-1") is None
     # registering again (a lease lost after the start) is not held back, nor is the
     # agent's own entry of its earlier release (restarted upgraded)
-    engine.store.register(shard, "new-1", current_info(), 30_000)
-    engine.store.stop(shard, "old-2")
-    engine.store.register(shard, "old-1", current_info(), 30_000, first=True)
-    engine.store.register(shard, "new-3", current_info(), 30_000, first=True)
-    assert {a.id: a.records for a in engine.store.agents()}["new-3"] == RECORD_FORM
+    engine.store.calls.register(shard, "new-1", current_info(), 30_000)
+    engine.store.calls.stop(shard, "old-2")
+    engine.store.calls.register(shard, "old-1", current_info(), 30_000, first=True)
+    engine.store.calls.register(shard, "new-3", current_info(), 30_000, first=True)
+    assert {a.id: a.records for a in engine.store.reads.agents()}["new-3"] == RECORD_FORM
 
 
 def test_an_agent_waits_for_an_earlier_release_s_agents_to_stop(
@@ -68,13 +68,13 @@ def test_an_agent_waits_for_an_earlier_release_s_agents_to_stop(
         assert "waits to start" in caplog.text and "old-1" in caplog.text
         assert agent.processed == 0
         assert engine.status(wid).tasks[0].state == "ready"
-        assert "new-1" not in {a.id for a in engine.store.agents()}  # not registered
+        assert "new-1" not in {a.id for a in engine.store.reads.agents()}  # not registered
         for shard in engine.keys.all_shards():
-            engine.store.stop(shard, "old-1")
+            engine.store.calls.stop(shard, "old-1")
         while engine.status(wid).state != "succeeded" and time.monotonic() < deadline + 20:
             time.sleep(0.05)
     assert engine.status(wid).state == "succeeded"
-    assert {a.id: a.records for a in engine.store.agents()}["new-1"] == RECORD_FORM
+    assert {a.id: a.records for a in engine.store.reads.agents()}["new-1"] == RECORD_FORM
 
 
 def test_the_agents_listing_names_an_earlier_release_s_agents(
@@ -84,12 +84,12 @@ def test_the_agents_listing_names_an_earlier_release_s_agents(
 
     register_earlier(engine, "old-9")
     for shard in engine.keys.all_shards():
-        engine.store.register(shard, "new-9", current_info(), 30_000)
+        engine.store.calls.register(shard, "new-9", current_info(), 30_000)
     out = cli("agents", env=cli_env)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert "1 of these agents is of an earlier redisflow release (old-9)" in text
     for shard in engine.keys.all_shards():
-        engine.store.stop(shard, "old-9")
+        engine.store.calls.stop(shard, "old-9")
     out = cli("agents", env=cli_env)
     assert "earlier redisflow release" not in out.stdout

@@ -30,11 +30,12 @@ def finish_all(engine: Engine, hand: Hand) -> None:
     while True:
         claimed = 0
         for shard in engine.keys.all_shards():
-            tasks = engine.store.scripts.run(engine.store.claim_call(shard, hand.id, [""], 256))
+            call = engine.store.calls.claim_call(shard, hand.id, [""], 256)
+            tasks = engine.store.scripts.run(call)
             if tasks:
                 outcomes = [(t.workflow_id, t.key, t.attempt, "ok", "null") for t in tasks]
                 reported = engine.store.scripts.run(
-                    engine.store.complete_call(shard, hand.id, outcomes)
+                    engine.store.calls.complete_call(shard, hand.id, outcomes)
                 )
                 assert all(reported.codes)
                 claimed += len(tasks)

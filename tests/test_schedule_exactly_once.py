@@ -32,7 +32,7 @@ def _ticks(server: RedisProcess, name: str) -> list[int]:
     """The fired ticks recorded for ``name`` ([] while Redis is away)."""
     try:
         with Engine.connect(server.url) as engine:
-            return engine.store.fired_ticks(name)
+            return engine.store.schedules.fired_ticks(name)
     except (redis.RedisError, OSError, Exception):  # noqa: BLE001 - away: try again
         return []
 
@@ -72,7 +72,7 @@ def test_every_tick_once_with_three_schedulers_a_kill_and_a_restart(tmp_path: Pa
         wait_for(lambda: len(_ticks(server, "beat")) >= TICKS, timeout=90, what="every tick")
         with Engine.connect(server.url) as engine:
             info = engine.schedule("beat")
-            fired = engine.store.fired_ticks("beat")
+            fired = engine.store.schedules.fired_ticks("beat")
             runs = engine.list(limit=1000)
             pushed = sorted(engine.status(r.id).input["tick"] for r in runs)
         assert fired == [first + 1000 * k for k in range(TICKS)]

@@ -67,7 +67,7 @@ def test_put_list_update_remove(eng: Engine) -> None:
     put(eng, "b", every="1m")  # an update: the next due time is computed again
     b = eng.schedule("b")
     assert b.when == "every 1m" and b.next_due is not None and b.next_due <= (before or 0)
-    row = eng.store.schedule_row("b")
+    row = eng.store.schedules.schedule_row("b")
     assert row is not None and row["v"] == "2"
     eng.remove_schedule("a")
     assert [i.name for i in eng.schedules()] == ["b"]
@@ -113,8 +113,8 @@ def test_two_schedulers_planning_the_same_tick_fire_it_once(eng: Engine) -> None
     tick = (eng.store.now_ms() // HOUR) * HOUR
     set_due(eng, "s", tick)
     shard = eng.keys.shard_of_schedule("s")
-    now, due, _ = eng.store.due_schedules(shard, 10)
-    [head] = eng.store.schedule_heads(shard, due)
+    now, due, _ = eng.store.schedules.due_schedules(shard, 10)
+    [head] = eng.store.schedules.schedule_heads(shard, due)
     calls = []
     for who in ("one", "two"):
         ticker = Ticker(eng, who)
@@ -125,7 +125,7 @@ def test_two_schedulers_planning_the_same_tick_fire_it_once(eng: Engine) -> None
     assert first.status == "ok" and first.outcomes[0].what == "fired"
     assert second.status == "taken"
     assert len(runs_of(eng)) == 1
-    assert eng.store.fired_ticks("s") == [tick]
+    assert eng.store.schedules.fired_ticks("s") == [tick]
     assert eng.schedule("s").next_due == (tick + HOUR) / 1000
 
 
@@ -133,9 +133,9 @@ def test_a_plan_from_an_old_version_is_refused(eng: Engine) -> None:
     put(eng, overlap="allow_all")
     set_due(eng, "s", (eng.store.now_ms() // HOUR) * HOUR)
     shard = eng.keys.shard_of_schedule("s")
-    now, due, _ = eng.store.due_schedules(shard, 10)
+    now, due, _ = eng.store.schedules.due_schedules(shard, 10)
     ticker = Ticker(eng, "one")
-    part = ticker.due_part(eng.store.schedule_heads(shard, due)[0], now)
+    part = ticker.due_part(eng.store.schedules.schedule_heads(shard, due)[0], now)
     assert part is not None
     call = ticker.call(shard, "due", [part], {})
     put(eng, overlap="allow_all", input={"changed": True})
@@ -149,10 +149,10 @@ def test_a_call_before_its_due_time_is_refused(eng: Engine) -> None:
     future = eng.store.now_ms() + 10 * HOUR
     set_due(eng, "s", future)
     shard = eng.keys.shard_of_schedule("s")
-    prefix = eng.store.push_argv(shard, [], "x", 0)[:-1]
+    prefix = eng.store.calls.push_argv(shard, [], "x", 0)[:-1]
     tick = ScheduleTick("s", "1", "allow_all", expected_due=future, next_tick=future + HOUR,
                         next_due=future + HOUR)  # fmt: skip
-    [result] = eng.store.scripts.run(eng.store.tick_call(shard, "due", prefix, [tick]))
+    [result] = eng.store.scripts.run(eng.store.schedules.tick_call(shard, "due", prefix, [tick]))
     assert result.status == "early"
     assert eng.schedule("s").next_due == future / 1000
 
@@ -165,7 +165,7 @@ def test_a_tick_backfilled_first_is_not_run_again(eng: Engine) -> None:
     set_due(eng, "s", tick)  # the schedule comes to the same tick later
     assert Scheduler(eng).run_due() == 1
     # the backfilled tick once, the current hour's once
-    assert eng.store.fired_ticks("s") == [tick, tick + HOUR]
+    assert eng.store.schedules.fired_ticks("s") == [tick, tick + HOUR]
     assert len(runs_of(eng)) == 2
     assert eng.schedule("s").next_due == (tick + 2 * HOUR) / 1000
 
@@ -266,7 +266,7 @@ def test_catchup_latest(eng: Engine) -> None:
     newest = overdue(eng, "latest")
     [run] = runs_of(eng)
     assert "ticks" not in run.input
-    assert eng.store.fired_ticks("s") == [newest]
+    assert eng.store.schedules.fired_ticks("s") == [newest]
     assert eng.schedule("s").missed == 5
 
 
@@ -277,7 +277,7 @@ def test_catchup_latest_outside_its_window(eng: Engine) -> None:
 
 def test_catchup_all_with_allow_all_and_with_buffer_all(eng: Engine) -> None:
     newest = overdue(eng, "all")
-    assert eng.store.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
+    assert eng.store.schedules.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
     assert len(runs_of(eng)) == 6 and eng.schedule("s").missed == 0
 
 
@@ -293,7 +293,7 @@ def test_catchup_coalesce(eng: Engine) -> None:
     [run] = runs_of(eng)
     assert len(run.input["ticks"]) == 6 and run.input["missed"] == 6
     assert run.input["interval"][1] == run.input["tick"]
-    assert eng.store.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
+    assert eng.store.schedules.fired_ticks("s") == [newest - k * HOUR for k in range(5, -1, -1)]
     assert eng.schedule("s").missed == 0
 
 
@@ -406,12 +406,12 @@ def test_a_scheduler_reads_a_spec_once_per_version(eng: Engine) -> None:
             put(eng, overlap="allow_all", catchup="all", input={"v": 2})  # read again
             set_due(eng, "s", tick - k * HOUR)
         due = [("s", tick - k * HOUR)]
-        [head] = eng.store.schedule_heads(shard, due, scheduler.ticker.version_of)
+        [head] = eng.store.schedules.schedule_heads(shard, due, scheduler.ticker.version_of)
         assert (head.spec is None) == (k == 1)
         assert scheduler.run_due() == 1
     inputs = [r.input for r in runs_of(eng)]
     assert [i.get("v") for i in inputs] == [None, None, 2]
-    assert eng.store.fired_ticks("s") == [tick - 2 * HOUR, tick - HOUR, tick]
+    assert eng.store.schedules.fired_ticks("s") == [tick - 2 * HOUR, tick - HOUR, tick]
 
 
 # -- daylight saving, as Debian cron runs it -----------------------------------------------
@@ -432,7 +432,7 @@ def test_each_time_skipped_by_the_jump_forward_is_its_own_run(eng: Engine) -> No
     jump = paris_ms(2026, 3, 29, 3)
     set_due(eng, "s", jump)
     assert Scheduler(eng).run_due() == 1
-    assert eng.store.fired_ticks("s") == [jump, jump + 1]
+    assert eng.store.schedules.fired_ticks("s") == [jump, jump + 1]
     assert [r.input["tick"] for r in runs_of(eng)] == [
         "2026-03-29T03:00:00+02:00", "2026-03-29T03:00:00.001+02:00",
     ]  # fmt: skip

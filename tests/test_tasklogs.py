@@ -179,12 +179,12 @@ def test_the_budget_refuses_and_removal_gives_it_back(engine: Engine) -> None:
 
     wid = engine.push(chain("a"))
     run_agent(engine, {"": lambda t: print("x" * 100)})
-    assert engine.store.log_usage()[0] > 100
+    assert engine.store.logs.log_usage()[0] > 100
     wid2 = engine.push(chain("b"))
     run_agent(engine, {"": lambda t: print("y")})
     engine.cleanup(wid)
     engine.cleanup(wid2)
-    assert engine.store.log_usage()[0] == 0
+    assert engine.store.logs.log_usage()[0] == 0
     assert not scan_keys(engine.redis, f"*:w:{wid}*") and not scan_keys(
         engine.redis, f"*:w:{wid2}*"
     )
@@ -436,9 +436,9 @@ def test_logs_and_history_over_several_shards(redis_url: str) -> None:
         for w in wids:
             assert [x.text for x in read_logs(engine, w)[0]] == [f"{w}/a", f"{w}/b"]
         assert history(engine, "type")["hour"]["etl"].succeeded == 12
-        kept = engine.store.log_usage()[0]
+        kept = engine.store.logs.log_usage()[0]
         engine.cleanup(wids[0])
-        assert 0 < engine.store.log_usage()[0] < kept
+        assert 0 < engine.store.logs.log_usage()[0] < kept
 
 
 def test_least_privilege_roles_write_and_read_logs_and_history(admin: Any) -> None:  # noqa: F811
@@ -461,11 +461,11 @@ def test_least_privilege_roles_write_and_read_logs_and_history(admin: Any) -> No
         assert read_progress(reader, wid)["0"]["message"] == "all"
         assert history(reader, "type")["hour"]["etl"].succeeded == 1
         assert history(reader, "template")["hour"]["t"].succeeded == 1
-        assert reader.store.log_usage()[0] > 0
-        assert reader.store.history_totals()["y|etl|ok"] == 1
+        assert reader.store.logs.log_usage()[0] > 0
+        assert reader.store.logs.history_totals()["y|etl|ok"] == 1
     with Engine.connect(make_user(admin, "operator")) as operator:
         operator.cleanup(wid)
-        assert operator.store.log_usage()[0] == 0
+        assert operator.store.logs.log_usage()[0] == 0
 
 
 def test_http_long_poll_follows_a_running_task(engine: Engine, api: httpx.Client) -> None:

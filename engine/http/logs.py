@@ -57,7 +57,9 @@ async def task_logs(api: Api, request: Request) -> Response:
         if api.engine.state(wid).finished:  # its last lines may have come since the read
             return read_logs(api.engine, wid, name, after, limit)
         # wait for the workflow's next flush (any task's), then read again
-        api.engine.store.wait_log_entries(wid, "$" if cursor == "-" else cursor, wait * 1000, 1)
+        api.engine.store.logs.wait_log_entries(
+            wid, "$" if cursor == "-" else cursor, wait * 1000, 1
+        )
         return read_logs(api.engine, wid, name, after, limit)
 
     lines, cursor = await run_in_threadpool(read)

@@ -102,7 +102,7 @@ def enable_keyspace_events(engine: Engine) -> bool:
     Adds ``K`` and ``h`` to ``notify-keyspace-events`` if missing, keeping every flag
     already set. Returns ``False`` when the server does not allow ``CONFIG``.
     """
-    return engine.store.enable_keyspace_events(KEYSPACE_FLAGS)
+    return engine.store.reads.enable_keyspace_events(KEYSPACE_FLAGS)
 
 
 class Watch:
@@ -120,9 +120,9 @@ class Watch:
     def __init__(self, engine: Engine, keyspace: bool = True, stats: bool = False) -> None:
         self.engine = engine
         self.connects = 0
-        self._pubsub = engine.store.pubsub([])
+        self._pubsub = engine.store.reads.pubsub([])
         self._shards = engine.keys.all_shards()
-        self._ks_prefix = engine.store.keyspace_channel("")
+        self._ks_prefix = engine.store.reads.keyspace_channel("")
         self._event_channels = {s.event_channel for s in self._shards}
         self._stats_channels = {self._ks_prefix + s.stats for s in self._shards}
         self._workflow_channels: dict[str, str] = {}

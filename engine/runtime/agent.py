@@ -182,7 +182,10 @@ class Agent:
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._event_loop: EventLoop | None = None
-        self._store = engine.store
+        # the store's parts this agent uses, bound once: the claim/report loop's calls
+        self._calls = engine.store.calls
+        self._reads = engine.store.reads
+        self._scripts = engine.store.scripts
         self._to_expand: list[tuple[str, str]] = []  # maps made ready by our reports
         self._shards = engine.keys.all_shards()
         self._unstarted: list[Task] = []  # claimed, never started, when stopping
@@ -272,14 +275,14 @@ class Agent:
             if lost is not None and shard.shard not in lost:
                 continue
             try:
-                tasks += self._store.register(
+                tasks += self._calls.register(
                     shard, self.id, self._info(), int(self.lease_s * 1000), first
                 )
             except NotReplicatedError as e:
                 tasks += self._short(e)[0]
             except EarlierReleaseError:
                 for gone in done:  # not started after all: no entry stays live
-                    self._store.stop(gone, self.id, [])
+                    self._calls.stop(gone, self.id, [])
                 self._lease_lost.set()
                 raise
             done.append(shard)
@@ -343,7 +346,7 @@ class Agent:
                 t for t in self._unstarted if self.engine.keys.shard_of(t.workflow_id) == shard
             ]
             try:
-                self._store.stop(shard, self.id, unstarted)
+                self._calls.stop(shard, self.id, unstarted)
             except NotReplicatedError as e:
                 self._short(e)
         self._unstarted.clear()
@@ -372,7 +375,7 @@ class Agent:
         """Subscribe and register when due, report and claim, then wait for results or a
         wake-up. True when an until-idle agent has nothing left to do."""
         if self._pubsub is None:
-            self._pubsub = self._store.pubsub(s.wake(t) for s in self._shards for t in self.types)
+            self._pubsub = self._reads.pubsub(s.wake(t) for s in self._shards for t in self.types)
         if self._resync:
             self._recover()
         if self._lease_lost.is_set():
@@ -410,7 +413,7 @@ class Agent:
         if len(shards) > 1:
             self._next_shard = (self._next_shard + 1) % len(shards)
             shards = shards[self._next_shard :] + shards[: self._next_shard]
-        pipe = self._store.batch()
+        pipe = self._scripts.batch()
         if outcomes:
             self._queue_report(pipe, outcomes)
         if want:
@@ -425,7 +428,7 @@ class Agent:
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
                 break
-            pipe = self._store.batch()
+            pipe = self._scripts.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, []), shard))
         self._start(tasks, epoch)
@@ -435,7 +438,7 @@ class Agent:
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
         # one claim over all our types: the best `count` tasks among them
-        pipe.add(self._store.claim_call(shard, self.id, self.types, count))
+        pipe.add(self._calls.claim_call(shard, self.id, self.types, count))
 
     def _claimed(self, replies: list[Any], shard: ShardKeys) -> list[Task]:
         """The tasks in claim replies (of ``shard``); a lost lease is flagged for the
@@ -636,7 +639,7 @@ class Agent:
         """Renew this agent's lease on ``shard``: heartbeat.lua's answer (0: the lease is
         gone; DRAIN_ASKED: an operator asked the agent to drain)."""
         try:
-            return self._store.heartbeat(shard, self.id, int(self.lease_s * 1000))
+            return self._calls.heartbeat(shard, self.id, int(self.lease_s * 1000))
         except NotReplicatedError as e:
             return int(self._short(e)[0] or 0)
 
@@ -752,7 +755,7 @@ class Agent:
         self._logs.queue(pipe)  # ended attempts' lines, ahead of their outcomes
         for shard_index, items in sorted(self._report_shards(outcomes).items()):
             shard = self.engine.keys.shard(shard_index)
-            pipe.add(self._store.complete_call(shard, self.id, items))
+            pipe.add(self._calls.complete_call(shard, self.id, items))
 
     def _count_reports(self, replies: list[Any], outcomes: list[Outcome]) -> Exception | None:
         """Count the outcomes recorded and rejected. Those whose report failed (Redis out
@@ -775,7 +778,7 @@ class Agent:
         while self._to_expand:
             wid, c = self._to_expand.pop()
             try:
-                self._store.expand(wid, c)
+                self._calls.expand(wid, c)
             except NotReplicatedError as e:
                 self._short(e)
 
@@ -783,7 +786,7 @@ class Agent:
         outcomes = self._collect()
         if not outcomes:
             return
-        pipe = self._store.batch()
+        pipe = self._scripts.batch()
         self._queue_report(pipe, outcomes)
         failed = self._count_reports(self._execute_pipe(pipe, outcomes), outcomes)
         if failed is not None:
@@ -859,7 +862,7 @@ class Agent:
     def _next_due(self) -> float:
         """Seconds until the earliest retry backoff ends or a rate limit's next token a
         claim saw (``idle_check_s`` if none sooner)."""
-        due = self._store.next_due_s(self._shards)
+        due = self._reads.next_due_s(self._shards)
         wait = self.idle_check_s if due is None else min(self.idle_check_s, due)
         token_at, self._token_at = self._token_at, float("inf")
         return max(0.0, min(wait, token_at - time.monotonic()))
@@ -883,7 +886,7 @@ class Agent:
         """True when nothing this agent serves can come from the work it sees: its queues
         are empty, and no running or paused workflow has a task (a map's item or step
         included) of its types that has not ended."""
-        return self._store.nothing_left(self._shards, self.types)
+        return self._reads.nothing_left(self._shards, self.types)
 
     # -- lease --------------------------------------------------------------------------
 

@@ -27,12 +27,13 @@ def drain(engine: Deployment, agent_id: str) -> None:
 
     Raises :class:`NotFoundError` when no shard knows it, :class:`StateError` when it is
     known but live on none (stopped, or dead)."""
-    answers = [engine.store.drain(shard, agent_id) for shard in engine.keys.all_shards()]
+    answers = [engine.store.calls.drain(shard, agent_id) for shard in engine.keys.all_shards()]
     if 1 in answers:
         return
     if all(a < 0 for a in answers):
         raise NotFoundError(f"no agent {agent_id!r} is known (redisflow agents lists them)")
-    state = next((a.state.value for a in engine.store.agents() if a.id == agent_id), "not live")
+    agents = engine.store.reads.agents()
+    state = next((a.state.value for a in agents if a.id == agent_id), "not live")
     raise StateError(f"agent {agent_id!r} is {state}: only a live agent can be drained")
 
 

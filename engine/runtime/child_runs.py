@@ -166,13 +166,13 @@ def spawn(engine: Runner, member: str) -> None:
     child) fails with the reason."""
     wid, idx, attempt = member.rsplit(":", 2)
     try:
-        st = engine.store.status(wid)
+        st = engine.store.reads.status(wid)
     except NotFoundError:
-        engine.store.child_link(wid, idx, int(attempt), "")  # drops the entry
+        engine.store.calls.child_link(wid, idx, int(attempt), "")  # drops the entry
         return
 
     def fail(why: str) -> None:
-        engine.store.child_end(wid, idx, int(attempt), "fatal", why)
+        engine.store.calls.child_end(wid, idx, int(attempt), "fatal", why)
 
     task = st.tasks[int(idx)]
     spec = task.wait or {}
@@ -185,7 +185,7 @@ def spawn(engine: Runner, member: str) -> None:
         return
     root = st.root or wid  # (a child of an earlier release, without one: counts its own)
     most = engine.max_descendants
-    counted = engine.store.child_count(root, member, most)
+    counted = engine.store.calls.child_count(root, member, most)
     if counted != "ok":
         fail(
             f"child runs under run {root} are at most {most:,} (max_descendants): run "
@@ -207,7 +207,7 @@ def spawn(engine: Runner, member: str) -> None:
         return
     if started.existing:  # a keeper's retry finds its child; anything else is not it
         try:
-            found = engine.store.status(started.id)
+            found = engine.store.reads.status(started.id)
         except NotFoundError:
             found = None
         if found is None or found.parent != member or found.template != spec["child"]:
@@ -222,7 +222,7 @@ def spawn(engine: Runner, member: str) -> None:
                 f"with parent {member})"
             )
             return
-    if engine.store.child_link(wid, idx, int(attempt), started.id) == "stale":
+    if engine.store.calls.child_link(wid, idx, int(attempt), started.id) == "stale":
         # the parent's task moved on (cancelled, cleaned up) while the child started
         try:
             engine.cancel(started.id)
@@ -234,7 +234,7 @@ def report_end(engine: Runner, child: str) -> None:
     """Tell child run ``child``'s parent task how it ended (nothing to tell when the
     child or its parent is gone)."""
     try:
-        st = engine.store.status(child)
+        st = engine.store.reads.status(child)
     except NotFoundError:
         return
     if st.parent is None or not st.state.finished:
@@ -246,7 +246,7 @@ def report_end(engine: Runner, child: str) -> None:
     else:
         value, how = child_error(st), ("failed" if st.state == "failed" else "fatal")
     try:
-        engine.store.child_end(wid, idx, int(attempt), how, value, child)
+        engine.store.calls.child_end(wid, idx, int(attempt), how, value, child)
     except NotFoundError:
         pass
 
@@ -263,9 +263,9 @@ def cascade_to(engine: Deployment, kids: list[str], op: str) -> int:
     done to. A child in a state where ``op`` does not apply is left as it is."""
     done = 0
     for child in kids:
-        grandkids = engine.store.children_of(child)
+        grandkids = engine.store.calls.children_of(child)
         try:
-            getattr(engine.store, op)(child, engine.actor)
+            getattr(engine.store.calls, op)(child, engine.actor)
         except (StateError, NotFoundError):
             continue
         done += 1 + cascade_to(engine, grandkids, op)

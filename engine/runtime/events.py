@@ -18,7 +18,7 @@ from engine.core.model import Event
 from engine.store.codec import decode_batch
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.store.reads import Reads
 
 log = logging.getLogger("redisflow.events")
 
@@ -33,9 +33,9 @@ class EventListener:
     """
 
     def __init__(
-        self, store: Store, channels: list[str], callback: Callable[[Event], None]
+        self, reads: Reads, channels: list[str], callback: Callable[[Event], None]
     ) -> None:
-        self._pubsub = store.pubsub(channels)
+        self._pubsub = reads.pubsub(channels)
         self._callback = callback
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="redisflow-events", daemon=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from engine.core.model import TaskState, WorkflowStatus
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.store.reads import Reads
 
 # how an attempt ended: the task's own states, plus these two
 ATTEMPT_RETRIED = "retried"  # it failed and the task was tried again
@@ -56,15 +56,15 @@ _ENDS = {
 }
 
 
-def timeline(store: Store, wid: str | int) -> Timeline:
+def timeline(reads: Reads, wid: str | int) -> Timeline:
     """Every attempt of workflow ``wid``'s tasks that its events still tell, completed
     from its records (the latest attempt of a task whose events the capped stream has
     dropped, and a map's span from its first item to its last)."""
-    st = store.status(wid)
+    st = reads.status(wid)
     attempts: dict[int, list[Attempt]] = {t.index: [] for t in st.tasks}
     open_: dict[int, Attempt] = {}
     names = {t.index: t.name for t in st.tasks}
-    for e in store.workflow_events(str(wid), st.created_at):
+    for e in reads.workflow_events(str(wid), st.created_at):
         if e.task is None or e.task not in attempts:
             continue
         if e.kind == "task.claimed":

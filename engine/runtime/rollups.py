@@ -220,8 +220,8 @@ def history(engine: Deployment, by: str = "type", now: float | None = None) -> d
         raise ValueError(f"--by {by!r}: expected one of {', '.join(KINDS)}")
     t = int(engine.store.server_time() if now is None else now)
     minute, hour = t // 60, t // 3600
-    last_hour = engine.store.history_buckets(False, minute - 59, minute)
-    last_day = engine.store.history_buckets(True, hour - 23, hour)
+    last_hour = engine.store.logs.history_buckets(False, minute - 59, minute)
+    last_day = engine.store.logs.history_buckets(True, hour - 23, hour)
     return {"hour": _fold(last_hour, by, False), "day": _fold(last_day, by, True)}
 
 
@@ -232,7 +232,7 @@ def metric_families(engine: Deployment) -> list[Any]:
     (per template) and ``redisflow_template_runs_total`` (per template and outcome)."""
     from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-    raw = {f: str(v) for f, v in engine.store.history_totals().items()}
+    raw = {f: str(v) for f, v in engine.store.logs.history_totals().items()}
     totals, runs = _fold([raw], "type", False), _fold([raw], "template", False)
     waits = _fold([raw], "wait", False)
     queued = HistogramMetricFamily(

@@ -11,17 +11,17 @@ from engine.core.model import Event, WorkflowState
 from engine.runtime.events import EventListener
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.store.reads import Reads
 
 
-def listen(store: Store, callback: Callable[[Event], None]) -> EventListener:
-    """Call ``callback`` for every live event of ``store``'s deployment (every shard's
+def listen(reads: Reads, callback: Callable[[Event], None]) -> EventListener:
+    """Call ``callback`` for every live event of ``reads``'s deployment (every shard's
     event channel), from a background thread, until the listener is closed."""
-    return EventListener(store, [s.event_channel for s in store.keys.all_shards()], callback)
+    return EventListener(reads, [s.event_channel for s in reads.keys.all_shards()], callback)
 
 
 def on_workflow_finished(
-    store: Store,
+    reads: Reads,
     complete: Callable[[str], None] | None = None,
     failed: Callable[[str], None] | None = None,
 ) -> EventListener:
@@ -34,10 +34,10 @@ def on_workflow_finished(
         elif event.kind == "workflow.failed" and failed:
             failed(event.wid)
 
-    return listen(store, dispatch)
+    return listen(reads, dispatch)
 
 
-def wait(store: Store, wid: str | int, timeout: float | None = None) -> WorkflowState:
+def wait(reads: Reads, wid: str | int, timeout: float | None = None) -> WorkflowState:
     """Block until workflow ``wid`` finishes; returns its final state.
 
     Woken by the event channel, and re-reads the state every second as well, since
@@ -51,9 +51,9 @@ def wait(store: Store, wid: str | int, timeout: float | None = None) -> Workflow
             wake.set()
 
     deadline = None if timeout is None else time.monotonic() + timeout
-    with listen(store, on_event):
+    with listen(reads, on_event):
         while True:
-            st = store.state(wid)
+            st = reads.state(wid)
             if st.finished:
                 return st
             left = None if deadline is None else deadline - time.monotonic()

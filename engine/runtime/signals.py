@@ -72,7 +72,7 @@ def send(
             raise DefinitionError(f"a signal's {what} is text of at most {MAX_BY} characters")
     text = encode_payload(payload, engine.max_payload)
     ident = identity or engine.actor
-    outcome, task = engine.store.signal(
+    outcome, task = engine.store.calls.signal(
         wid, name, text, signal_id or "", by or ident, reject, comment or "",
         kept_bytes(engine), ident,
     )  # fmt: skip

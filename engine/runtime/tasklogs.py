@@ -335,7 +335,7 @@ class TaskLogs:
             done, self._done = self._done, []
         for shard, entries in self._by_shard(done).items():
             pipe.add_side(
-                self.store.tasklog_call(self.engine.keys.shard(shard), entries, self.budget)
+                self.store.logs.tasklog_call(self.engine.keys.shard(shard), entries, self.budget)
             )
 
     def _by_shard(self, entries: list[LogEntry]) -> dict[int, list[LogEntry]]:
@@ -361,11 +361,11 @@ class TaskLogs:
             minutes = self.rollups.take(force)
             if not entries and not minutes:
                 return
-            pipe = self.store.batch()
+            pipe, logs = self.store.scripts.batch(), self.store.logs
             for shard, group in self._by_shard(entries).items():
-                pipe.add(self.store.tasklog_call(self.engine.keys.shard(shard), group, self.budget))
+                pipe.add(logs.tasklog_call(self.engine.keys.shard(shard), group, self.budget))
             if minutes:
-                pipe.add(self.store.rollup_call(minutes))
+                pipe.add(logs.rollup_call(minutes))
             try:
                 pipe.execute()
             except Exception as e:  # noqa: BLE001 - logs and history are best effort
@@ -425,7 +425,7 @@ def _task_filter(engine: Deployment, wid: str, task: str | None) -> str | None:
     """``task`` as the filter matches it: a name or index of the workflow's tasks."""
     if task is None:
         return None
-    names = engine.store.task_names(wid)
+    names = engine.store.reads.task_names(wid)
     if task in names:
         return task
     if task.isdigit() and int(task) < len(names):
@@ -441,9 +441,9 @@ def read_logs(
     cursor to read on from. Raises :class:`~engine.NotFoundError` for a workflow that does
     not exist."""
     wid = str(wid)
-    engine.store.state(wid)  # NotFoundError for none
+    engine.store.reads.state(wid)  # NotFoundError for none
     want = _task_filter(engine, wid, task)
-    entries = engine.store.log_entries(wid, after, limit)
+    entries = engine.store.logs.log_entries(wid, after, limit)
     cursor = entries[-1][0] if entries else (after if after not in ("", "0") else "-")
     return _lines(entries, want), cursor
 
@@ -463,12 +463,12 @@ def follow_logs(
     block = max(1, int(poll_s * 1000))
     while True:
         try:
-            finished = engine.store.state(wid).finished
+            finished = engine.store.reads.state(wid).finished
         except NotFoundError:
             return
-        entries = engine.store.log_entries(wid, cursor if cursor != "0" else "-")
+        entries = engine.store.logs.log_entries(wid, cursor if cursor != "0" else "-")
         if not entries and not finished:
-            entries = engine.store.wait_log_entries(wid, cursor, block)
+            entries = engine.store.logs.wait_log_entries(wid, cursor, block)
         if entries:
             cursor = entries[-1][0]
             yield from _lines(entries, want)
@@ -479,7 +479,7 @@ def follow_logs(
 def read_progress(engine: Deployment, wid: str | int) -> dict[str, dict[str, Any]]:
     """Task key -> its latest progress: ``{"fraction", "message", "attempt", "ts"}``."""
     out: dict[str, dict[str, Any]] = {}
-    for key, raw in engine.store.progress_of(wid).items():
+    for key, raw in engine.store.logs.progress_of(wid).items():
         try:
             p = json.loads(raw)
         except ValueError:

@@ -46,7 +46,7 @@ class WaitKeeper:
         for shard in self.engine.keys.all_shards():
             acks: list[str] = []
             for _ in range(100):  # at most 50,000 of each per shard per pass
-                done = self.engine.store.waits(shard, acks=acks)
+                done = self.engine.store.calls.waits(shard, acks=acks)
                 acks = self._children(done)
                 if not done.more and not acks:
                     break
@@ -83,7 +83,8 @@ class WaitKeeper:
         while not self._stop.is_set():
             try:
                 if pubsub is None:
-                    pubsub = store.pubsub(s.wake(WAIT_TYPE) for s in self.engine.keys.all_shards())
+                    shards = self.engine.keys.all_shards()
+                    pubsub = store.reads.pubsub(s.wake(WAIT_TYPE) for s in shards)
                 with self._passing:
                     if self._stop.is_set():
                         break

@@ -41,7 +41,7 @@ def put(engine: Runner, spec: ScheduleSpec) -> bool:
         sample = run_input(cadence, [nt if nt is not None else engine.store.now_ms()])
         check_input(compiled.input_schema, sample, compiled.name)
     nx = None if nt is None else cadence.due(nt)
-    return engine.store.schedule_put(
+    return engine.store.schedules.schedule_put(
         spec.name, spec.to_json(), nt, nx, spec.paused, spec.pause_on_failure, engine.actor
     )
 
@@ -52,9 +52,10 @@ def _seconds(value: str | None) -> float | None:
 
 def infos(engine: Runner, names: list[str]) -> list[ScheduleInfo]:
     """:class:`ScheduleInfo` of each schedule of ``names`` that exists, in order."""
-    rows = engine.store.schedule_rows(names)
+    rows = engine.store.schedules.schedule_rows(names)
     present = [(n, r) for n, r in zip(names, rows, strict=True) if r is not None]
-    states = engine.store.run_states({r[S_CURRENT] for _, r in present if r.get(S_CURRENT)})
+    current = {r[S_CURRENT] for _, r in present if r.get(S_CURRENT)}
+    states = engine.store.schedules.run_states(current)
     out: list[ScheduleInfo] = []
     for name, row in present:
         spec = ScheduleSpec.from_json(row[S_SPEC])
@@ -94,7 +95,7 @@ def one(engine: Runner, name: str) -> ScheduleInfo:
 
 
 def stored_spec(engine: Runner, name: str) -> ScheduleSpec:
-    row = engine.store.schedule_row(name)
+    row = engine.store.schedules.schedule_row(name)
     if row is None:
         raise NotFoundError(f"schedule {name!r} does not exist")
     return ScheduleSpec.from_json(row[S_SPEC])
@@ -104,11 +105,11 @@ def unpause(engine: Runner, name: str, catchup: bool = False) -> bool:
     """Unpause from now (the ticks missed while paused are not run), or with ``catchup``
     from where it stopped (they are caught up as its catchup policy says)."""
     if catchup:
-        return engine.store.schedule_unpause(name, who=engine.actor, keep=True)
+        return engine.store.schedules.schedule_unpause(name, who=engine.actor, keep=True)
     cadence = Cadence(stored_spec(engine, name))
     nt = cadence.next_after(engine.store.now_ms())
     nx = None if nt is None else cadence.due(nt)
-    return engine.store.schedule_unpause(name, nt, nx, engine.actor)
+    return engine.store.schedules.schedule_unpause(name, nt, nx, engine.actor)
 
 
 def trigger(engine: Runner, name: str) -> TickOutcome:

@@ -161,7 +161,7 @@ class Ticker:
                 part.groups, built = [], []
             spans.append(len(rows))
             rows += built
-        argv = self.engine.store.push_argv(shard, rows, self.who, 0)
+        argv = self.engine.store.calls.push_argv(shard, rows, self.who, 0)
         cut = len(argv) - 1 - 4 * len(rows)
         prefix, body = argv[:cut], argv[cut + 1 :]
         ticks: list[ScheduleTick] = []
@@ -184,7 +184,7 @@ class Ticker:
                     missed_shown=p.missed_shown if p else (),
                 )
             )
-        return self.engine.store.tick_call(shard, how, prefix, ticks)
+        return self.engine.store.schedules.tick_call(shard, how, prefix, ticks)
 
     def version_of(self, name: str) -> str | None:
         """The version of the spec of ``name`` parsed already (None: none)."""
@@ -215,7 +215,7 @@ class Ticker:
         shard = self.engine.keys.shard_of_schedule(name)
         out: list[TickOutcome] = []
         for attempt in range(5):
-            row = store.schedule_row(name)
+            row = store.schedules.schedule_row(name)
             if row is None:
                 raise NotFoundError(f"schedule {name!r} does not exist")
             k = self.known(name, row[S_VERSION], row[S_SPEC])
@@ -303,7 +303,7 @@ class Scheduler:
         wait_ms: int | None = None
         moved = False
         for shard in self.engine.keys.all_shards():
-            now, due, later = self.engine.store.due_schedules(shard, self.batch)
+            now, due, later = self.engine.store.schedules.due_schedules(shard, self.batch)
             if later is not None:
                 gap = max(0, later - now)
                 wait_ms = gap if wait_ms is None else min(wait_ms, gap)
@@ -361,7 +361,8 @@ class Scheduler:
         try:
             for chunk in chunks[turn:] + chunks[:turn]:
                 parts = []
-                for d in self.engine.store.schedule_heads(shard, chunk, self.ticker.version_of):
+                heads = self.engine.store.schedules.schedule_heads
+                for d in heads(shard, chunk, self.ticker.version_of):
                     part = self.ticker.due_part(d, now)
                     if part is not None:
                         parts.append(part)
@@ -395,7 +396,7 @@ class Scheduler:
             while not self._stop.is_set():
                 try:
                     if pubsub is None:
-                        pubsub = self.engine.store.pubsub(channels)
+                        pubsub = self.engine.store.reads.pubsub(channels)
                     self.run_due()
                     backoff.succeeded()
                     self._sleep(pubsub)

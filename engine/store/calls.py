@@ -21,6 +21,7 @@ from engine.core.task import Task
 from engine.spec.mapping import DEFAULT_MAX_ITEMS, MapSpec, items_of
 
 from ..errors import NotReplicatedError
+from .clock import now_ms
 from .codec import (
     D_MAP,
     D_MAX_ITEMS,
@@ -34,7 +35,7 @@ from .codec import (
     decode_claim_rows,
 )
 from .keys import Keyspace, ShardKeys
-from .scripts import Call, ScriptBatch, Scripts
+from .scripts import Call, Scripts
 
 
 class Outcome(NamedTuple):
@@ -160,27 +161,17 @@ def _ids(reply: Any) -> list[str]:
 
 
 class Calls:
-    """The scripts of one deployment (a keyspace on one Redis)."""
+    """The scripts of one deployment (a keyspace on one Redis): the ``calls`` part of
+    :class:`~engine.store.Store`, run through its ``scripts``."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: Keyspace,
-        event_cap: int,
-        wait_replicas: int = 0,
-        wait_timeout_ms: int = 1000,
-    ) -> None:
+    def __init__(self, client: redis.Redis, keys: Keyspace, scripts: Scripts, event_cap: int):
         self.redis = client
         self.keys = keys
+        self.scripts = scripts
         self.event_cap = event_cap
-        self.scripts = Scripts(client, wait_replicas, wait_timeout_ms)
 
     def _common(self, shard: ShardKeys) -> list[Any]:
         return [shard.prefix, self.event_cap]
-
-    def batch(self) -> ScriptBatch:
-        """Several calls in one round trip."""
-        return self.scripts.batch()
 
     # -- pushing --------------------------------------------------------------------------
 
@@ -422,7 +413,7 @@ class Calls:
         behind, removed = list(shards), 0
         short: NotReplicatedError | None = None
         while behind and time.monotonic() < deadline:
-            batch = self.batch()
+            batch = self.scripts.batch()
             for shard in behind:
                 args = [*self._common(shard), retention_ms, 0, limit, keeper, hold_ms, lease_ms]
                 batch.add(Call("reap", [shard.agents_live], [*args, 1], _reaped))
@@ -525,7 +516,7 @@ class Calls:
     def expand_due(self, shard: ShardKeys, older_than_ms: int = 0, limit: int = 20) -> int:
         """Expand the maps of ``shard`` waiting for their items (an agent that was doing it
         died): housekeeping. Returns how many were looked at."""
-        before = self._now_ms() - older_than_ms
+        before = now_ms(self.redis) - older_than_ms
         due = self.redis.zrangebyscore(shard.expanding, "-inf", before, 0, limit)
         short: list[NotReplicatedError] = []
         for member in due:
@@ -534,7 +525,3 @@ class Calls:
         if short:
             raise short[0]
         return len(due)
-
-    def _now_ms(self) -> int:
-        sec, usec = self.redis.time()
-        return int(sec) * 1000 + int(usec) // 1000

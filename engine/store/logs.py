@@ -13,7 +13,7 @@ import redis
 from engine.store.blocking import block_slice_ms
 
 from .keys import Keyspace, ShardKeys
-from .scripts import Call, Scripts
+from .scripts import Call
 
 # One entry of a tasklog call: wid, task key, attempt, task name, lines JSON ("" for
 # none), progress JSON ("" for none).
@@ -26,13 +26,14 @@ def _int(reply: Any) -> int:
     return int(reply)
 
 
-class LogStore:
-    """Calls and reads of task logs, progress and history (mixed into the Store)."""
+class Logs:
+    """Calls and reads of task logs, progress and history: the ``logs`` part of
+    :class:`~engine.store.Store`."""
 
-    redis: redis.Redis
-    keys: Keyspace
-    scripts: Scripts
-    event_cap: int
+    def __init__(self, client: redis.Redis, keys: Keyspace, event_cap: int):
+        self.redis = client
+        self.keys = keys
+        self.event_cap = event_cap
 
     def tasklog_call(self, shard: ShardKeys, entries: Sequence[LogEntry], budget: int) -> Call[int]:
         """tasklog.lua: keep ``entries`` (those of workflows that still exist; lines

@@ -35,6 +35,7 @@ from engine.store.blocking import block_slice_ms
 from ..errors import NotFoundError
 from . import by_time
 from .channels import ShardedPubSub
+from .clock import server_time
 from .codec import (
     BATCH_FIELD,
     D_MAP,
@@ -90,7 +91,8 @@ _Scored: TypeAlias = list[tuple[str, float]]
 
 
 class Reads:
-    """Reads of one deployment (a keyspace on one Redis)."""
+    """Reads of one deployment (a keyspace on one Redis): the ``reads`` part of
+    :class:`~engine.store.Store`."""
 
     def __init__(self, client: redis.Redis, keys: Keyspace) -> None:
         self.redis = client
@@ -103,11 +105,6 @@ class Reads:
         self._lock = threading.Lock()
         self._sharded: bool | None = None
         self._idle: IdleCheck | None = None  # made when an agent first looks
-
-    def server_time(self) -> float:
-        """Redis's clock, in epoch seconds (scripts timestamp with it too)."""
-        sec, usec = self.redis.time()
-        return sec + usec / 1e6
 
     def task_names(self, wid: str | int) -> list[str]:
         return self._names(wid)[1]
@@ -699,7 +696,7 @@ class Reads:
         the deployment's too counts in both until housekeeping removes it or steps over
         it (the sweep's mark moves past it)."""
         shards = self.keys.all_shards()
-        now = int(self.server_time() * 1000)
+        now = int(server_time(self.redis) * 1000)
         marks: list[list[str | None]] = [[None] * len(FINISHED_STATES)] * len(shards)
         if retention_ms > 0:
             pipe = self.redis.pipeline(transaction=False)
@@ -733,7 +730,7 @@ class Reads:
 
     def _agents_by_shard(self) -> list[AgentInfo]:
         """Each shard's registry entries (an agent on several shards once per shard)."""
-        now = self.server_time()
+        now = server_time(self.redis)
         out: list[AgentInfo] = []
         for shard in self.keys.all_shards():
             infos = cast("dict[str, str]", self.redis.hgetall(shard.agents))

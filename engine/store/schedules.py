@@ -2,8 +2,8 @@
 
 A schedule lives in shard ``crc32(name) % shards`` (:meth:`Keyspace.shard_of_schedule`)
 and its runs are pushed into the same shard, so one script can fire a tick, check the
-previous run and push the next. :class:`ScheduleStore` is a part of
-:class:`~engine.store.Store`.
+previous run and push the next. :class:`Schedules` is the
+``schedules`` part of :class:`~engine.store.Store`.
 """
 
 from __future__ import annotations
@@ -104,13 +104,14 @@ class DueSchedule:
     stored_due: int | None = None  # nx as stored now: not `due`, another scheduler ticked it
 
 
-class ScheduleStore:
-    """Schedule calls and reads (mixed into :class:`~engine.store.Store`)."""
+class Schedules:
+    """Schedule calls and reads: the ``schedules`` part of :class:`~engine.store.Store`."""
 
-    redis: redis.Redis
-    keys: Keyspace
-    scripts: Scripts
-    event_cap: int
+    def __init__(self, client: redis.Redis, keys: Keyspace, scripts: Scripts, event_cap: int):
+        self.redis = client
+        self.keys = keys
+        self.scripts = scripts
+        self.event_cap = event_cap
 
     def _schedule_call(self, name: str, what: str, who: str, *extra: Any) -> int:
         shard = self.keys.shard_of_schedule(name)
@@ -271,8 +272,3 @@ class ScheduleStore:
             )
             for (name, score), (v, nt, nx, spec) in zip(due, rows, strict=True)
         ]
-
-    def now_ms(self) -> int:
-        """Redis's clock in ms."""
-        sec, usec = self.redis.time()
-        return int(sec) * 1000 + int(usec) // 1000
