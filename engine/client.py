@@ -54,7 +54,6 @@ from engine.spec.flow import (
     check_template_name,
     trigger_key,
 )
-from engine.spec.loader import load_text
 from engine.spec.rate_limits import RateLimit, rate_keys, rate_limit_from, task_types
 from engine.spec.schemas import check_input
 from engine.spec.wait_tasks import SignalResult
@@ -599,6 +598,8 @@ class Engine:
         (:class:`DefinitionError`: nothing written). ``warnings`` on what it returns:
         a template that reaches itself through ``run:`` (directly or through other stored
         templates), whose every run starts children until a limit stops it."""
+        from engine.spec.loader import load_text  # YAML: loaded for a definition's text only
+
         wfs = load_text(text, source)
         if len(wfs) != 1:
             raise DefinitionError(f"{source}: a template is one workflow; this file has {len(wfs)}")
@@ -647,6 +648,8 @@ class Engine:
         text = self.store.templates.text(name, v)
         if text is None:
             raise NotFoundError(f"template {name!r} has no version {v}")
+        from engine.spec.loader import load_text  # YAML: loaded for a definition's text only
+
         wf = load_text(text, f"template {name} v{v}")[0]
         if not wf.name:
             wf.name = name

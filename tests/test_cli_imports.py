@@ -86,6 +86,39 @@ def test_help_and_usage_errors_load_nothing_heavy(argv: list[str]) -> None:
     assert heavy_in(loaded_by(argv)) == []
 
 
+# What a read command needs is redis-py (and with it asyncio), the store and the Engine;
+# not the workflow language's parsers, the agent or the HTTP server
+NOT_FOR_READS = (
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "cel",
+    "re2",
+    "cronsim",
+    "starlette",
+    "uvicorn",
+    "engine.runtime.agent",
+    "engine.runtime.handlers",
+    "engine.spec.loader",
+    "engine.http",
+    "engine.schedules.scheduler",
+)
+
+
+def test_a_read_loads_no_parser_agent_or_server(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``redisflow status`` against a Redis: the workflow is not there (exit 2), having
+    connected and read, with none of the parts a read does not use loaded."""
+    monkeypatch.setenv("REDISFLOW_URL", redis_url)
+    modules = loaded_by(["status", "1"])
+    assert "redis" in modules and "engine.client" in modules  # it did connect
+    assert (
+        sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in NOT_FOR_READS))
+        == []
+    )
+
+
 def test_the_probe_sees_heavy_modules() -> None:
     """The check itself works: a command that reads a workflow file loads the loader."""
     modules = loaded_by(["plan", "/nonexistent/workflow.yaml"])
