@@ -4,7 +4,7 @@ Two passes (``make test``, ``make test-cluster``):
 
 - ``pytest`` runs every test on one redis-server per session (per xdist worker). Tests
   marked ``slow`` (multi-process, real waits of seconds) run first, so that under
-  ``-n 2`` they overlap the many short ones instead of ending the run alone.
+  ``-n 4`` they overlap the many short ones instead of ending the run alone.
 - ``pytest --cluster`` runs again, on a local 3-master Redis Cluster, the tests whose
   outcome can differ there: those on the session's Redis (fixtures ``redis_url``,
   ``session_url``, or what builds on them: ``engine``, ``cli_env``, the console's), which
