@@ -146,3 +146,34 @@ def test_engine_loads_its_names_on_first_use() -> None:
     assert (Agent, Engine, Workflow) == (engine.Agent, engine.Engine, engine.Workflow)
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         engine.Nothing  # noqa: B018
+
+
+def test_each_command_module_adds_the_commands_main_names() -> None:
+    """main.COMMANDS (which module adds which command) is what the modules add, in the
+    order of ``redisflow --help``."""
+    from engine.cli import main
+    from engine.cli.common import Parents, Parser, connection_options, json_option
+
+    parents = Parents(connection_options(), json_option())
+    added: dict[str, str] = {}
+    for module in main.command_modules(None, parents):
+        sub = Parser(prog="redisflow").add_subparsers(dest="command", parser_class=Parser)
+        module.register(sub, parents)
+        added.update(dict.fromkeys(sub.choices, module.__name__.rsplit(".", 1)[1]))
+    assert added == main.COMMANDS
+    assert list(added) == list(main.COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["status", "1", "--help"], "status_cmds"),
+        (["--namespace", "push", "list", "--help"], "status_cmds"),  # a value, not a command
+        (["--json", "schedule", "list", "--help"], "schedule_cmds"),
+    ],
+)
+def test_a_command_loads_its_own_module_only(argv: list[str], module: str) -> None:
+    """Its module and what that imports (status shows logs: log_cmds), not the others."""
+    loaded = {m for m in loaded_by(argv) if m.endswith("_cmds")}
+    assert f"engine.cli.{module}" in loaded
+    assert len(loaded) <= 2, sorted(loaded)

@@ -4,30 +4,13 @@ modules (each adds its commands with ``register``) and dispatches to the command
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from engine.core.text_safety import protect_streams
 
-from . import (
-    acl_cmds,
-    agents_cmds,
-    cleanup_cmds,
-    cluster_cmds,
-    expire_cmds,
-    http_cmds,
-    log_cmds,
-    plan_cmds,
-    push_cmds,
-    rate_limit_cmds,
-    schedule_cmds,
-    server_cmds,
-    signal_cmds,
-    stats_cmds,
-    status_cmds,
-    steer_cmds,
-    template_cmds,
-)
 from .common import (
     EXIT_BAD_INPUT,
     Parents,
@@ -43,29 +26,63 @@ from .common import (
     resolve_key,
 )
 
-# In this order in `redisflow --help`.
-COMMANDS = (
-    push_cmds,  # push
-    status_cmds,  # status, list
-    expire_cmds,  # expire
-    signal_cmds,  # signal
-    agents_cmds,  # agents
-    stats_cmds,  # stats, events
-    steer_cmds,  # pause, release, cancel, retry
-    plan_cmds,  # plan, viz
-    cleanup_cmds,  # cleanup
-    acl_cmds,  # acl
-    template_cmds,  # template, run
-    log_cmds,  # logs
-    schedule_cmds,  # schedule, scheduler
-    cluster_cmds,  # cluster
-    rate_limit_cmds,  # rate-limit
-    server_cmds,  # server
-    http_cmds,  # serve, trigger
-)
+# Each command and the module that adds it (``register``), in the order of
+# `redisflow --help`; tests/test_cli_imports.py checks that each module adds exactly these.
+COMMANDS: dict[str, str] = {
+    "push": "push_cmds",
+    "status": "status_cmds",
+    "list": "status_cmds",
+    "expire": "expire_cmds",
+    "signal": "signal_cmds",
+    "agents": "agents_cmds",
+    "stats": "stats_cmds",
+    "events": "stats_cmds",
+    "pause": "steer_cmds",
+    "release": "steer_cmds",
+    "cancel": "steer_cmds",
+    "retry": "steer_cmds",
+    "plan": "plan_cmds",
+    "viz": "plan_cmds",
+    "cleanup": "cleanup_cmds",
+    "acl": "acl_cmds",
+    "template": "template_cmds",
+    "run": "template_cmds",
+    "logs": "log_cmds",
+    "schedule": "schedule_cmds",
+    "scheduler": "schedule_cmds",
+    "cluster": "cluster_cmds",
+    "rate-limit": "rate_limit_cmds",
+    "server": "server_cmds",
+    "serve": "http_cmds",
+    "trigger": "http_cmds",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules(argv: Sequence[str] | None, parents: Parents) -> list[ModuleType]:
+    """The command modules a parser for ``argv`` needs: the one adding the command
+    ``argv`` names (its first word that is neither an option nor the value of a global
+    option, as ``--namespace NAME``), or every one (``--help``, no command)."""
+    valued = {
+        flag
+        for p in parents
+        for action in p._actions
+        if action.nargs != 0
+        for flag in action.option_strings
+    }
+    named, words = None, iter(argv or ())
+    for word in words:
+        if word in valued:
+            next(words, None)  # its value
+        elif not word.startswith("-"):
+            named = COMMANDS.get(word)
+            break
+    names = [named] if named is not None else list(dict.fromkeys(COMMANDS.values()))
+    return [importlib.import_module(f"{__package__}.{name}") for name in names]
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``redisflow``; given ``argv``, with only the commands it can take
+    (a command's module and what it imports are loaded when it is used)."""
     parents = Parents(connection_options(), json_option())
     parser = Parser(
         prog="redisflow",
@@ -80,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for module in COMMANDS:
+    for module in command_modules(argv, parents):
         module.register(sub, parents)
     add_global_options(parser, *parents)
     mark_leaves(parser)
@@ -89,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 @guarded
 def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(argv).parse_args(argv)
     apply_global_options(args)
     if getattr(args, "no_engine", False):
         return int(args.run(None, args))
