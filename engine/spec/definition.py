@@ -157,15 +157,12 @@ def task_of(given: Mapping[str, Any]) -> TaskDef:
     """A task from :meth:`Workflow.task`'s arguments (``given``: by option name), each
     taken as its option's form says (:data:`engine.spec.options.TASK_OPTIONS`)."""
     name, where = given["name"], given["where"]
-    attrs: dict[str, Any] = {}
-    for o in TASK_OPTIONS:
-        if o.attr is None:
-            continue  # the map's: below
-        value = given[o.name]
-        form = o.form
+    attrs = {n: given[n] for n in _AS_GIVEN}
+    for n, form, optional in _READ:
+        value = given[n]
         if form is Form.NAMES:
-            if value is not None or o.default is not None:
-                value = _task_names(value, o.name, name, where)
+            if value is not None or not optional:
+                value = _task_names(value, n, name, where)
         elif value is None:
             pass
         elif form is Form.MAP:
@@ -174,9 +171,21 @@ def task_of(given: Mapping[str, Any]) -> TaskDef:
             value = wait_of(value, _at(where) + f"task {show_value(name)}")
         elif form is Form.RUN:
             value = run_of(value, _at(where) + f"task {show_value(name)}")
-        attrs[o.attr] = value
+        attrs[n] = value
     _map_options(attrs, given)
     return TaskDef(**attrs)
+
+
+# A task's own options (not its map's): those taken as given, and those read by their form
+# (name, form, whether None is their default), in the table's order.
+_AS_GIVEN = tuple(
+    o.name for o in TASK_OPTIONS
+    if o.within is None and o.form in (Form.VALUE, Form.NAME, Form.TEXT, Form.SECONDS)
+)  # fmt: skip
+_READ = tuple(
+    (o.name, o.form, o.default is None) for o in TASK_OPTIONS
+    if o.within is None and o.name not in _AS_GIVEN
+)  # fmt: skip
 
 
 def _map_options(attrs: dict[str, Any], given: Mapping[str, Any]) -> None:
