@@ -48,6 +48,7 @@ import json.decoder
 import json.scanner
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ from engine.spec.definition import (
     show_value,
 )
 from engine.spec.mapping import MapSpec, element_key
+from engine.spec.messages import refuse_unknown
+from engine.spec.options import BY_KEY, MAP_KEYS, Form
 from engine.spec.wait_tasks import WaitSpec, wait_of
 
 _TOO_DEEP = f"nested more than {MAX_FILE_DEPTH} levels deep"
@@ -562,14 +565,8 @@ def _text(value: Any, what: str, where: str) -> str | None:
 
 def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where: str) -> None:
     """Refuse fields not in ``allowed`` of ``what`` (``name``: its name as written)."""
-    if node.keys() <= allowed:
-        return
-    extra = sorted(set(node) - allowed, key=str)
     whose = what if name is _NO_KEY else f"{what} {show_value(name)}"
-    raise DefinitionError(
-        f"{where}: {whose} has unknown field {show_value(extra[0])} "
-        f"(known: {', '.join(sorted(allowed))})"
-    )
+    refuse_unknown(node, allowed, f"{where}: {whose}")
 
 
 NATIVE_WORKFLOW = {
@@ -583,13 +580,8 @@ NATIVE_WORKFLOW = {
     "input_schema",
     "rate_limits",
 }
-NATIVE_TASK = {
-    "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
-    "timeout", "delay", "rate_limit",
-    "trigger", "on_failure", "finally", "wait", "run",
-    "when",
-}  # fmt: skip
-MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
+NATIVE_TASK = set(BY_KEY)  # a task's keys (engine.spec.options.TASK_OPTIONS)
+MAP_FIELDS = {"over", "key", *MAP_KEYS}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
 SEED002_TASK = {"name", "itemListKey", "steps"}
@@ -608,9 +600,9 @@ def _map(value: Any, where: str) -> MapSpec | None:
     if over is None:
         raise DefinitionError(f"{where}: map needs 'over': the parent whose output it maps")
     spec = MapSpec(over, _text(m.get("key"), "map: key", where))
-    for option in ("concurrency", "max_items", "on_empty", "tolerate"):
-        if option in m:
-            setattr(spec, option, m[option])
+    for key, option in MAP_KEYS.items():
+        if key in m:
+            setattr(spec, option.name, m[key])
     return spec
 
 
@@ -640,59 +632,98 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
 
 
 def _native_task(node: Any, source: str) -> TaskDef:
-    """A native task (a step of a map's ``steps:`` too). A hot path: once per task."""
+    """A native task (a step of a map's ``steps:`` too), each key read as its option's
+    form says (:data:`engine.spec.options.TASK_OPTIONS`). A hot path: once per task."""
     here = _where(source, node)
-    t = _mapping(node, "a task", here)
+    t = _aliased(_mapping(node, "a task", here), here)
     _known(t, NATIVE_TASK, "task", t.get("name"), here)
     get = t.get
-    task_type = get("type")
-    after = _names(get("after"), "after", here)
-    spec = _map(get("map"), here)
-    if spec is not None and spec.over not in after:
-        after.append(spec.over)
-    steps = get("steps")
-    if steps is not None:
-        if spec is None:
+    attrs = {attr: get(key, default) for key, attr, default in _AS_WRITTEN}
+    attrs["where"] = here
+    for key, attr, form, missing in _READ:
+        value = get(key)
+        if value is None:
+            attrs[attr] = [] if missing is _NO_NAMES else missing
+        else:
+            attrs[attr] = _READERS[form](value, key, here, t)
+    _native_steps(attrs, get("steps"), get("name"), here, source)
+    return TaskDef(**attrs)
+
+
+def _whose(here: str, t: dict[str, Any]) -> str:
+    """Where a task is and its name as written, to start a message about it."""
+    return f"{here}: task {show_value(t.get('name'))}"
+
+
+def _read_seconds(value: Any, key: str, here: str, t: dict[str, Any]) -> Any:
+    if isinstance(value, str):  # the message is built only for a duration to read
+        return _seconds(value, f"{_whose(here, t)}: {key}")
+    return value
+
+
+# How a file's value of each form is read (given, the key, where, the task as written).
+_READERS: dict[Form, Callable[[Any, str, str, dict[str, Any]], Any]] = {
+    Form.NAME: lambda value, key, here, t: value or "",
+    Form.TEXT: lambda value, key, here, t: value,
+    Form.NAMES: lambda value, key, here, t: _names(value, key, here),
+    Form.SECONDS: _read_seconds,
+    Form.MAP: lambda value, key, here, t: _map(value, here),
+    Form.WAIT: lambda value, key, here, t: wait_of(
+        value, f"{here}: task {show_value(t.get('name'))}"
+    ),
+    Form.RUN: lambda value, key, here, t: run_of(
+        value, f"{here}: task {show_value(t.get('name'))}"
+    ),
+}
+_NO_NAMES: Any = object()  # a missing list of names: a new empty list
+# A task's keys in a file (the map's steps apart: _native_steps), in the table's order:
+# those taken as written (key, attribute, default), and those read by their form (key,
+# attribute, form, what a missing or null one is).
+_AS_WRITTEN = tuple(
+    (key, o.name, o.default)
+    for key, o in BY_KEY.items() if key == o.key and o.form is Form.VALUE
+)  # fmt: skip
+_READ = tuple(
+    (key, o.name, o.form,
+     _NO_NAMES if o.form is Form.NAMES and o.default is not None
+     else "" if o.form is Form.NAME else o.default)
+    for key, o in BY_KEY.items() if key == o.key and o.form not in (Form.VALUE, Form.STEPS)
+)  # fmt: skip
+_ALIASES = {alias: key for key, o in BY_KEY.items() for alias in o.aliases if key == o.key}
+
+
+def _aliased(t: dict[str, Any], here: str) -> dict[str, Any]:
+    """A task's keys with any alias an option has turned into its own key."""
+    if not _ALIASES or t.keys().isdisjoint(_ALIASES):
+        return t
+    out = _Located()
+    out.line = getattr(t, "line", None)
+    for key, value in t.items():
+        own = _ALIASES.get(key, key)
+        if own in out:
             raise DefinitionError(
-                f"{here}: task {show_value(get('name'))}: steps need a map: (what each item is)"
+                f"{here}: task {show_value(t.get('name'))} gives {own!r} twice (as {key!r})"
             )
-        nodes = _list(steps, "'steps'", here)
-        if len(nodes) > MAX_STEPS:
-            raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
-        spec.steps = [_native_task(n, source) for n in nodes]
-    timeout = get("timeout")
-    if isinstance(timeout, str):  # the message is built only for a duration to read
-        timeout = _seconds(timeout, f"{here}: task {show_value(get('name'))}: timeout")
-    delay = get("delay")
-    if isinstance(delay, str):
-        delay = _seconds(delay, f"{here}: task {show_value(get('name'))}: delay")
-    handles = get("on_failure")
-    task = TaskDef(
-        get("name") or "",
-        get("payload"),
-        "" if task_type is None else task_type,
-        get("priority", 0),
-        after,
-        get("max_attempts", 1),
-        here,
-        spec,
-        get("trigger"),
-        None if handles is None else _names(handles, "on_failure", here),
-        get("finally", False),
-        timeout,
-        delay,
-        _names(get("before"), "before", here),
-        get("when"),
-    )
-    wait = get("wait")
-    if wait is not None:
-        task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
-    child = get("run")
-    if child is not None:
-        task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
-    if "rate_limit" in t:
-        task.rate_limit = get("rate_limit")  # validate() checks it
-    return task
+        out[own] = value
+    return out
+
+
+def _native_steps(attrs: dict[str, Any], steps: Any, name: Any, here: str, source: str) -> None:
+    """A native task's map (``attrs["map"]``) given its ``steps:`` (each a native task),
+    and the parent it maps over added to its ``after`` if missing."""
+    spec = attrs["map"]
+    if spec is not None and spec.over not in attrs["after"]:
+        attrs["after"].append(spec.over)
+    if steps is None:
+        return
+    if spec is None:
+        raise DefinitionError(
+            f"{here}: task {show_value(name)}: steps need a map: (what each item is)"
+        )
+    nodes = _list(steps, "'steps'", here)
+    if len(nodes) > MAX_STEPS:
+        raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
+    spec.steps = [_native_task(n, source) for n in nodes]
 
 
 def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:

@@ -141,9 +141,7 @@ class TaskOption:
 
 def is_seconds(value: Any, low: float, high: float) -> bool:
     """Whether ``value`` is a number of seconds (no bool) in ``(low, high]``."""
-    return (
-        not isinstance(value, bool) and isinstance(value, int | float) and low < value <= high
-    )
+    return not isinstance(value, bool) and isinstance(value, int | float) and low < value <= high
 
 
 # -- each option's own check (validate runs them per task, in the table's order) -----------
@@ -338,9 +336,7 @@ TASK_OPTIONS: tuple[TaskOption, ...] = (
 
 BY_NAME = {o.name: o for o in TASK_OPTIONS}
 # A native file's task: its keys (aliases too), each to its option.
-BY_KEY = {
-    k: o for o in TASK_OPTIONS if o.key and "." not in o.key for k in (o.key, *o.aliases)
-}
+BY_KEY = {k: o for o in TASK_OPTIONS if o.key and "." not in o.key for k in (o.key, *o.aliases)}
 # A native file's map: its keys beyond `over` and `key`, each to its option.
 MAP_KEYS = {
     k.removeprefix("map."): o
