@@ -325,7 +325,14 @@ def _read_yaml(text: str, source: str, max_tasks: int) -> Any:
         loader.dispose()
 
 
+_SCALAR, _ALIAS = yaml.ScalarEvent, yaml.AliasEvent
+_MAP_START, _SEQ_START = yaml.MappingStartEvent, yaml.SequenceStartEvent
+_MAP_END, _SEQ_END = yaml.MappingEndEvent, yaml.SequenceEndEvent
+
+
 class _YAMLBuilder:
+    """A document built from a parser's events (:meth:`build`): each step is a method."""
+
     def __init__(self, loader: Any, source: str, max_tasks: int) -> None:
         self.loader = loader
         self.source = source
@@ -334,6 +341,12 @@ class _YAMLBuilder:
             loader.yaml_implicit_resolvers
         )
         self.tags: dict[str, str] = {}  # plain scalar -> its resolved tag, for short ones
+        self.stack: list[_Open] = []  # the mappings and sequences open, outermost first
+        self.anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
+        self.expanded = 0  # values so far, aliases expanded
+        self.documents = 0
+        self.anchored = 0  # open anchored nodes
+        self.result: Any = None
 
     def fail(self, mark: Any, what: str) -> DefinitionError:
         return DefinitionError(
@@ -341,127 +354,154 @@ class _YAMLBuilder:
         )
 
     def build(self) -> Any:
+        """The document: each scalar, alias or node's end is a value, put into the node
+        open around it (or, at the top, the result); a node's start opens one."""
         get_event = self.loader.get_event
         tags = self.tags
-        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
-        map_start, seq_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
-        map_end, seq_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
-        stack: list[_Open] = []
-        anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
-        events = expanded = documents = anchored = 0  # anchored: open anchored nodes
-        result: Any = None
+        stack = self.stack
+        events = 0
         while True:
             ev = get_event()
             kind = type(ev)
             events += 1
-            size, height = 1, 0
-            if kind is scalar_event:
+            if kind is _SCALAR:
                 value = ev.value
                 # Fast path: a plain scalar already known to be a string, or a quoted one.
                 if ev.tag is not None or (ev.implicit[0] and tags.get(value) is not _STR_TAG):
                     value = self.scalar(ev)
                 if ev.anchor is not None:
-                    anchors[ev.anchor] = (value, 1, 0)
-                expanded += 1
-            elif kind is map_start or kind is seq_start:
-                is_map = kind is map_start
-                if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
-                    raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
-                if len(stack) >= MAX_FILE_DEPTH:
-                    raise self.fail(ev.start_mark, _TOO_DEEP)
-                if is_map:
-                    value = _Located()
-                    value.line = ev.start_mark.line + 1
-                    stack.append(_Open(value, True, ev.anchor))
-                else:
-                    opened = _Open([], False, ev.anchor)
-                    # The lists whose items are tasks: the file itself (seed 000),
-                    # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
-                    parent = stack[-1] if stack else None
-                    if parent is None or (
-                        len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
-                    ):
-                        opened.tasks = ev.start_mark.line + 1
-                    stack.append(opened)
-                if ev.anchor is not None:
-                    anchored += 1
-                expanded += 1
+                    self.anchors[ev.anchor] = (value, 1, 0)
+                self.expanded += 1
+                size, height = 1, 0
+            elif kind is _MAP_START or kind is _SEQ_START:
+                self.open_node(ev, kind is _MAP_START)
                 continue
-            elif kind is map_end or kind is seq_end:
-                done = stack.pop()
-                value, size, height = done.value, done.size, done.height
-                if done.merges:
-                    value = _Located()
-                    value.line = done.value.line
-                    for merged in reversed(done.merges):  # the first one listed wins
-                        value.update(merged)
-                    value.update(done.value)
-                if done.anchor is not None:
-                    anchors[done.anchor] = (value, size, height)
-                    anchored -= 1
-            elif kind is alias_event:
-                got = anchors.get(ev.anchor)
-                if got is None:
-                    inside = any(o.anchor == ev.anchor for o in stack)
-                    what = "refers to a node that contains it" if inside else "is undefined"
-                    raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
-                value, size, height = got
-                if len(stack) + height > MAX_FILE_DEPTH:
-                    raise self.fail(ev.start_mark, _TOO_DEEP)
-                expanded += size
-                if expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
-                    raise self.fail(
-                        ev.start_mark,
-                        f"aliases expand the document past {expanded} values "
-                        f"(at most {ALIAS_GROWTH} times its own size)",
-                    )
+            elif kind is _MAP_END or kind is _SEQ_END:
+                value, size, height = self.close_node()
+            elif kind is _ALIAS:
+                value, size, height = self.alias(ev, events)
             elif kind is yaml.DocumentStartEvent:
-                documents += 1
-                if documents > 1:
-                    raise self.fail(ev.start_mark, "expected one document, found another")
-                anchors.clear()
+                self.start_document(ev)
                 continue
             elif ev is None or kind is yaml.StreamEndEvent:
-                return result
+                return self.result
             else:
                 continue
-            if not stack:
-                result = None if value is _MERGE else value
-                continue
-            # Put the finished value into the open mapping or sequence.
-            top = stack[-1]
-            if anchored:  # sizes and heights matter only to what an alias may repeat
-                top.size += size
-                if height >= top.height:
-                    top.height = height + 1
-            if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
-                value = "<<"  # a merge key's text anywhere but as a key
-            if not top.is_map:
-                if top.tasks is not None and len(top.value) >= self.max_tasks:
-                    raise DefinitionError(
-                        f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one "
-                        "workflow"
-                    )
-                top.value.append(value)
-            elif top.key is _NO_KEY:
-                if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
-                    raise self.fail(ev.start_mark, "a mapping key must be a plain value")
-                if value in top.value or (value is _MERGE and top.merges):
-                    key = "<<" if value is _MERGE else value
-                    raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
-                top.key, top.key_event = value, ev
-            elif top.key is _MERGE:
-                merges = value if isinstance(value, list) else [value]
-                if not merges or not all(isinstance(m, dict) for m in merges):
-                    raise self.fail(
-                        top.key_event.start_mark,
-                        "a merge key (<<) takes a mapping or a list of them",
-                    )
-                top.merges = merges
-                top.key = _NO_KEY
+            if stack:
+                self.put(value, size, height, ev)
             else:
-                top.value[top.key] = value
-                top.key = _NO_KEY
+                self.result = None if value is _MERGE else value
+
+    def open_node(self, ev: Any, is_map: bool) -> None:
+        """A mapping or a sequence starts (a list of tasks noted as such)."""
+        stack = self.stack
+        if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+            raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
+        if len(stack) >= MAX_FILE_DEPTH:
+            raise self.fail(ev.start_mark, _TOO_DEEP)
+        if is_map:
+            value = _Located()
+            value.line = ev.start_mark.line + 1
+            stack.append(_Open(value, True, ev.anchor))
+        else:
+            opened = _Open([], False, ev.anchor)
+            # The lists whose items are tasks: the file itself (seed 000),
+            # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
+            parent = stack[-1] if stack else None
+            if parent is None or (
+                len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
+            ):
+                opened.tasks = ev.start_mark.line + 1
+            stack.append(opened)
+        if ev.anchor is not None:
+            self.anchored += 1
+        self.expanded += 1
+
+    def close_node(self) -> tuple[Any, int, int]:
+        """The innermost node ends: its value (merge keys applied), size and height."""
+        done = self.stack.pop()
+        value, size, height = done.value, done.size, done.height
+        if done.merges:
+            value = _Located()
+            value.line = done.value.line
+            for merged in reversed(done.merges):  # the first one listed wins
+                value.update(merged)
+            value.update(done.value)
+        if done.anchor is not None:
+            self.anchors[done.anchor] = (value, size, height)
+            self.anchored -= 1
+        return value, size, height
+
+    def alias(self, ev: Any, events: int) -> tuple[Any, int, int]:
+        """An alias: its anchor's value, size and height, within the depth and within
+        :data:`ALIAS_GROWTH` times the ``events`` read so far."""
+        got = self.anchors.get(ev.anchor)
+        if got is None:
+            inside = any(o.anchor == ev.anchor for o in self.stack)
+            what = "refers to a node that contains it" if inside else "is undefined"
+            raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
+        value, size, height = got
+        if len(self.stack) + height > MAX_FILE_DEPTH:
+            raise self.fail(ev.start_mark, _TOO_DEEP)
+        self.expanded += size
+        if self.expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
+            raise self.fail(
+                ev.start_mark,
+                f"aliases expand the document past {self.expanded} values "
+                f"(at most {ALIAS_GROWTH} times its own size)",
+            )
+        return got
+
+    def start_document(self, ev: Any) -> None:
+        """A document starts: the only one a file may hold."""
+        self.documents += 1
+        if self.documents > 1:
+            raise self.fail(ev.start_mark, "expected one document, found another")
+        self.anchors.clear()
+
+    def put(self, value: Any, size: int, height: int, ev: Any) -> None:
+        """Put a finished value into the open mapping (as a key, a merge or the value
+        of the key before it) or sequence."""
+        top = self.stack[-1]
+        if self.anchored:  # sizes and heights matter only to what an alias may repeat
+            top.size += size
+            if height >= top.height:
+                top.height = height + 1
+        if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
+            value = "<<"  # a merge key's text anywhere but as a key
+        if not top.is_map:
+            if top.tasks is not None and len(top.value) >= self.max_tasks:
+                raise DefinitionError(
+                    f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one workflow"
+                )
+            top.value.append(value)
+        elif top.key is _NO_KEY:
+            self.put_key(top, value, ev)
+        elif top.key is _MERGE:
+            self.put_merges(top, value)
+        else:
+            top.value[top.key] = value
+            top.key = _NO_KEY
+
+    def put_key(self, top: _Open, value: Any, ev: Any) -> None:
+        """A mapping's next key: a plain value, not given before."""
+        if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
+            raise self.fail(ev.start_mark, "a mapping key must be a plain value")
+        if value in top.value or (value is _MERGE and top.merges):
+            key = "<<" if value is _MERGE else value
+            raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
+        top.key, top.key_event = value, ev
+
+    def put_merges(self, top: _Open, value: Any) -> None:
+        """What a merge key (``<<``) gives: a mapping or a list of them."""
+        merges = value if isinstance(value, list) else [value]
+        if not merges or not all(isinstance(m, dict) for m in merges):
+            raise self.fail(
+                top.key_event.start_mark,
+                "a merge key (<<) takes a mapping or a list of them",
+            )
+        top.merges = merges
+        top.key = _NO_KEY
 
     def scalar(self, ev: Any) -> Any:
         tag = ev.tag
