@@ -140,6 +140,9 @@ class Workflow:
 
         ``rate_limit`` (``{key, limit, per, burst}``) caps how fast its attempts start
         per key (:mod:`engine.spec.rate_limits`).
+
+        The keywords are the options of :data:`engine.spec.options.TASK_OPTIONS`, each
+        with the type and default it declares (``tests/test_task_options.py``).
         """
         # every argument, by its option's name: nothing else is local yet
         t = task_of(locals())
