@@ -12,7 +12,7 @@ import pytest
 from engine.errors import DefinitionError
 from engine.spec.definition import TaskDef, Workflow, validate
 from engine.spec.loader import MAP_FIELDS, NATIVE_TASK, load_text
-from engine.spec.options import BY_KEY, REQUIRED, TASK_CHECKS, TASK_OPTIONS, Form
+from engine.spec.options import BY_KEY, BY_NAME, REQUIRED, TASK_CHECKS, TASK_OPTIONS, Form
 from engine.store.codec import fields
 
 
@@ -61,11 +61,11 @@ def test_checks_run_once_each_in_the_tables_order() -> None:
     assert list(TASK_CHECKS) == list(dict.fromkeys(order))
 
 
-@pytest.mark.parametrize("o", [o for o in TASK_OPTIONS if o.form is Form.SECONDS], ids=str)
-def test_a_file_gives_seconds_as_durations(o: object) -> None:
-    key = o.key  # type: ignore[attr-defined]
+@pytest.mark.parametrize("name", [o.name for o in TASK_OPTIONS if o.form is Form.SECONDS])
+def test_a_file_gives_seconds_as_durations(name: str) -> None:
+    key = BY_NAME[name].key
     wf = load_text(f"name: w\ntasks:\n  - {{name: a, {key}: 2m}}\n", "w.yaml")[0]
-    assert getattr(wf.tasks[0], o.name) == 120  # type: ignore[attr-defined]
+    assert getattr(wf.tasks[0], name) == 120
 
 
 def test_the_builder_and_a_file_make_the_same_task() -> None:
