@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.errors import DefinitionError
 from engine.spec.flow import check_template_name
+from engine.spec.messages import refuse_unknown
 
 RUN_FIELDS = {"template", "version", "input"}
 
@@ -45,12 +46,7 @@ def run_of(value: Any, where: str = "") -> ChildSpec:
     elif isinstance(value, str):
         spec = ChildSpec(value)
     elif isinstance(value, dict):
-        extra = sorted(set(value) - RUN_FIELDS, key=str)
-        if extra:
-            raise _bad(
-                where,
-                f"run has unknown field {extra[0]!r} (known: {', '.join(sorted(RUN_FIELDS))})",
-            )
+        refuse_unknown(value, RUN_FIELDS, f"{where}: run" if where else "run")
         spec = ChildSpec(value.get("template"), value.get("version"), value.get("input"))  # type: ignore[arg-type]
     else:
         raise _bad(

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.rules import DEFAULT_RULE, FINALLY, OUTCOMES, RULES, Plan, plan_graph
@@ -18,18 +16,25 @@ from engine.spec.limits import DEFAULT_MAX_PAYLOAD as DEFAULT_MAX_PAYLOAD
 from engine.spec.limits import DEFAULT_MAX_TASKS as DEFAULT_MAX_TASKS
 from engine.spec.limits import MAX_TTL as MAX_TTL
 from engine.spec.mapping import MapSpec, OutputRef, map_of
-from engine.spec.rate_limits import RateLimit, rate_limit_from, rate_limits_from
-from engine.spec.wait_tasks import WAIT_TYPE, WaitSpec, wait_of
+from engine.spec.messages import at as _at
+from engine.spec.messages import fail as _fail
+from engine.spec.messages import one_line as one_line
+from engine.spec.messages import show_value as show_value
+from engine.spec.options import MAX_ATTEMPTS as MAX_ATTEMPTS
+from engine.spec.options import MAX_TIMEOUT as MAX_TIMEOUT
+from engine.spec.options import PRIORITY_RANGE as PRIORITY_RANGE
+from engine.spec.options import TASK_CHECKS, TASK_OPTIONS, Form, is_seconds
+from engine.spec.options import TaskDef as TaskDef
+from engine.spec.rate_limits import RateLimit, rate_limits_from
+from engine.spec.wait_tasks import WaitSpec, wait_of
 
 DEFAULT_BACKOFF_MAX = 600.0  # seconds: retry delays double up to this
-PRIORITY_RANGE = (-999, 999)
 # Nesting, counted the same way in every format (JSON, YAML, a Python value): a list or
 # mapping is one level, each one inside it one more.
 MAX_DEPTH = 100  # levels of a value (a payload), counted from the value itself
 FRAME_DEPTH = 10  # levels a workflow file may put around its values (tasks, map, steps...)
 MAX_FILE_DEPTH = MAX_DEPTH + FRAME_DEPTH  # levels of a workflow file, from its top
 MAX_NAME = 1000  # characters of a workflow, task or type name
-MAX_ATTEMPTS = 1_000_000
 MAX_BACKOFF = 366 * 86400.0  # seconds
 MAX_PARENTS = 100_000  # a task's parents (its rule's counters pack three counts in one field)
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -41,92 +46,6 @@ _quote: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[at
 # Names end up in keys, channels, JSON and one-line messages: no control characters, line
 # breaks or lone surrogates (which cannot be encoded as UTF-8).
 _BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
-class _ShortRepr(reprlib.Repr):
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 256:  # repr() of a long enough int raises (the digit limit)
-            return f"<an integer of {x.bit_length()} bits>"
-        return super().repr_int(x, level)
-
-
-_REPR = _ShortRepr()
-_REPR.maxstring = _REPR.maxother = 60
-
-
-def show_value(value: Any) -> str:
-    """A short one-line ``repr`` of any value, however big, deep or long, for messages."""
-    try:
-        return one_line(_REPR.repr(value))
-    except Exception:  # a user's object whose __repr__ fails
-        return f"<a {type(value).__name__}>"
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters, line breaks and lone surrogates escaped."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-@dataclass
-class TaskDef:
-    """One task of a workflow definition.
-
-    Attributes:
-        name: unique within the workflow.
-        payload: any JSON value, handed to the handler.
-        type: agents serve tasks by type ("" is the default type).
-        priority: higher runs first among ready tasks of the same type.
-        after: names of the parent tasks, which must all succeed before this one runs.
-        max_attempts: how many times a failing handler is tried.
-        where: where the task was defined (file and line), for error messages.
-        map: run once per element of a parent's output (see :mod:`engine.spec.mapping`).
-        trigger: when it runs, by how its parents ended (:data:`engine.core.rules.RULES`;
-            ``None``: ``all_success``).
-        on_failure: the tasks it handles: it runs after them when one of them failed
-            (``after`` these, ``trigger="one_failed"``).
-        finally_: it runs once its parents are done, whatever happened, and never
-            changes the workflow's result; without ``after``, after every leaf task.
-        timeout: seconds an attempt may run; past it the engine fails the attempt (and
-            retries it per ``max_attempts``) whatever its agent does.
-        delay: seconds it waits, once its parents allow it to run, before it is ready;
-            a root waits that long after the workflow starts.
-        before: names of tasks that run after this one: ``a`` before
-            ``b`` is ``b`` after ``a``; :func:`validate` adds the edges to their ``after``.
-        when: a condition (CEL over ``input``, ``parents.<name>.output`` / ``.state``,
-            ``run.id``): once its rule lets it run, it runs only if this is true, else it
-            is ``skipped`` (:mod:`engine.spec.conditions`).
-        wait: a wait task (:mod:`engine.spec.wait_tasks`): no handler; it waits for a signal or a
-            time.
-        run: a child run (:mod:`engine.runtime.child_runs`): no handler; it starts a run of a
-            template and ends with its result.
-        rate_limit: at most so many starts per period per key (:mod:`engine.spec.rate_limits`;
-            a mapping ``{key, limit, per, burst}`` is checked into a RateLimit).
-    """
-
-    name: str
-    payload: Any = None
-    type: str = ""
-    priority: int = 0
-    after: list[str] = field(default_factory=list)
-    max_attempts: int = 1
-    where: str | None = None
-    map: MapSpec | None = None
-    trigger: str | None = None
-    on_failure: list[str] | None = None
-    finally_: bool = False
-    timeout: float | None = None
-    delay: float | None = None
-    before: list[str] = field(default_factory=list)
-    when: str | None = None
-    wait: WaitSpec | None = None
-    run: ChildSpec | None = None
-    rate_limit: RateLimit | None = None
-
-    def __getitem__(self, key: str) -> OutputRef:
-        """One key of this task's output, to map over: ``map=split["sections"]``."""
-        return OutputRef(self.name, key)
 
 
 class Workflow:
@@ -221,37 +140,12 @@ class Workflow:
 
         ``rate_limit`` (``{key, limit, per, burst}``) caps how fast its attempts start
         per key (:mod:`engine.spec.rate_limits`).
+
+        The keywords are the options of :data:`engine.spec.options.TASK_OPTIONS`, each
+        with the type and default it declares (``tests/test_task_options.py``).
         """
-        parents = _task_names(after, "after", name, where)
-        children = _task_names(before, "before", name, where)
-        spec = None
-        if map is not None:
-            spec = map_of(map, name)
-            for option, value in (
-                ("concurrency", concurrency),
-                ("max_items", max_items),
-                ("on_empty", on_empty),
-                ("tolerate", tolerate),
-            ):
-                if value is not None:
-                    setattr(spec, option, value)
-            if spec.over not in parents:
-                parents.append(spec.over)
-            if steps is not None:
-                spec.steps = list(steps.tasks if isinstance(steps, Workflow) else steps)
-        elif steps is not None:
-            raise _fail(where, f"task {show_value(name)}: steps need map= (what each item is)")
-        handles = None if on_failure is None else _task_names(on_failure, "on_failure", name, where)
-        t = TaskDef(
-            name, payload, type, priority, parents, max_attempts, where, spec,
-            trigger, handles, finally_, timeout, delay, children, when,
-        )  # fmt: skip
-        if wait is not None:
-            t.wait = wait_of(wait, _at(where) + f"task {show_value(name)}")
-        if run is not None:
-            t.run = run_of(run, _at(where) + f"task {show_value(name)}")
-        if rate_limit is not None:
-            t.rate_limit = rate_limit  # type: ignore[assignment]  # validate() checks it
+        # every argument, by its option's name: nothing else is local yet
+        t = task_of(locals())
         self.tasks.append(t)
         return t
 
@@ -262,12 +156,62 @@ class Workflow:
         return f"Workflow({self.name!r}, {len(self.tasks)} tasks)"
 
 
-def _at(where: str | None) -> str:
-    return f"{where}: " if where else ""
+def task_of(given: Mapping[str, Any]) -> TaskDef:
+    """A task from :meth:`Workflow.task`'s arguments (``given``: by option name), each
+    taken as its option's form says (:data:`engine.spec.options.TASK_OPTIONS`)."""
+    name, where = given["name"], given["where"]
+    attrs = {n: given[n] for n in _AS_GIVEN}
+    for n, form, optional in _READ:
+        value = given[n]
+        if form is Form.NAMES:
+            if value is not None or not optional:
+                value = _task_names(value, n, name, where)
+        elif value is None:
+            pass
+        elif form is Form.MAP:
+            value = map_of(value, name)
+        elif form is Form.WAIT:
+            value = wait_of(value, _at(where) + f"task {show_value(name)}")
+        elif form is Form.RUN:
+            value = run_of(value, _at(where) + f"task {show_value(name)}")
+        attrs[n] = value
+    _map_options(attrs, given)
+    return TaskDef(**attrs)
 
 
-def _fail(where: str | None, message: str) -> DefinitionError:
-    return DefinitionError(one_line(f"{_at(where)}{message}"))
+# A task's own options (not its map's): those taken as given, and those read by their form
+# (name, form, whether None is their default), in the table's order.
+_AS_GIVEN = tuple(
+    o.name for o in TASK_OPTIONS
+    if o.within is None and o.form in (Form.VALUE, Form.NAME, Form.TEXT, Form.SECONDS)
+)  # fmt: skip
+_READ = tuple(
+    (o.name, o.form, o.default is None) for o in TASK_OPTIONS
+    if o.within is None and o.name not in _AS_GIVEN
+)  # fmt: skip
+
+
+def _map_options(attrs: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """The options a task's map holds (``within="map"``: window, items, steps...) set on
+    its spec, and the parent it maps over added to its ``after`` if missing."""
+    spec, steps = attrs["map"], given["steps"]
+    if spec is None:
+        if steps is not None:
+            raise _fail(
+                given["where"],
+                f"task {show_value(given['name'])}: steps need map= (what each item is)",
+            )
+        return
+    for o in TASK_OPTIONS:
+        value = given[o.name]
+        if o.within != "map" or value is None:
+            continue
+        if o.form is Form.STEPS:
+            spec.steps = list(value.tasks if isinstance(value, Workflow) else value)
+        else:
+            setattr(spec, o.name, value)
+    if spec.over not in attrs["after"]:
+        attrs["after"].append(spec.over)
 
 
 def _task_names(value: Any, what: str, task: str, where: str | None) -> list[str]:
@@ -371,10 +315,9 @@ def validate(
 ) -> list[str]:
     """Check a definition; raise :class:`DefinitionError` naming what and where.
 
-    One function per concern, in this order: the workflow's own fields, then each task in
-    turn (its name and type, priority, attempts, timeout and delay, kind, rate limit,
-    parents, payload, rule), then the graph (parents known, no cycle), conditions and
-    child runs' input references.
+    One function per concern, in this order: the workflow's own fields, ``before`` turned
+    into ``after``, each task in turn (:func:`_check_tasks`), then conditions, parents, the
+    cycles and child runs' input references.
 
     Args:
         wf: the workflow.
@@ -386,52 +329,42 @@ def validate(
     where = wf.where if isinstance(wf.where, str) else None
     name = _check_workflow(wf, where, max_tasks)
     _add_before_edges(wf.tasks, where, name)
-    seen: dict[str, TaskDef] = {}
-    types: set[str] = set()
-    payloads: list[str] = []
-    for t in wf.tasks:
-        if not isinstance(t, TaskDef):
-            raise _fail(where, f"workflow {name!r}: not a task: {show_value(t)}")
-        here = t.where if isinstance(t.where, str) else where
-        _check_task_name(t, here, name, seen, types)
-        _check_priority(t, here)
-        _check_attempts(t, here)
-        _check_times(t, here)
-        _check_kind(t, here)
-        _check_task_rate_limit(t, here)
-        _check_after(t, here)
-        payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
-        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
-            _check_rule(t, here)
+    payloads = _check_tasks(wf, where, name, max_payload)
     parents, rules = resolve(wf)
-    if any(getattr(t, "when", None) is not None for t in wf.tasks):
-        from engine.spec.conditions import check_conditions
-
-        check_conditions(wf.tasks, parents, where)
-    _check_graph(wf, parents, rules, seen, where, name)
-    if any(t.run is not None for t in wf.tasks):
-        _check_run_references(wf, parents, where)
+    _check_conditions(wf, parents, where)
+    children = _check_parents(wf, parents, rules, where)
+    _check_cycles(children, where, name)
+    _check_run_references(wf, parents, where)
     return payloads
 
 
-def _seconds(value: Any, low: float, high: float) -> bool:
-    """Whether ``value`` is a number of seconds (no bool) in ``(low, high]``."""
-    return (
-        not isinstance(value, bool) and isinstance(value, int | float) and low < value <= high
-    )
-
-
 def _check_workflow(wf: Workflow, where: str | None, max_tasks: int) -> str:
-    """The workflow's own fields: name, tasks (some, not too many), retry backoff,
-    deadline, ttl, concurrency and rate limits (these two normalized in place). Returns
-    its name."""
+    """The workflow's own fields (concurrency and rate limits normalized in place).
+    Returns its name."""
+    name = _check_workflow_name(wf, where)
+    _check_task_count(wf, where, name, max_tasks)
+    _check_backoff(wf, where, name)
+    _check_lifetime(wf, where, name)
+    _check_flow(wf, where, name)
+    return name
+
+
+def _check_workflow_name(wf: Workflow, where: str | None) -> str:
     if isinstance(wf.name, str) and not wf.name.strip():
         raise _fail(where, "the workflow has no name")
-    name = check_name(wf.name, "workflow name", where)
+    return check_name(wf.name, "workflow name", where)
+
+
+def _check_task_count(wf: Workflow, where: str | None, name: str, max_tasks: int) -> None:
+    """Some tasks (a list), at most ``max_tasks``."""
     if not isinstance(wf.tasks, list) or not wf.tasks:
         raise _fail(where, f"workflow {name!r} has no tasks")
     if len(wf.tasks) > max_tasks:
         raise _fail(where, f"workflow {name!r} has {len(wf.tasks)} tasks; at most {max_tasks}")
+
+
+def _check_backoff(wf: Workflow, where: str | None, name: str) -> None:
+    """The delays between retries: numbers of seconds up to :data:`MAX_BACKOFF`."""
     for what, value in (
         ("retry_backoff", wf.retry_backoff),
         ("retry_backoff_max", wf.retry_backoff_max),
@@ -446,27 +379,60 @@ def _check_workflow(wf: Workflow, where: str | None, max_tasks: int) -> str:
                 f"workflow {name!r}: {what} must be a number of seconds from 0 to "
                 f"{MAX_BACKOFF:.0f}, not {show_value(value)}",
             )
-    deadline = getattr(wf, "deadline", None)
-    if deadline is not None and not _seconds(deadline, 0, MAX_TIMEOUT):
-        raise _fail(
-            where,
-            f"workflow {name!r}: deadline must be a number of seconds above 0 and at most "
-            f"{MAX_TIMEOUT:.0f}, not {show_value(deadline)}",
-        )
-    ttl = getattr(wf, "ttl", None)
-    if ttl is not None and not _seconds(ttl, 0, MAX_TTL):
-        raise _fail(
-            where,
-            f"workflow {name!r}: ttl must be a number of seconds above 0 and at most "
-            f"{MAX_TTL:.0f}, not {show_value(ttl)}",
-        )
+
+
+def _check_lifetime(wf: Workflow, where: str | None, name: str) -> None:
+    """Its deadline (at most :data:`MAX_TIMEOUT`) and how long it is kept once finished
+    (``ttl``, at most :data:`MAX_TTL`): seconds above 0."""
+    for what, secs, high in (
+        ("deadline", getattr(wf, "deadline", None), MAX_TIMEOUT),
+        ("ttl", getattr(wf, "ttl", None), MAX_TTL),
+    ):
+        if secs is not None and not is_seconds(secs, 0, high):
+            raise _fail(
+                where,
+                f"workflow {name!r}: {what} must be a number of seconds above 0 and at most "
+                f"{high:.0f}, not {show_value(secs)}",
+            )
+
+
+def _check_flow(wf: Workflow, where: str | None, name: str) -> None:
+    """Its concurrency and its rate limits by type (:mod:`engine.spec.flow`,
+    :mod:`engine.spec.rate_limits`), normalized in place."""
     wf.concurrency = concurrency_from(
         getattr(wf, "concurrency", None), f"{_at(where)}workflow {name!r}"
     )
     wf.rate_limits = rate_limits_from(
         getattr(wf, "rate_limits", None), f"{_at(where)}workflow {name!r}"
     )
-    return name
+
+
+def _check_tasks(wf: Workflow, where: str | None, name: str, max_payload: int) -> list[str]:
+    """Each task in turn: its name and type, each option's own check (in the order of
+    :data:`engine.spec.options.TASK_OPTIONS`: priority, attempts, timeout, delay, kind,
+    rate limit, map, parents), its payload, its rule. Returns the payloads' JSON texts."""
+    seen: dict[str, TaskDef] = {}
+    types: set[str] = set()
+    payloads: list[str] = []
+    for t in wf.tasks:
+        if not isinstance(t, TaskDef):
+            raise _fail(where, f"workflow {name!r}: not a task: {show_value(t)}")
+        here = t.where if isinstance(t.where, str) else where
+        _check_task_name(t, here, name, seen, types)
+        for check in TASK_CHECKS:
+            check(t, here)
+        payloads.append("" if t.payload is None else _encoded_payload(t, here, max_payload))
+        if t.trigger is not None or t.on_failure is not None or t.finally_ is not False:
+            _check_rule(t, here)
+    return payloads
+
+
+def _check_conditions(wf: Workflow, parents: list[list[str]], where: str | None) -> None:
+    """Tasks' conditions (``when``), compiled (:mod:`engine.spec.conditions`)."""
+    if any(getattr(t, "when", None) is not None for t in wf.tasks):
+        from engine.spec.conditions import check_conditions
+
+        check_conditions(wf.tasks, parents, where)
 
 
 def _check_task_name(
@@ -486,88 +452,16 @@ def _check_task_name(
         types.add(check_name(t.type, f"task {t.name!r}: type", here, empty=True))
 
 
-def _check_priority(t: TaskDef, here: str | None) -> None:
-    """An integer within :data:`PRIORITY_RANGE`."""
-    lo, hi = PRIORITY_RANGE
-    if isinstance(t.priority, bool) or not isinstance(t.priority, int):
-        raise _fail(
-            here, f"task {t.name!r}: priority must be an integer, not {show_value(t.priority)}"
-        )
-    if not lo <= t.priority <= hi:
-        raise _fail(
-            here, f"task {t.name!r}: priority {show_value(t.priority)} is outside {lo}..{hi}"
-        )
-
-
-def _check_attempts(t: TaskDef, here: str | None) -> None:
-    """``max_attempts``: an integer from 1 to :data:`MAX_ATTEMPTS`."""
-    if isinstance(t.max_attempts, bool) or not isinstance(t.max_attempts, int):
-        raise _fail(here, f"task {t.name!r}: max_attempts must be an integer")
-    if t.max_attempts < 1:
-        raise _fail(here, f"task {t.name!r}: max_attempts must be at least 1")
-    if t.max_attempts > MAX_ATTEMPTS:
-        raise _fail(here, f"task {t.name!r}: max_attempts must be at most {MAX_ATTEMPTS}")
-
-
-def _check_times(t: TaskDef, here: str | None) -> None:
-    """``timeout`` above 0, ``delay`` from 0, both at most :data:`MAX_TIMEOUT`."""
-    for what, secs, low in (("timeout", t.timeout, 0), ("delay", t.delay, -1)):
-        if secs is not None and not _seconds(secs, low, MAX_TIMEOUT):
-            above = "above 0" if low == 0 else "from 0"
-            raise _fail(
-                here,
-                f"task {t.name!r}: {what} must be a number of seconds {above} and at most "
-                f"{MAX_TIMEOUT:.0f}, not {show_value(secs)}",
-            )
-
-
-def _check_kind(t: TaskDef, here: str | None) -> None:
-    """A wait task or a child run (:func:`_check_wait`); any other keeps off the
-    engine's own types (``~...``)."""
-    if t.wait is not None or t.run is not None:
-        _check_wait(t, here)
-    elif type(t.type) is str and t.type.startswith("~"):
-        raise _fail(
-            here, f"task {t.name!r}: type {t.type!r}: names starting with ~ are the engine's"
-        )
-
-
-def _check_task_rate_limit(t: TaskDef, here: str | None) -> None:
-    """A task's rate limit (normalized in place): not on a map or a wait task; and a
-    map takes no delay (its items start at once)."""
-    if getattr(t, "rate_limit", None) is not None:
-        t.rate_limit = rate_limit_from(t.rate_limit, f"{_at(here)}task {t.name!r}")
-        if t.map is not None or t.wait is not None or t.run is not None:
-            what = "a map" if t.map is not None else "a wait task (no agent starts it)"
-            raise _fail(here, f"task {t.name!r}: {what} cannot have a rate limit")
-    if t.delay and t.map is not None:
-        raise _fail(here, f"task {t.name!r}: a map cannot have a delay (its items start at once)")
-
-
-def _check_after(t: TaskDef, here: str | None) -> None:
-    """``after``: a list of task names (which tasks they are is the graph's concern)."""
-    if not isinstance(t.after, list):
-        raise _fail(here, f"task {t.name!r}: after must be a list of task names")
-    for p in t.after:
-        if not isinstance(p, str):
-            raise _fail(here, f"task {t.name!r}: a parent must be a task name, not {show_value(p)}")
-
-
-def _check_graph(
-    wf: Workflow,
-    parents: list[list[str]],
-    rules: list[str],
-    names: dict[str, TaskDef],
-    where: str | None,
-    name: str,
-) -> None:
+def _check_parents(
+    wf: Workflow, parents: list[list[str]], rules: list[str], where: str | None
+) -> dict[str, list[str]] | None:
     """The edges: every parent a known task other than itself, listed once, at most
     :data:`MAX_PARENTS`; none after a finally task without ``after`` (that one runs
-    last); a trigger rule only with parents; no cycle."""
+    last); a trigger rule only with parents. Returns each task's children, or ``None``
+    when every parent is defined before its children (the usual way to write a DAG: the
+    definition order is then a topological order, and no cycle can exist)."""
     last = {t.name for t, r in zip(wf.tasks, rules, strict=True) if r == FINALLY and not t.after}
-    children: dict[str, list[str]] = {n: [] for n in names}
-    # When every parent is defined before its child (the usual way to write a DAG) the
-    # definition order is a topological order and no cycle can exist.
+    children: dict[str, list[str]] = {t.name: [] for t in wf.tasks}
     earlier: set[str] = set()
     ordered = True
     for t, ups in zip(wf.tasks, parents, strict=True):
@@ -577,7 +471,7 @@ def _check_graph(
         for p in ups:
             if p == t.name:
                 raise _fail(here, f"task {t.name!r} depends on itself")
-            if p not in names:
+            if p not in children:
                 how = "on_failure names" if t.on_failure is not None else "depends on"
                 raise _fail(here, f"task {t.name!r} {how} unknown task {show_value(p)}")
             if p in last:
@@ -595,7 +489,12 @@ def _check_graph(
         if not ups and t.trigger not in (None, DEFAULT_RULE):
             raise _fail(here, f"task {t.name!r}: trigger {t.trigger} needs parents (after: [...])")
         earlier.add(t.name)
-    cycle = None if ordered else find_cycle(children)
+    return None if ordered else children
+
+
+def _check_cycles(children: dict[str, list[str]] | None, where: str | None, name: str) -> None:
+    """No cycle among the edges (``children``: ``None`` when none can exist)."""
+    cycle = None if children is None else find_cycle(children)
     if cycle:
         shown = (
             cycle if len(cycle) <= 12 else [*cycle[:6], f"... {len(cycle) - 11} more", *cycle[-5:]]
@@ -605,6 +504,8 @@ def _check_graph(
 
 def _check_run_references(wf: Workflow, parents: list[list[str]], where: str | None) -> None:
     """A child run's input references name tasks upstream of it (or input, payload)."""
+    if not any(t.run is not None for t in wf.tasks):
+        return
     ups_of = {t.name: ups for t, ups in zip(wf.tasks, parents, strict=True)}
     for t in wf.tasks:
         if t.run is not None:
@@ -617,27 +518,6 @@ def _check_run_references(wf: Workflow, parents: list[list[str]], where: str | N
                     stack.extend(ups_of.get(p, []))
             here = t.where if isinstance(t.where, str) else where
             check_references(t.run, t.name, seen_up, here or "")
-
-
-def _check_wait(t: TaskDef, here: str | None) -> None:
-    """A wait task (:mod:`engine.spec.wait_tasks`) or a child run
-    (:mod:`engine.runtime.child_runs`) runs no handler: no type, map, timeout or delay; a
-    wait no retries of its own."""
-    if t.wait is not None and t.run is not None:
-        raise _fail(here, f"task {t.name!r}: wait and run are two kinds of task: give one")
-    if t.run is not None:
-        t.run = run_of(t.run, _at(here) + f"task {t.name!r}")
-    else:
-        t.wait = wait_of(t.wait, _at(here) + f"task {t.name!r}")
-    for what, bad in (
-        ("a type", t.type not in ("", WAIT_TYPE)),
-        ("a map", t.map is not None),
-        ("a timeout (give the wait one)", t.timeout is not None),
-        ("a delay (use wait: sleep)", bool(t.delay)),
-        ("max_attempts (retry it by hand)", t.max_attempts != 1 and t.run is None),
-    ):
-        if bad:
-            raise _fail(here, f"task {t.name!r}: a wait task runs no handler: it takes no {what}")
 
 
 def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> None:
@@ -677,7 +557,6 @@ def _add_before_edges(tasks: list[TaskDef], where: str | None, name: str) -> Non
 
 
 MAX_STEPS = 100  # steps per item of a map
-MAX_TIMEOUT = 30 * 86400.0  # seconds: a task's timeout
 
 
 def validate_steps(t: TaskDef, where: str | None, max_payload: int) -> list[str]:

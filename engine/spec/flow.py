@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import DefinitionError
+from engine.spec.messages import refuse_unknown
 
 MAX_LIMIT = 1_000_000
 MAX_GATE_BYTES = 512
@@ -79,12 +80,7 @@ def concurrency_from(value: Any, where: str) -> Concurrency | None:
             f"{where}: concurrency must be a mapping like {{key: customer, limit: 1}}, "
             f"not {value!r}"
         )
-    unknown = set(value) - {"key", "limit"}
-    if unknown:
-        raise DefinitionError(
-            f"{where}: concurrency has unknown option(s) {', '.join(sorted(map(str, unknown)))} "
-            "(known: key, limit)"
-        )
+    refuse_unknown(value, ("key", "limit"), f"{where}: concurrency", all_named=True)
     c = Concurrency(value.get("key", ""), value.get("limit", 1))
     c.check(where)
     return c

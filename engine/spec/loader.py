@@ -48,6 +48,7 @@ import json.decoder
 import json.scanner
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ from engine.spec.definition import (
     show_value,
 )
 from engine.spec.mapping import MapSpec, element_key
+from engine.spec.messages import refuse_unknown
+from engine.spec.options import BY_KEY, MAP_KEYS, Form
 from engine.spec.wait_tasks import WaitSpec, wait_of
 
 _TOO_DEEP = f"nested more than {MAX_FILE_DEPTH} levels deep"
@@ -322,7 +325,14 @@ def _read_yaml(text: str, source: str, max_tasks: int) -> Any:
         loader.dispose()
 
 
+_SCALAR, _ALIAS = yaml.ScalarEvent, yaml.AliasEvent
+_MAP_START, _SEQ_START = yaml.MappingStartEvent, yaml.SequenceStartEvent
+_MAP_END, _SEQ_END = yaml.MappingEndEvent, yaml.SequenceEndEvent
+
+
 class _YAMLBuilder:
+    """A document built from a parser's events (:meth:`build`): each step is a method."""
+
     def __init__(self, loader: Any, source: str, max_tasks: int) -> None:
         self.loader = loader
         self.source = source
@@ -331,6 +341,12 @@ class _YAMLBuilder:
             loader.yaml_implicit_resolvers
         )
         self.tags: dict[str, str] = {}  # plain scalar -> its resolved tag, for short ones
+        self.stack: list[_Open] = []  # the mappings and sequences open, outermost first
+        self.anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
+        self.expanded = 0  # values so far, aliases expanded
+        self.documents = 0
+        self.anchored = 0  # open anchored nodes
+        self.result: Any = None
 
     def fail(self, mark: Any, what: str) -> DefinitionError:
         return DefinitionError(
@@ -338,127 +354,154 @@ class _YAMLBuilder:
         )
 
     def build(self) -> Any:
+        """The document: each scalar, alias or node's end is a value, put into the node
+        open around it (or, at the top, the result); a node's start opens one."""
         get_event = self.loader.get_event
         tags = self.tags
-        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
-        map_start, seq_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
-        map_end, seq_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
-        stack: list[_Open] = []
-        anchors: dict[str, tuple[Any, int, int]] = {}  # value, size, height
-        events = expanded = documents = anchored = 0  # anchored: open anchored nodes
-        result: Any = None
+        stack = self.stack
+        events = 0
         while True:
             ev = get_event()
             kind = type(ev)
             events += 1
-            size, height = 1, 0
-            if kind is scalar_event:
+            if kind is _SCALAR:
                 value = ev.value
                 # Fast path: a plain scalar already known to be a string, or a quoted one.
                 if ev.tag is not None or (ev.implicit[0] and tags.get(value) is not _STR_TAG):
                     value = self.scalar(ev)
                 if ev.anchor is not None:
-                    anchors[ev.anchor] = (value, 1, 0)
-                expanded += 1
-            elif kind is map_start or kind is seq_start:
-                is_map = kind is map_start
-                if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
-                    raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
-                if len(stack) >= MAX_FILE_DEPTH:
-                    raise self.fail(ev.start_mark, _TOO_DEEP)
-                if is_map:
-                    value = _Located()
-                    value.line = ev.start_mark.line + 1
-                    stack.append(_Open(value, True, ev.anchor))
-                else:
-                    opened = _Open([], False, ev.anchor)
-                    # The lists whose items are tasks: the file itself (seed 000),
-                    # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
-                    parent = stack[-1] if stack else None
-                    if parent is None or (
-                        len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
-                    ):
-                        opened.tasks = ev.start_mark.line + 1
-                    stack.append(opened)
-                if ev.anchor is not None:
-                    anchored += 1
-                expanded += 1
+                    self.anchors[ev.anchor] = (value, 1, 0)
+                self.expanded += 1
+                size, height = 1, 0
+            elif kind is _MAP_START or kind is _SEQ_START:
+                self.open_node(ev, kind is _MAP_START)
                 continue
-            elif kind is map_end or kind is seq_end:
-                done = stack.pop()
-                value, size, height = done.value, done.size, done.height
-                if done.merges:
-                    value = _Located()
-                    value.line = done.value.line
-                    for merged in reversed(done.merges):  # the first one listed wins
-                        value.update(merged)
-                    value.update(done.value)
-                if done.anchor is not None:
-                    anchors[done.anchor] = (value, size, height)
-                    anchored -= 1
-            elif kind is alias_event:
-                got = anchors.get(ev.anchor)
-                if got is None:
-                    inside = any(o.anchor == ev.anchor for o in stack)
-                    what = "refers to a node that contains it" if inside else "is undefined"
-                    raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
-                value, size, height = got
-                if len(stack) + height > MAX_FILE_DEPTH:
-                    raise self.fail(ev.start_mark, _TOO_DEEP)
-                expanded += size
-                if expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
-                    raise self.fail(
-                        ev.start_mark,
-                        f"aliases expand the document past {expanded} values "
-                        f"(at most {ALIAS_GROWTH} times its own size)",
-                    )
+            elif kind is _MAP_END or kind is _SEQ_END:
+                value, size, height = self.close_node()
+            elif kind is _ALIAS:
+                value, size, height = self.alias(ev, events)
             elif kind is yaml.DocumentStartEvent:
-                documents += 1
-                if documents > 1:
-                    raise self.fail(ev.start_mark, "expected one document, found another")
-                anchors.clear()
+                self.start_document(ev)
                 continue
             elif ev is None or kind is yaml.StreamEndEvent:
-                return result
+                return self.result
             else:
                 continue
-            if not stack:
-                result = None if value is _MERGE else value
-                continue
-            # Put the finished value into the open mapping or sequence.
-            top = stack[-1]
-            if anchored:  # sizes and heights matter only to what an alias may repeat
-                top.size += size
-                if height >= top.height:
-                    top.height = height + 1
-            if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
-                value = "<<"  # a merge key's text anywhere but as a key
-            if not top.is_map:
-                if top.tasks is not None and len(top.value) >= self.max_tasks:
-                    raise DefinitionError(
-                        f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one "
-                        "workflow"
-                    )
-                top.value.append(value)
-            elif top.key is _NO_KEY:
-                if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
-                    raise self.fail(ev.start_mark, "a mapping key must be a plain value")
-                if value in top.value or (value is _MERGE and top.merges):
-                    key = "<<" if value is _MERGE else value
-                    raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
-                top.key, top.key_event = value, ev
-            elif top.key is _MERGE:
-                merges = value if isinstance(value, list) else [value]
-                if not merges or not all(isinstance(m, dict) for m in merges):
-                    raise self.fail(
-                        top.key_event.start_mark,
-                        "a merge key (<<) takes a mapping or a list of them",
-                    )
-                top.merges = merges
-                top.key = _NO_KEY
+            if stack:
+                self.put(value, size, height, ev)
             else:
-                top.value[top.key] = value
-                top.key = _NO_KEY
+                self.result = None if value is _MERGE else value
+
+    def open_node(self, ev: Any, is_map: bool) -> None:
+        """A mapping or a sequence starts (a list of tasks noted as such)."""
+        stack = self.stack
+        if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+            raise self.fail(ev.start_mark, f"unsupported tag {show_value(ev.tag)}")
+        if len(stack) >= MAX_FILE_DEPTH:
+            raise self.fail(ev.start_mark, _TOO_DEEP)
+        if is_map:
+            value = _Located()
+            value.line = ev.start_mark.line + 1
+            stack.append(_Open(value, True, ev.anchor))
+        else:
+            opened = _Open([], False, ev.anchor)
+            # The lists whose items are tasks: the file itself (seed 000),
+            # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
+            parent = stack[-1] if stack else None
+            if parent is None or (
+                len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
+            ):
+                opened.tasks = ev.start_mark.line + 1
+            stack.append(opened)
+        if ev.anchor is not None:
+            self.anchored += 1
+        self.expanded += 1
+
+    def close_node(self) -> tuple[Any, int, int]:
+        """The innermost node ends: its value (merge keys applied), size and height."""
+        done = self.stack.pop()
+        value, size, height = done.value, done.size, done.height
+        if done.merges:
+            value = _Located()
+            value.line = done.value.line
+            for merged in reversed(done.merges):  # the first one listed wins
+                value.update(merged)
+            value.update(done.value)
+        if done.anchor is not None:
+            self.anchors[done.anchor] = (value, size, height)
+            self.anchored -= 1
+        return value, size, height
+
+    def alias(self, ev: Any, events: int) -> tuple[Any, int, int]:
+        """An alias: its anchor's value, size and height, within the depth and within
+        :data:`ALIAS_GROWTH` times the ``events`` read so far."""
+        got = self.anchors.get(ev.anchor)
+        if got is None:
+            inside = any(o.anchor == ev.anchor for o in self.stack)
+            what = "refers to a node that contains it" if inside else "is undefined"
+            raise self.fail(ev.start_mark, f"alias *{one_line(ev.anchor)} {what}")
+        value, size, height = got
+        if len(self.stack) + height > MAX_FILE_DEPTH:
+            raise self.fail(ev.start_mark, _TOO_DEEP)
+        self.expanded += size
+        if self.expanded > ALIAS_GROWTH * events + ALIAS_ALLOWANCE:
+            raise self.fail(
+                ev.start_mark,
+                f"aliases expand the document past {self.expanded} values "
+                f"(at most {ALIAS_GROWTH} times its own size)",
+            )
+        return got
+
+    def start_document(self, ev: Any) -> None:
+        """A document starts: the only one a file may hold."""
+        self.documents += 1
+        if self.documents > 1:
+            raise self.fail(ev.start_mark, "expected one document, found another")
+        self.anchors.clear()
+
+    def put(self, value: Any, size: int, height: int, ev: Any) -> None:
+        """Put a finished value into the open mapping (as a key, a merge or the value
+        of the key before it) or sequence."""
+        top = self.stack[-1]
+        if self.anchored:  # sizes and heights matter only to what an alias may repeat
+            top.size += size
+            if height >= top.height:
+                top.height = height + 1
+        if value is _MERGE and (not top.is_map or top.key is not _NO_KEY):
+            value = "<<"  # a merge key's text anywhere but as a key
+        if not top.is_map:
+            if top.tasks is not None and len(top.value) >= self.max_tasks:
+                raise DefinitionError(
+                    f"{self.source}:{top.tasks}: more than {self.max_tasks} tasks in one workflow"
+                )
+            top.value.append(value)
+        elif top.key is _NO_KEY:
+            self.put_key(top, value, ev)
+        elif top.key is _MERGE:
+            self.put_merges(top, value)
+        else:
+            top.value[top.key] = value
+            top.key = _NO_KEY
+
+    def put_key(self, top: _Open, value: Any, ev: Any) -> None:
+        """A mapping's next key: a plain value, not given before."""
+        if isinstance(value, (list, dict)):  # noqa: UP038 - faster than list | dict
+            raise self.fail(ev.start_mark, "a mapping key must be a plain value")
+        if value in top.value or (value is _MERGE and top.merges):
+            key = "<<" if value is _MERGE else value
+            raise self.fail(ev.start_mark, f"duplicate key {show_value(key)}")
+        top.key, top.key_event = value, ev
+
+    def put_merges(self, top: _Open, value: Any) -> None:
+        """What a merge key (``<<``) gives: a mapping or a list of them."""
+        merges = value if isinstance(value, list) else [value]
+        if not merges or not all(isinstance(m, dict) for m in merges):
+            raise self.fail(
+                top.key_event.start_mark,
+                "a merge key (<<) takes a mapping or a list of them",
+            )
+        top.merges = merges
+        top.key = _NO_KEY
 
     def scalar(self, ev: Any) -> Any:
         tag = ev.tag
@@ -562,14 +605,8 @@ def _text(value: Any, what: str, where: str) -> str | None:
 
 def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where: str) -> None:
     """Refuse fields not in ``allowed`` of ``what`` (``name``: its name as written)."""
-    if node.keys() <= allowed:
-        return
-    extra = sorted(set(node) - allowed, key=str)
     whose = what if name is _NO_KEY else f"{what} {show_value(name)}"
-    raise DefinitionError(
-        f"{where}: {whose} has unknown field {show_value(extra[0])} "
-        f"(known: {', '.join(sorted(allowed))})"
-    )
+    refuse_unknown(node, allowed, f"{where}: {whose}")
 
 
 NATIVE_WORKFLOW = {
@@ -583,13 +620,8 @@ NATIVE_WORKFLOW = {
     "input_schema",
     "rate_limits",
 }
-NATIVE_TASK = {
-    "name", "type", "payload", "priority", "after", "before", "max_attempts", "map", "steps",
-    "timeout", "delay", "rate_limit",
-    "trigger", "on_failure", "finally", "wait", "run",
-    "when",
-}  # fmt: skip
-MAP_FIELDS = {"over", "key", "concurrency", "max_items", "on_empty", "tolerate"}
+NATIVE_TASK = set(BY_KEY)  # a task's keys (engine.spec.options.TASK_OPTIONS)
+MAP_FIELDS = {"over", "key", *MAP_KEYS}
 SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
 SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
 SEED002_TASK = {"name", "itemListKey", "steps"}
@@ -608,9 +640,9 @@ def _map(value: Any, where: str) -> MapSpec | None:
     if over is None:
         raise DefinitionError(f"{where}: map needs 'over': the parent whose output it maps")
     spec = MapSpec(over, _text(m.get("key"), "map: key", where))
-    for option in ("concurrency", "max_items", "on_empty", "tolerate"):
-        if option in m:
-            setattr(spec, option, m[option])
+    for key, option in MAP_KEYS.items():
+        if key in m:
+            setattr(spec, option.name, m[key])
     return spec
 
 
@@ -640,59 +672,98 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
 
 
 def _native_task(node: Any, source: str) -> TaskDef:
-    """A native task (a step of a map's ``steps:`` too). A hot path: once per task."""
+    """A native task (a step of a map's ``steps:`` too), each key read as its option's
+    form says (:data:`engine.spec.options.TASK_OPTIONS`). A hot path: once per task."""
     here = _where(source, node)
-    t = _mapping(node, "a task", here)
+    t = _aliased(_mapping(node, "a task", here), here)
     _known(t, NATIVE_TASK, "task", t.get("name"), here)
     get = t.get
-    task_type = get("type")
-    after = _names(get("after"), "after", here)
-    spec = _map(get("map"), here)
-    if spec is not None and spec.over not in after:
-        after.append(spec.over)
-    steps = get("steps")
-    if steps is not None:
-        if spec is None:
+    attrs = {attr: get(key, default) for key, attr, default in _AS_WRITTEN}
+    attrs["where"] = here
+    for key, attr, form, missing in _READ:
+        value = get(key)
+        if value is None:
+            attrs[attr] = [] if missing is _NO_NAMES else missing
+        else:
+            attrs[attr] = _READERS[form](value, key, here, t)
+    _native_steps(attrs, get("steps"), get("name"), here, source)
+    return TaskDef(**attrs)
+
+
+def _whose(here: str, t: dict[str, Any]) -> str:
+    """Where a task is and its name as written, to start a message about it."""
+    return f"{here}: task {show_value(t.get('name'))}"
+
+
+def _read_seconds(value: Any, key: str, here: str, t: dict[str, Any]) -> Any:
+    if isinstance(value, str):  # the message is built only for a duration to read
+        return _seconds(value, f"{_whose(here, t)}: {key}")
+    return value
+
+
+# How a file's value of each form is read (given, the key, where, the task as written).
+_READERS: dict[Form, Callable[[Any, str, str, dict[str, Any]], Any]] = {
+    Form.NAME: lambda value, key, here, t: value or "",
+    Form.TEXT: lambda value, key, here, t: value,
+    Form.NAMES: lambda value, key, here, t: _names(value, key, here),
+    Form.SECONDS: _read_seconds,
+    Form.MAP: lambda value, key, here, t: _map(value, here),
+    Form.WAIT: lambda value, key, here, t: wait_of(
+        value, f"{here}: task {show_value(t.get('name'))}"
+    ),
+    Form.RUN: lambda value, key, here, t: run_of(
+        value, f"{here}: task {show_value(t.get('name'))}"
+    ),
+}
+_NO_NAMES: Any = object()  # a missing list of names: a new empty list
+# A task's keys in a file (the map's steps apart: _native_steps), in the table's order:
+# those taken as written (key, attribute, default), and those read by their form (key,
+# attribute, form, what a missing or null one is).
+_AS_WRITTEN = tuple(
+    (key, o.name, o.default)
+    for key, o in BY_KEY.items() if key == o.key and o.form is Form.VALUE
+)  # fmt: skip
+_READ = tuple(
+    (key, o.name, o.form,
+     _NO_NAMES if o.form is Form.NAMES and o.default is not None
+     else "" if o.form is Form.NAME else o.default)
+    for key, o in BY_KEY.items() if key == o.key and o.form not in (Form.VALUE, Form.STEPS)
+)  # fmt: skip
+_ALIASES = {alias: key for key, o in BY_KEY.items() for alias in o.aliases if key == o.key}
+
+
+def _aliased(t: dict[str, Any], here: str) -> dict[str, Any]:
+    """A task's keys with any alias an option has turned into its own key."""
+    if not _ALIASES or t.keys().isdisjoint(_ALIASES):
+        return t
+    out = _Located()
+    out.line = getattr(t, "line", None)
+    for key, value in t.items():
+        own = _ALIASES.get(key, key)
+        if own in out:
             raise DefinitionError(
-                f"{here}: task {show_value(get('name'))}: steps need a map: (what each item is)"
+                f"{here}: task {show_value(t.get('name'))} gives {own!r} twice (as {key!r})"
             )
-        nodes = _list(steps, "'steps'", here)
-        if len(nodes) > MAX_STEPS:
-            raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
-        spec.steps = [_native_task(n, source) for n in nodes]
-    timeout = get("timeout")
-    if isinstance(timeout, str):  # the message is built only for a duration to read
-        timeout = _seconds(timeout, f"{here}: task {show_value(get('name'))}: timeout")
-    delay = get("delay")
-    if isinstance(delay, str):
-        delay = _seconds(delay, f"{here}: task {show_value(get('name'))}: delay")
-    handles = get("on_failure")
-    task = TaskDef(
-        get("name") or "",
-        get("payload"),
-        "" if task_type is None else task_type,
-        get("priority", 0),
-        after,
-        get("max_attempts", 1),
-        here,
-        spec,
-        get("trigger"),
-        None if handles is None else _names(handles, "on_failure", here),
-        get("finally", False),
-        timeout,
-        delay,
-        _names(get("before"), "before", here),
-        get("when"),
-    )
-    wait = get("wait")
-    if wait is not None:
-        task.wait = wait_of(wait, f"{here}: task {show_value(get('name'))}")
-    child = get("run")
-    if child is not None:
-        task.run = run_of(child, f"{here}: task {show_value(get('name'))}")
-    if "rate_limit" in t:
-        task.rate_limit = get("rate_limit")  # validate() checks it
-    return task
+        out[own] = value
+    return out
+
+
+def _native_steps(attrs: dict[str, Any], steps: Any, name: Any, here: str, source: str) -> None:
+    """A native task's map (``attrs["map"]``) given its ``steps:`` (each a native task),
+    and the parent it maps over added to its ``after`` if missing."""
+    spec = attrs["map"]
+    if spec is not None and spec.over not in attrs["after"]:
+        attrs["after"].append(spec.over)
+    if steps is None:
+        return
+    if spec is None:
+        raise DefinitionError(
+            f"{here}: task {show_value(name)}: steps need a map: (what each item is)"
+        )
+    nodes = _list(steps, "'steps'", here)
+    if len(nodes) > MAX_STEPS:
+        raise DefinitionError(f"{here}: {len(nodes)} steps per item; at most {MAX_STEPS}")
+    spec.steps = [_native_task(n, source) for n in nodes]
 
 
 def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:

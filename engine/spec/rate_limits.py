@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import DefinitionError
+from engine.spec.messages import refuse_unknown
 
 MAX_LIMIT = 1_000_000
 MAX_BURST = 1_000_000
@@ -117,12 +118,7 @@ def rate_limit_from(value: Any, where: str) -> RateLimit | None:
             f"{where}: rate_limit must be a mapping like {{key: input.customer, limit: 10, "
             f"per: 1s, burst: 1}}, not {value!r}"
         )
-    unknown = set(value) - set(FIELDS)
-    if unknown:
-        raise DefinitionError(
-            f"{where}: rate_limit has unknown option(s) {', '.join(sorted(map(str, unknown)))} "
-            f"(known: {', '.join(FIELDS)})"
-        )
+    refuse_unknown(value, FIELDS, f"{where}: rate_limit", all_named=True)
     for need, what in (("key", "whose bucket"), ("limit", "how many per period")):
         if need not in value:
             raise DefinitionError(f"{where}: rate_limit needs a {need} ({what})")

@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.core.timing import parse_duration
 from engine.errors import DefinitionError
+from engine.spec.messages import refuse_unknown
 
 WAIT_TYPE = "~wait"  # the reserved task type of wait tasks: no agent serves it
 ON_TIMEOUT = ("fail", "succeed", "skip")
@@ -130,12 +131,7 @@ def wait_of(value: Any, where: str = "") -> WaitSpec:
     if isinstance(value, WaitSpec):
         spec = value
     elif isinstance(value, dict):
-        extra = sorted(set(value) - WAIT_FIELDS, key=str)
-        if extra:
-            raise _bad(
-                where,
-                f"wait has unknown field {extra[0]!r} (known: {', '.join(sorted(WAIT_FIELDS))})",
-            )
+        refuse_unknown(value, WAIT_FIELDS, f"{where}: wait" if where else "wait")
         spec = WaitSpec(
             signal=value.get("signal"),
             timeout=value.get("timeout"),

@@ -26,12 +26,13 @@ from engine.spec.definition import (
 )
 from engine.spec.flow import Concurrency
 from engine.spec.mapping import DEFAULT_MAX_ITEMS, DEFAULT_WINDOW, check_map
+from engine.spec.options import BY_NAME, TASK_OPTIONS
 from engine.spec.rate_limits import RateLimit, constant_key, encode_spec
 from engine.spec.schemas import compile_schema
 from engine.spec.wait_tasks import WAIT_TYPE
 
+from . import fields as field_names
 from .fields import (
-    D_ATTEMPTS,
     D_BACKOFF,
     D_BACKOFF_MAX,
     D_CHILDREN,
@@ -44,12 +45,10 @@ from .fields import (
     D_LAST_STEPS,
     D_MAP,
     D_MAX_ITEMS,
-    D_NAME,
     D_ON_EMPTY,
     D_PARENT_NAMES,
     D_PARENTS,
     D_PAYLOAD,
-    D_PRIORITY,
     D_RATE,
     D_RULE,
     D_SIGNAL_WAITERS,
@@ -57,7 +56,6 @@ from .fields import (
     D_STEPS,
     D_TIMEOUT,
     D_TOLERATE,
-    D_TYPE,
     D_WAIT,
     D_WAIT_FOR,
     D_WHEN,
@@ -311,28 +309,30 @@ def run_options(
 
 def _task_fields(pre: str, t: Any, payload: str, kids: list[int]) -> list[Any]:
     """The definition fields every task (and every step of a map) has, named with
-    ``pre``: name, type, payload, priority, attempts, children, timeout, delay."""
-    out: list[Any] = [f"{pre}{D_NAME}", t.name]
-    if getattr(t, "wait", None) is not None or getattr(t, "run", None) is not None:
-        out += [f"{pre}{D_TYPE}", WAIT_TYPE]
-    elif t.type:
-        out += [f"{pre}{D_TYPE}", t.type]
-    if payload:
-        out += [f"{pre}{D_PAYLOAD}", payload]
-    if t.priority:
-        out += [f"{pre}{D_PRIORITY}", t.priority]
-    if t.max_attempts != 1:
-        out += [f"{pre}{D_ATTEMPTS}", t.max_attempts]
-    if kids:
-        out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids))]
-    if t.timeout is not None:
-        out += [f"{pre}{D_TIMEOUT}", round(t.timeout * 1000)]
-    delay = round((t.delay or 0) * 1000)
-    if delay:
-        out += [f"{pre}{D_DELAY}", delay]
-    if getattr(t, "when", None) is not None:  # a condition (engine.spec.conditions)
-        out += [f"{pre}{D_WHEN}", t.when]
+    ``pre``: those of the options stored in one field each (name, type, priority,
+    attempts, timeout, delay, condition: :data:`engine.spec.options.TASK_OPTIONS`'s
+    ``store``), in the table's order, with the payload's JSON after the type and the
+    children after the attempts, where every definition stored so far has them (its digest
+    is of that layout)."""
+    out: list[Any] = []
+    for option, store, name in _STORED:
+        value = store(t)
+        if value is not None:
+            out += [f"{pre}{name}", value]
+        if option is _TYPE:
+            if payload:
+                out += [f"{pre}{D_PAYLOAD}", payload]
+        elif option is _ATTEMPTS and kids:
+            out += [f"{pre}{D_CHILDREN}", ",".join(map(str, kids))]
     return out
+
+
+# The options stored in one field each, with that field's name, in the table's order.
+_STORED = tuple(
+    (o, o.store, str(getattr(field_names, o.fields[0])))
+    for o in TASK_OPTIONS if o.store is not None
+)  # fmt: skip
+_TYPE, _ATTEMPTS = BY_NAME["type"], BY_NAME["max_attempts"]
 
 
 def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[str]) -> list[Any]:
