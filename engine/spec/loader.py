@@ -25,14 +25,16 @@ Native (YAML or JSON)::
 ``input_schema:`` (a JSON Schema) at the top makes every run's input fit it
 (engine.spec.schemas).
 
-Seed 002 (``workflows:`` with ``steps:`` and ``depends:``): each step is a task whose type
-is its ``queue`` (default: the step name). A step with ``task:`` is a map over the list
-under the task's ``itemListKey`` in its parent's output, with seed 002's gather
-(:func:`engine.spec.mapping.gather_of`): where seed 002's manager and the native model differ,
-these files follow the manager (:func:`engine.manager_message` builds its messages).
+The steps manager's format (``workflows:`` with ``steps:`` and ``depends:``): each step is
+a task whose type is its ``queue`` (default: the step name). A step with ``task:`` is a map
+over the list under the task's ``itemListKey`` in its parent's output, with the steps
+manager's gather (:func:`engine.spec.mapping.gather_of`): where the steps manager and the
+native model differ, these files follow the manager (:func:`engine.manager_message` builds
+its messages).
 
-Seed 000 (a list of tasks with ``Name``, ``Type``, ``Payload``, ``Parents``, ``Children``,
-optionally under ``{Name: ..., Tasks: [...]}``): both sides of every edge must agree.
+redis.workflow's task list (a list of tasks with ``Name``, ``Type``, ``Payload``,
+``Parents``, ``Children``, optionally under ``{Name: ..., Tasks: [...]}``): both sides of
+every edge must agree.
 
 Hostile input is refused quickly with one line naming the file and line: a file nested
 deeper than ``MAX_FILE_DEPTH`` (a payload's ``MAX_DEPTH`` plus ``FRAME_DEPTH`` around it,
@@ -405,8 +407,8 @@ class _YAMLBuilder:
             stack.append(_Open(value, True, ev.anchor))
         else:
             opened = _Open([], False, ev.anchor)
-            # The lists whose items are tasks: the file itself (seed 000),
-            # tasks/Tasks of the top mapping, steps of a workflow (seed 002).
+            # The lists whose items are tasks: the file itself (redis.workflow's task list),
+            # tasks/Tasks of the top mapping, steps of a workflow (the steps manager's format).
             parent = stack[-1] if stack else None
             if parent is None or (
                 len(stack) in (1, 3) and parent.is_map and parent.key in _TASK_LISTS
@@ -622,10 +624,10 @@ NATIVE_WORKFLOW = {
 }
 NATIVE_TASK = set(BY_KEY)  # a task's keys (engine.spec.options.TASK_OPTIONS)
 MAP_FIELDS = {"over", "key", *MAP_KEYS}
-SEED002_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
-SEED002_STEP = {"name", "depends", "task", "queue", "payload"}
-SEED002_TASK = {"name", "itemListKey", "steps"}
-MANAGER_START = "__start__"  # seed 002's explicit root: `depends: [__start__]`
+MANAGER_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
+MANAGER_STEP = {"name", "depends", "task", "queue", "payload"}
+MANAGER_TASK = {"name", "itemListKey", "steps"}
+MANAGER_START = "__start__"  # the steps manager's explicit root: `depends: [__start__]`
 
 
 def _map(value: Any, where: str) -> MapSpec | None:
@@ -775,13 +777,13 @@ def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Wo
     for wnode in defs:
         wwhere = _where(source, wnode)
         w = _mapping(wnode, "a workflow", wwhere)
-        _known(w, SEED002_WORKFLOW, "workflow", w.get("name"), wwhere)
+        _known(w, MANAGER_WORKFLOW, "workflow", w.get("name"), wwhere)
         steps = _list(w.get("steps"), "'steps'", wwhere, max_tasks)
         subtasks: dict[str | None, dict[str, Any]] = {}  # by name as written: not validated yet
         for snode in _list(w.get("tasks") or [], "'tasks'", wwhere):
             here = _where(source, snode)
             sub = _mapping(snode, "a task", here)
-            _known(sub, SEED002_TASK, "task", sub.get("name"), here)
+            _known(sub, MANAGER_TASK, "task", sub.get("name"), here)
             subtasks[_text(sub.get("name"), "a task's name", here)] = sub
         _names(w.get("vhosts"), "vhosts", wwhere)  # accepted as the manager documents it
         wf = Workflow(w.get("name") or "", where=wwhere)
@@ -789,7 +791,7 @@ def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Wo
             here = _where(source, snode)
             s = _mapping(snode, "a step", here)
             name = _text(s.get("name"), "a step's name", here)
-            _known(s, SEED002_STEP, "step", name, here)
+            _known(s, MANAGER_STEP, "step", name, here)
             payload = s.get("payload")
             after = [d for d in _names(s.get("depends"), "depends", here) if d != MANAGER_START]
             used = _text(s.get("task"), f"step {name!r}: task", here)
@@ -819,7 +821,7 @@ def _manager_map(
     here: str,
     source: str,
 ) -> tuple[MapSpec, str, Any]:
-    """A seed 002 step with ``task:``: a map over the list under the task's
+    """A steps-manager step with ``task:``: a map over the list under the task's
     ``itemListKey`` in its parent's output, each item running the task's steps (one step:
     the map's items run it; several: each item runs them as a small workflow, with their
     own ``depends:`` among them)."""
@@ -845,7 +847,7 @@ def _manager_map(
         where = _where(source, st) if getattr(st, "line", None) else here
         step = _mapping(st, "a step", where)
         step_name = _text(step.get("name"), f"task {used!r}: a step's name", where) or ""
-        _known(step, SEED002_STEP, "step", step_name, where)
+        _known(step, MANAGER_STEP, "step", step_name, where)
         if step.get("task") is not None:
             raise DefinitionError(
                 f"{where}: step {step_name!r} of task {used!r} runs task {step.get('task')!r}: "
@@ -874,10 +876,10 @@ def _manager_map(
     return spec, "", info
 
 
-SEED000_TASK = {"Name", "Type", "Payload", "Parents", "Children", "Workflow", "Priority"}
+TASK_LIST_TASK = {"Name", "Type", "Payload", "Parents", "Children", "Workflow", "Priority"}
 
 
-def _seed000_priority(value: Any) -> Any:
+def _task_list_priority(value: Any) -> Any:
     """redis.workflow pops the lowest ``Priority`` first; redisflow runs the highest first:
     the sign flips, and any integer is accepted (clamped into redisflow's range, so order
     between priorities past +-999 is kept only up to the range's ends)."""
@@ -887,7 +889,7 @@ def _seed000_priority(value: Any) -> Any:
     return max(low, min(high, -value))
 
 
-def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
+def _task_list(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
     if isinstance(doc, dict):
         where = _where(source, doc)
         _known(doc, {"Name", "Tasks"}, "the workflow", _NO_KEY, where)
@@ -900,7 +902,7 @@ def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
         here = _where(source, node)
         t = _mapping(node, "a task", here)
         me = _text(t.get("Name"), "a task's Name", here) or ""
-        _known(t, SEED000_TASK, "task", me, here)
+        _known(t, TASK_LIST_TASK, "task", me, here)
         # Checked before the edges, which are looked up by name.
         if me in first:
             raise DefinitionError(
@@ -932,7 +934,7 @@ def _seed000(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
             me,
             t.get("Payload"),
             type=t.get("Type") or "",
-            priority=_seed000_priority(t.get("Priority", 0)),
+            priority=_task_list_priority(t.get("Priority", 0)),
             after=parents_of[me],
             where=here,
         )
@@ -966,9 +968,9 @@ def _load(doc: Any, source: str, max_tasks: int) -> list[Workflow]:
     if isinstance(doc, dict) and "tasks" in doc:
         return _native(doc, source, max_tasks)
     if isinstance(doc, dict) and "Tasks" in doc:
-        return _seed000(doc, source, max_tasks)
+        return _task_list(doc, source, max_tasks)
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "Name" in doc[0]:
-        return _seed000(doc, source, max_tasks)
+        return _task_list(doc, source, max_tasks)
     raise DefinitionError(
         f"{_where(source, doc)}: not a workflow file: expected 'name' and 'tasks' (native), "
         "'workflows:' (steps/depends), or a list of tasks with Name/Parents/Children"

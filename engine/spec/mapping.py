@@ -20,7 +20,7 @@ output. Semantics (see docs/maps.md):
   its last step's (``{step: output}`` of several last steps); a step that finally fails
   fails its item (its error "step <name>: ..."), and retrying the item runs its failed
   steps again, keeping what succeeded;
-* seed 002's files set ``gather`` (the ``itemListKey``): the map's output is then the
+* the steps manager's files set ``gather`` (the ``itemListKey``): the map's output is then the
   manager's gather (:func:`gather_of`), not the list of the items' outputs.
 """
 
@@ -57,21 +57,21 @@ class MapSpec:
     on_empty: str = "succeed"
     tolerate: int | str = 0
     steps: list[Any] | None = None  # the TaskDefs each item runs (None: the task itself)
-    # Seed 002's gather (its files set it, see gather_of): the map's output is one object,
+    # The steps manager's gather (its files set it, see gather_of): the map's output is one object,
     # the items' values under element_key(gather) listed under ``gather`` in item order,
     # their other keys merged in; None: the native list of the items' outputs.
     gather: str | None = None
 
 
 def element_key(list_key: str) -> str:
-    """Seed 002's name for one element of the list under ``list_key``: the key less one
+    """The steps manager's name for one element of the list under ``list_key``: the key less one
     trailing ``s`` when it is longer than one character (``sections`` -> ``section``,
     ``categories`` -> ``categorie``, ``address`` -> ``addres``), as its manager reads it."""
     return list_key[:-1] if len(list_key) > 1 and list_key.endswith("s") else list_key
 
 
 def gather_of(outputs: list[Any], list_key: str) -> dict[str, Any]:
-    """Seed 002's gather of its items' ``outputs`` (the reference of the Lua gather,
+    """The steps manager's gather of its items' ``outputs`` (the reference of the Lua gather,
     ``manager_gather`` in ``lib/maps.lua``): each object's value under the element key listed,
     in order, under ``list_key``; every other key merged in, the first item's value
     winning; an output that is not an object adds nothing."""

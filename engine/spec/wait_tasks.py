@@ -45,7 +45,7 @@ class WaitSpec:
     sleep: float | None = None
     until: float | None = None
     prompt: str | None = None
-    # the engine's own: it ends at once with the run's input as its output (seed 002's
+    # the engine's own: it ends at once with the run's input as its output (the steps manager's
     # job, which a task: step with no depends maps over); not a field of wait:
     input: bool = False
 

@@ -364,7 +364,7 @@ def _compile_steps(c: int, steps: list[Any], payloads: list[str], types: list[st
 
 # What a definition uses beyond the plain path, as letters after a "+" at the end of its
 # digest (so of its key's name, which every step has in hand): "K" a task whose claim
-# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with seed 002's gather,
+# brings parents' errors, "Y" a timeout, "H" a delay, "J" a map with the steps manager's gather,
 # "F" a condition (its claim brings it and the parents' states), "L" a rate limit. A
 # step reads those fields only when its definition has them (a missing field is a scan of
 # the whole definition hash).

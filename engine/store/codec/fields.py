@@ -98,7 +98,7 @@ D_WHEN = "F"  # its condition, a CEL expression (engine.spec.conditions; absent:
 D_RATE = "L"
 # A map's (engine.spec.mapping): "<parent index>|<key>", window, on_empty, tolerate, max items.
 D_MAP, D_WINDOW, D_ON_EMPTY, D_TOLERATE, D_MAX_ITEMS = "m", "X", "E", "O", "I"
-# A map with seed 002's gather (MapSpec.gather): its list key (absent: the native list).
+# A map with the steps manager's gather (MapSpec.gather): its list key (absent: the native list).
 D_GATHER = "J"
 # A map whose items run several steps: how many, the first steps (csv), the last steps
 # (csv); each step s of map c has its own task fields (N, T, P, R, M, C, U, V, W) named
@@ -112,7 +112,7 @@ D_GATHERS = "K"
 M_STORED, M_TOTAL, M_STARTED, M_FLYING, M_OK, M_BAD, M_CANCELLED = "h", "n", "x", "y", "k", "z", "c"
 # ... and, once it succeeded with failed items tolerated, their errors by index (JSON).
 M_ERRORS = "q"
-# ... and for a map with seed 002's gather, what its items are given as their parent's
+# ... and for a map with the steps manager's gather, what its items are given as their parent's
 # output: the map's parent's output less the list (written by expand.lua).
 M_GIVEN = "j"
 # An item k's fields in its map's hash (P:w:<wid>:m:<c>): its record is the field named k;
