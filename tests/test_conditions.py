@@ -506,11 +506,15 @@ def test_input_schema_through_the_api(engine: Engine) -> None:
     for value, where in (
         ({"customer": {"id": "7"}}, f"at $.customer.id: fails 'type' {ID_TYPE}"),
         ({}, "at $: fails 'required' (input_schema at $.required)"),
-        (None, "at $: fails 'type' (input_schema at $.type)"),
     ):
         with pytest.raises(DefinitionError) as e:
             engine.push(wf, value)
         assert str(e.value) == f"input does not fit the input_schema of workflow 'orders': {where}"
+    with pytest.raises(DefinitionError) as e:  # none at all: what the schema wants, in words
+        engine.push(wf)
+    assert str(e.value) == (
+        "workflow 'orders' needs an input: an object (its input_schema); none was given"
+    )
     with pytest.raises(DefinitionError, match=r"\$\.customer\.id"):
         engine.push_many([wf, wf], [{"customer": {"id": 1}}, {"customer": {"id": 1.5}}])
     engine.put_template(TEMPLATE)
@@ -560,6 +564,13 @@ def test_input_schema_through_the_cli(
         r = cli(*args, env=cli_env)
         assert r.returncode == 2, r.stderr
         assert f"at $.customer.id: fails 'type' {ID_TYPE}" in one_line_error(r)
+    for args in (("push", str(path)), ("run", "orders")):  # no input at all
+        r = cli(*args, env=cli_env)
+        assert r.returncode == 2, r.stderr
+        assert one_line_error(r) == (
+            "redisflow: workflow 'orders' needs an input: an object (its input_schema); "
+            "none was given"
+        )
     assert snapshot(engine.redis) == before
     bad = tmp_path / "bad.yaml"
     bad.write_text(TEMPLATE.replace("required: [customer]", "required: customer"))

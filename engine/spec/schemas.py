@@ -157,6 +157,11 @@ def check_input(validator: Any, value: Any, workflow: str) -> None:
     error = _first_error(validator, value, f"workflow {workflow!r}")
     if error is None:
         return
+    if value is None:  # none given, where the schema wants one
+        raise DefinitionError(
+            f"workflow {workflow!r} needs an input: {wanted(validator.schema)} (its "
+            "input_schema); none was given"
+        )
     if error.validator is None:
         rule = "is not allowed (a false schema)"
     else:
@@ -169,6 +174,18 @@ def check_input(validator: Any, value: Any, workflow: str) -> None:
 
 
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*$")
+
+# a type in words, with its article
+_A = {"object": "an object", "array": "a list", "string": "a string", "integer": "an integer"}
+
+
+def wanted(schema: Any) -> str:
+    """In words, the type a schema's top level wants (``an object``): no more of the
+    schema's text (the names it requires, its values) than a misfit's message shows."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, str):
+        return _A.get(kind, f"a {kind}")
+    return "a value that fits it"
 
 
 def json_path(parts: Iterable[str | int]) -> str:
