@@ -131,6 +131,32 @@ def test_template_and_run_commands(engine: Engine, cli_env: dict[str, str], tmp_
         assert message in one_line_error(bad)
 
 
+def test_run_copies(engine: Engine, cli_env: dict[str, str]) -> None:
+    """``run --copies N``: N runs of the template's version with the input, one definition
+    stored; with --key (one run) refused, nothing written."""
+    engine.put_template("name: tick\ntasks:\n  - name: a\n", name="tick")
+    engine.put_template("name: tick\ntasks:\n  - name: a\n  - name: b\n", name="tick")
+    out = cli("run", "tick", "--copies", "3", "--version", "1", "--input", '{"n": 1}',
+              "--json", env=cli_env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    ids = json.loads(out.stdout)["ids"]
+    assert len(set(ids)) == 3
+    for wid in ids:
+        status = engine.status(wid)
+        assert status.input == {"n": 1} and [t.name for t in status.tasks] == ["a"]  # v1
+        assert status.template == "tick"
+    assert {w.id for w in engine.list(template="tick")} == set(ids)
+    before = snapshot(engine.redis)
+    for args, message in (
+        (("--copies", "2", "--key", "k"), "--key names one run: run without --copies, not 2"),
+        (("--copies", "0"), "0"),
+    ):
+        bad = cli("run", "tick", *args, env=cli_env)
+        assert bad.returncode == 2, bad.stderr
+        assert message in one_line_error(bad)
+    assert snapshot(engine.redis) == before
+
+
 # -- idempotent push ---------------------------------------------------------------------
 
 

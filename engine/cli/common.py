@@ -321,6 +321,17 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, default=str, separators=(",", ":")))
 
 
+def pushed_part(e: PartialWriteError, args: argparse.Namespace) -> int:
+    """A push of runs stopped part-way: the ids of those written (as ``--json`` asks),
+    then on stderr why the rest not; exit code 4."""
+    if args.json:
+        print_json({"ids": e.stored_ids, "written": e.written, "total": e.total})
+    else:
+        for wid in e.stored_ids:
+            print(wid, flush=True)
+    return partly_written(e)
+
+
 class Parents(NamedTuple):
     """The parent parsers of a command: its connection options and ``--json``. A command
     that connects takes both (``parents=parents``), one that does not ``[parents.js]``."""

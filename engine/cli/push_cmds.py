@@ -15,9 +15,8 @@ from .common import (
     max_tasks,
     parse_duration,
     parse_time,
-    partly_written,
     positive_int,
-    print_json,
+    pushed_part,
     read_input,
     report_pushed,
 )
@@ -72,13 +71,8 @@ def cmd_push(engine: Engine, args: argparse.Namespace) -> int:
                 start_in=args.start_in,
                 start_at=args.start_at,
             )
-        except PartialWriteError as e:  # the ids of what was written, then why the rest not
-            if args.json:
-                print_json({"ids": e.stored_ids, "written": e.written, "total": e.total})
-            else:
-                for wid in e.stored_ids:
-                    print(wid, flush=True)
-            return partly_written(e)
+        except PartialWriteError as e:
+            return pushed_part(e, args)
     return report_pushed(engine, ids, args)
 
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..errors import DefinitionError, PartialWriteError
 from .common import (
     EXIT_OK,
     Parents,
@@ -20,6 +21,7 @@ from .common import (
     parse_time,
     positive_int,
     print_json,
+    pushed_part,
     read_input,
     report_pushed,
 )
@@ -87,6 +89,8 @@ def cmd_template_rm(engine: Engine, args: argparse.Namespace) -> int:
 
 def cmd_run(engine: Engine, args: argparse.Namespace) -> int:
     value: Any = read_input(args.input, engine.max_payload)
+    if args.copies > 1:
+        return run_copies(engine, args, value)
     result = engine.run(
         args.name,
         value,
@@ -101,6 +105,25 @@ def cmd_run(engine: Engine, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return report_pushed(engine, [result.id], args)
+
+
+def run_copies(engine: Engine, args: argparse.Namespace, value: Any) -> int:
+    """``run --copies N``: N runs of the template's one version, pushed together (one
+    definition stored), each with the input."""
+    from engine.spec.flow import RunRequest
+
+    if args.key is not None:
+        raise DefinitionError(f"--key names one run: run without --copies, not {args.copies}")
+    compiled, version = engine.compile_template(args.name, args.version)
+    runs = [
+        RunRequest(compiled, value, template=args.name, version=version)
+        for _ in range(args.copies)
+    ]
+    try:
+        pushed = engine.push_runs(runs, start_in=args.start_in, start_at=args.start_at)
+    except PartialWriteError as e:
+        return pushed_part(e, args)
+    return report_pushed(engine, [p.id for p in pushed], args)
 
 
 def register(sub: Any, parents: Parents) -> None:
@@ -126,6 +149,8 @@ def register(sub: Any, parents: Parents) -> None:
     p.add_argument("--input", metavar="JSON|@FILE", help="the run's input (any JSON value)")
     p.add_argument("--key", metavar="KEY", help="idempotency key (see push --key)")
     p.add_argument("--version", type=positive_int, help="run this version (default: latest)")
+    p.add_argument("--copies", type=positive_int, default=1, metavar="N",
+                   help="push N runs, each with the input")  # fmt: skip
     later = p.add_mutually_exclusive_group()
     later.add_argument("--at", dest="start_at", type=parse_time, metavar="TIME",
                        help="start at TIME (see push --at)")  # fmt: skip
