@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from engine.core.task import Task, TaskFailed
     from engine.core.text_safety import visible
     from engine.core.unserved import unserved, unserved_line
+    from engine.core.words import plural
     from engine.errors import (
         DefinitionError,
         LeaseLostError,
@@ -125,6 +126,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("Task", "TaskFailed"), "engine.core.task"),
     "visible": "engine.core.text_safety",
     **dict.fromkeys(("unserved", "unserved_line"), "engine.core.unserved"),
+    "plural": "engine.core.words",
     **dict.fromkeys(
         (
             "DefinitionError",
@@ -247,6 +249,7 @@ __all__ = [
     "open_client",
     "read_logs",
     "read_progress",
+    "plural",
     "redact",
     "seed002_handler",
     "seed002_message",

@@ -599,9 +599,9 @@ class ChaosRun:
         found: list[str] = []
         for path in self.folder.glob("*.err"):
             for line in path.read_text().splitlines():
-                m = re.search(r"tasks done, (\d+) rejected", line)
+                m = re.search(r"tasks? done, ([\d,]+) rejected", line)
                 if m:
-                    found += [line] * int(m.group(1))
+                    found += [line] * int(m.group(1).replace(",", ""))
         return found
 
     def _read_runs(self) -> tuple[list[Start], dict[tuple[str, str, str, int], float]]:

@@ -285,7 +285,7 @@ def test_human_readable_read_commands(engine: Engine, cli_env: dict[str, str]) -
     for args, expected in (
         (["status", wid], "workflow " + wid),
         (["list"], "plain"),
-        (["stats"], "pushed     1 workflows, 1 tasks"),
+        (["stats"], "pushed     1 workflow, 1 task"),
         (["events"], "workflow.pushed"),
         (["agents"], ""),
     ):

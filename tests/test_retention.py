@@ -102,6 +102,6 @@ def test_stats_and_metrics_show_the_backlog(expired: Engine, cli_env: dict[str, 
     own_left = RUNS // 2 - BATCH * expired.keys.shards  # each shard's batch took its own first
     out = cli("stats", env=cli_env)
     assert out.returncode == 0, out.stderr
-    assert f"retention  {own_left} finished workflows past it" in out.stdout
+    assert f"retention  {own_left:,} finished workflows past it" in out.stdout
     data = cli("stats", "--json", env=cli_env)
     assert json.loads(data.stdout)["retention_backlog"] == own_left

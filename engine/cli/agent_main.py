@@ -14,6 +14,7 @@ import redis
 from engine.connect.health import server_warnings
 from engine.core.outcomes import exit_codes
 from engine.core.text_safety import VisibleFormatter, protect_streams
+from engine.core.words import plural
 from engine.ops.acl import missing_permissions
 from engine.runtime.agent import CONDITION_BUDGET_S, Agent
 from engine.runtime.child_runs import MAX_DESCENDANTS
@@ -237,7 +238,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             return fail(str(e), EXIT_BAD_INPUT)
         agent.run(until_idle=args.until_idle)
         print(
-            f"redisflow-agent {args.id}: {agent.processed} tasks done, {agent.rejected} rejected",
+            f"redisflow-agent {args.id}: {plural(agent.processed, 'task')} done, "
+            f"{agent.rejected:,} rejected",
             file=sys.stderr,
         )
     finally:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from engine.core.words import plural
+
 from ..errors import DefinitionError
 from .common import EXIT_OK, Parents, connect, connection_url, esc, new_table, out, print_json
 
@@ -53,7 +55,8 @@ def cmd_cluster_shards(_: Any, args: argparse.Namespace) -> int:
         for p in places:
             per_master[p.master] = per_master.get(p.master, 0) + 1
         spread = ", ".join(f"{m}: {n}" for m, n in sorted(per_master.items()))
-        out.print(f"[dim]{len(places)} shards on {len(per_master)} masters ({spread})[/]")
+        shards, masters = plural(len(places), "shard"), plural(len(per_master), "master")
+        out.print(f"[dim]{shards} on {masters} ({spread})[/]")
         return EXIT_OK
 
     return _with_moves(args, show)

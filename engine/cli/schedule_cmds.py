@@ -11,6 +11,8 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from engine.core.words import plural
+
 from ..errors import DefinitionError, PartialWriteError
 from ..schedules.policies import CATCHUP, OVERLAP
 from .common import (
@@ -130,7 +132,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         table.add_row(esc(i.name), esc(i.template), esc(when), nxt, esc(last),
                       f"{i.runs:,}", f"{i.skipped:,}", f"{i.missed:,}")  # fmt: skip
     out.print_table(table)
-    out.print(f"[dim]{len(rows)} schedules[/]")
+    out.print(f"[dim]{plural(len(rows), 'schedule')}[/]")
     return EXIT_OK
 
 
@@ -327,8 +329,8 @@ def cmd_scheduler(engine: Engine, args: argparse.Namespace) -> int:
     print(f"redisflow scheduler {scheduler.id}: firing schedules' ticks", file=sys.stderr)
     scheduler.run()
     print(
-        f"redisflow scheduler {scheduler.id}: {scheduler.fired} runs pushed, "
-        f"{scheduler.refused} ticks left to other schedulers",
+        f"redisflow scheduler {scheduler.id}: {plural(scheduler.fired, 'run')} pushed, "
+        f"{plural(scheduler.refused, 'tick')} left to other schedulers",
         file=sys.stderr,
     )
     return EXIT_OK

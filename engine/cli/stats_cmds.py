@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.core.text_safety import visible
+from engine.core.words import plural
 
 from . import log_cmds
 from .common import EXIT_OK, Parents, out, positive_int, print_json, styled, type_label
@@ -24,10 +25,13 @@ def cmd_stats(engine: Engine, args: argparse.Namespace) -> int:
         return EXIT_OK
     out.print("workflows  " + "  ".join(f"{styled(k)} {v}" for k, v in s.workflows.items()))
     out.print("tasks      " + "  ".join(f"{styled(k)} {v}" for k, v in s.tasks.items()))
-    out.print(f"pushed     {s.workflows_pushed} workflows, {s.tasks_pushed} tasks")
+    out.print(
+        f"pushed     {plural(s.workflows_pushed, 'workflow')}, {plural(s.tasks_pushed, 'task')}"
+    )
     if s.queued:
         out.print("queued     " + "  ".join(f"{type_label(t)} {n}" for t, n in s.queued.items()))
-    out.print(f"retention  {s.retention_backlog} finished workflows past it, not removed yet")
+    backlog = plural(s.retention_backlog, "finished workflow")
+    out.print(f"retention  {backlog} past it, not removed yet")
     return EXIT_OK
 
 

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.core.model import TaskState, WorkflowState, WorkflowStatus
+from engine.core.words import plural
 
 from ..errors import DefinitionError, no_such_task
 from . import log_cmds
@@ -242,7 +243,7 @@ def cmd_list(engine: Engine, args: argparse.Namespace) -> int:
         )
     out.print_table(table)
     pages = max(1, -(-total // args.limit))
-    out.print(f"[dim]page {args.page} of {pages} ({total} workflows)[/]")
+    out.print(f"[dim]page {args.page} of {pages} ({plural(total, 'workflow')})[/]")
     return EXIT_OK
 
 

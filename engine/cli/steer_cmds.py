@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from engine.core.words import plural
+
 from .bulk_cmds import add_filter_options, run_bulk, wants_bulk
 from .common import EXIT_OK, Parents, name_arg, print_json, resolve_key, workflow_id
 
@@ -23,7 +25,8 @@ def _control(name: str) -> Any:
         if args.json:
             print_json({"id": args.wid, "op": name, "count": result})
         else:
-            print(f"workflow {args.wid}: {name} done" + (f" ({result} tasks)" if result else ""))
+            tasks = f" ({plural(result, 'task')})" if result else ""
+            print(f"workflow {args.wid}: {name} done{tasks}")
         return EXIT_OK
 
     return run

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from engine.core.words import plural
+
 from ..errors import DefinitionError, PartialWriteError
 from .common import (
     EXIT_OK,
@@ -59,7 +61,7 @@ def cmd_template_list(engine: Engine, args: argparse.Namespace) -> int:
         table.add_row(esc(t.name), str(t.version), f"{t.runs:,}", ago(t.put_at, now),
                       esc(t.source))  # fmt: skip
     out.print_table(table)
-    out.print(f"[dim]{len(rows)} templates[/]")
+    out.print(f"[dim]{plural(len(rows), 'template')}[/]")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import Engine, load_file
+from engine import Engine, load_file, plural
 
 
 @dataclass
@@ -35,27 +35,23 @@ class Action:
     confirm: bool = True
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
 def push_file(engine: Engine, path: str) -> str:
     """Load a workflow file (YAML or JSON, any supported form) and push what it holds."""
     file = Path(path).expanduser()
     workflows = load_file(str(file))
     ids = engine.push_many(workflows)
     shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
-    return f"Pushed {_plural(len(ids), 'workflow')} from {file.name}: {shown}"
+    return f"Pushed {plural(len(ids), 'workflow')} from {file.name}: {shown}"
 
 
 def pause(engine: Engine, wid: str) -> str:
     held = engine.pause(wid)
-    return f"Paused workflow {wid}: {_plural(held, 'ready task')} held back"
+    return f"Paused workflow {wid}: {plural(held, 'ready task')} held back"
 
 
 def release(engine: Engine, wid: str) -> str:
     back = engine.release(wid)
-    return f"Released workflow {wid}: {_plural(back, 'task')} back in the queues"
+    return f"Released workflow {wid}: {plural(back, 'task')} back in the queues"
 
 
 def signal(engine: Engine, wid: str, name: str, reject: bool, comment: str) -> str:
@@ -70,7 +66,7 @@ def signal(engine: Engine, wid: str, name: str, reject: bool, comment: str) -> s
 def retry_task(engine: Engine, wid: str, task: str) -> str:
     n = engine.retry(wid, tasks=[task])
     extra = n - 1
-    more = f" and {_plural(extra, 'task')} after it decided again" if extra > 0 else ""
+    more = f" and {plural(extra, 'task')} after it decided again" if extra > 0 else ""
     return f"Retrying task {task} of workflow {wid}{more}"
 
 
@@ -79,14 +75,14 @@ def plan_cancel(engine: Engine, wid: str) -> Action:
     pending = st.counts.get("waiting", 0) + st.counts.get("ready", 0)
     running = st.counts.get("running", 0)
     body = (
-        f"Workflow {wid} “{st.name}” is {st.state}. {_plural(pending, 'task')} not yet "
-        f"started will be cancelled; {_plural(running, 'running task')} will finish "
+        f"Workflow {wid} “{st.name}” is {st.state}. {plural(pending, 'task')} not yet "
+        f"started will be cancelled; {plural(running, 'running task')} will finish "
         "and nothing more will start."
     )
 
     def run(e: Engine) -> str:
         n = e.cancel(wid)
-        return f"Cancelled workflow {wid}: {_plural(n, 'task')} cancelled"
+        return f"Cancelled workflow {wid}: {plural(n, 'task')} cancelled"
 
     return Action(f"Cancel workflow {wid}?", body, "Cancel workflow", run)
 
@@ -96,10 +92,10 @@ def plan_retry(engine: Engine, wid: str) -> Action:
     failed = st.counts.get("failed", 0)
     after = st.counts.get("upstream_failed", 0) + st.counts.get("skipped", 0)
     body = (
-        f"Workflow {wid} “{st.name}” is {st.state}. {_plural(failed, 'failed task')} will "
+        f"Workflow {wid} “{st.name}” is {st.state}. {plural(failed, 'failed task')} will "
         "run again with their inputs unchanged"
         + (
-            f", and the {_plural(after, 'upstream_failed or skipped task')} after them "
+            f", and the {plural(after, 'upstream_failed or skipped task')} after them "
             "decided again."
             if after
             else "."
@@ -108,7 +104,7 @@ def plan_retry(engine: Engine, wid: str) -> Action:
 
     def run(e: Engine) -> str:
         n = e.retry(wid)
-        return f"Retrying workflow {wid}: {_plural(n, 'task')} reset"
+        return f"Retrying workflow {wid}: {plural(n, 'task')} reset"
 
     return Action(f"Retry workflow {wid}?", body, "Retry workflow", run)
 
@@ -116,7 +112,7 @@ def plan_retry(engine: Engine, wid: str) -> Action:
 def plan_cleanup(engine: Engine, wid: str) -> Action:
     st = engine.status(wid)
     body = (
-        f"Workflow {wid} “{st.name}” ({st.state}, {_plural(st.total, 'task')}) and "
+        f"Workflow {wid} “{st.name}” ({st.state}, {plural(st.total, 'task')}) and "
         "everything kept of it — payloads, outputs, errors — will be deleted. "
         "This cannot be undone."
     )
@@ -135,16 +131,16 @@ def plan_cleanup_finished(engine: Engine) -> Action:
     total = sum(by_state.values())
     parts = ", ".join(f"{n:,} {s}" for s, n in by_state.items())
     body = (
-        f"{_plural(total, 'finished workflow')} ({parts}) and everything kept of them will "
+        f"{plural(total, 'finished workflow')} ({parts}) and everything kept of them will "
         "be deleted. Workflows that finish from now on are kept. This cannot be undone."
     )
 
     def run(e: Engine) -> str:
         n = e.cleanup_finished(older_than_s=max(0.0, e.server_time() - t0))
-        return f"Cleaned up {_plural(n, 'finished workflow')}"
+        return f"Cleaned up {plural(n, 'finished workflow')}"
 
     return Action(
-        f"Clean up {_plural(total, 'finished workflow')}?",
+        f"Clean up {plural(total, 'finished workflow')}?",
         body,
         f"Delete {total:,}",
         run,

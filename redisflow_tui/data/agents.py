@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine import GONE_AFTER_S, AgentInfo, AgentState, Engine, current_agents
+from engine import GONE_AFTER_S, AgentInfo, AgentState, Engine, current_agents, plural
 
-from .actions import Action, _plural
+from .actions import Action
 
 ORDER = {
     AgentState.ONLINE: 0,
@@ -31,7 +31,7 @@ def plan_drain(engine: Engine, agent: AgentInfo) -> Action:
     """Ask ``agent`` to drain: it claims nothing more, finishes what it runs, and exits."""
     body = (
         f"Agent {agent.id} ({agent.host}:{agent.pid}) will claim nothing more, finish and "
-        f"report its {_plural(len(agent.running), 'running task')}, and exit, at its next "
+        f"report its {plural(len(agent.running), 'running task')}, and exit, at its next "
         f"heartbeat (every {agent.heartbeat_s:g}s). Its queued work waits for other agents."
     )
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine import Engine, bulk
+from engine import Engine, bulk, plural
 
-from .actions import Action, _plural
+from .actions import Action
 
 VERBS = {
     "retry": ("Retry", "retried", "their failed tasks run again, inputs unchanged"),
@@ -40,10 +40,10 @@ def plan_bulk(
     verb, _, effect = VERBS[action]
     if ids is not None:
         chosen = bulk.Selection(list(dict.fromkeys(ids)), len(set(ids)))
-        what = f"{_plural(len(chosen.ids), 'marked workflow')}"
+        what = f"{plural(len(chosen.ids), 'marked workflow')}"
     else:
         chosen = bulk.select(engine, flt or bulk.Filter())
-        what = f"{_plural(len(chosen.ids), 'workflow')} ({described or 'all workflows'})"
+        what = f"{plural(len(chosen.ids), 'workflow')} ({described or 'all workflows'})"
     n = len(chosen.ids)
     body = (
         f"{what[0].upper()}{what[1:]}: {effect}. Each workflow is acted on by itself; one "
@@ -61,7 +61,7 @@ def plan_bulk(
         return outcome(bulk.apply(e, action, ids_now))
 
     return Action(
-        f"{verb} {_plural(n, 'workflow')}?", body, f"{verb} {n:,}", run, confirm=n > 0
+        f"{verb} {plural(n, 'workflow')}?", body, f"{verb} {n:,}", run, confirm=n > 0
     )  # fmt: skip
 
 
@@ -69,7 +69,7 @@ def outcome(report: bulk.Report) -> str:
     """``Retried 10 of 12 workflows; 2 refused: workflow 7 is running; ... (×2)``."""
     _, done, _ = VERBS[report.action]
     total = len(report.acted) + len(report.refused)
-    text = f"{done.capitalize()} {len(report.acted):,} of {_plural(total, 'workflow')}"
+    text = f"{done.capitalize()} {len(report.acted):,} of {plural(total, 'workflow')}"
     if not report.refused:
         return text
     reasons = Counter(_general(why) for why in report.refused.values())

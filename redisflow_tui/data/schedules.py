@@ -23,6 +23,7 @@ from engine import (
     ScheduleInfo,
     TemplateInfo,
     WorkflowSummary,
+    plural,
 )
 
 from .actions import Action
@@ -48,11 +49,6 @@ OVERLAP_SHORT = {
     "cancel_other": "cancel other",
     "allow_all": "allow all",
 }
-
-
-def plural(n: int, word: str) -> str:
-    """``1 run``, ``12 runs``."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 # -- reading ---------------------------------------------------------------------------

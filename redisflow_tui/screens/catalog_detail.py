@@ -12,7 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Footer, Static
 
-from engine import Engine, NotFoundError, TemplateInfo, WorkflowSummary
+from engine import Engine, NotFoundError, TemplateInfo, WorkflowSummary, plural
 
 from ..data import schedules as sd
 from ..data.feed import Changes
@@ -216,7 +216,7 @@ class TemplateDetailScreen(DetailScreen):
                 "$runs · put $age ago from $source",
                 name=info.name,
                 version=str(info.version),
-                runs=sd.plural(info.runs, "run"),
+                runs=plural(info.runs, "run"),
                 age=self.console.clock.age(info.put_at),
                 source=info.source,
             )

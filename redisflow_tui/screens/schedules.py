@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import Footer
 
-from engine import Engine, ScheduleInfo, TemplateInfo
+from engine import Engine, ScheduleInfo, TemplateInfo, plural
 
 from ..data import schedules as sd
 from ..data.feed import Changes
@@ -137,7 +137,7 @@ class SchedulesScreen(RunsTemplates):
                 "[b]Templates[/b] · $n · $runs pushed · [dim]r runs the selected one "
                 "with an input · enter shows it · tab: schedules[/]",
                 n=f"{n:,}",
-                runs=sd.plural(runs, "run"),
+                runs=plural(runs, "run"),
             )
         else:
             text = Content.from_markup(

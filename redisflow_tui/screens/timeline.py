@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from engine import Engine, Timeline
+from engine import Engine, Timeline, plural
 
 from ..data.feed import Changes
 from ..widgets.looks import look_style
@@ -56,7 +56,7 @@ class TimelineScreen(LiveScreen):
         title = Text.assemble(
             (f"Timeline of workflow {self.wid}", "bold"), f" · {st.name} · ",
             (st.state.value, look_style(self.app, st.state.value)),
-            f" · {tl.attempt_count} attempts of {st.total} tasks",
+            f" · {plural(tl.attempt_count, 'attempt')} of {plural(st.total, 'task')}",
         )  # fmt: skip
         aged = sum(tl.aged_out.values())
         if aged:

@@ -139,7 +139,7 @@ async def test_the_timeline_counts_attempts_aged_out_of_the_stream(
         await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen))
         title = app.screen.query_one("#timeline-title")
         await wait_for(pilot, lambda: "aged out" in str(title.content), what="the title")
-        assert "3 attempts of 1 tasks" in str(title.content)
+        assert "3 attempts of 1 task" in str(title.content)
 
 
 async def test_escapes_and_markup_in_a_tasks_text_are_shown_as_text(
