@@ -332,6 +332,22 @@ def test_http_task_logs(engine: Engine, api: httpx.Client) -> None:
         assert api.get(f"/v1/workflows/{wid}/tasks/fetch/logs?{bad}").status_code == 400, bad
 
 
+def test_a_logs_wait_is_cut_to_the_servers_max_wait(engine: Engine) -> None:
+    """``?wait=30`` on a server started with a shorter --max-wait waits that long, as every
+    other ``?wait=`` does (a client whose timeout is under 30 s still gets its answer)."""
+    from test_http_server import serving
+
+    from engine.http import HttpConfig, create_app
+
+    wid = engine.push(chain("fetch"))  # no agent: it runs on, with no line yet
+    with (
+        serving(create_app(engine, HttpConfig(max_wait_s=0.2))) as base,
+        httpx.Client(base_url=base, timeout=10) as http,
+    ):
+        r = http.get(f"/v1/workflows/{wid}/tasks/fetch/logs?wait=30")
+    assert r.status_code == 200 and r.json()["lines"] == []
+
+
 def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> None:
     import shutil
     import subprocess

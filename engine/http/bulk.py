@@ -183,6 +183,23 @@ def openapi_paths(common: dict[str, Any], write: dict[str, Any]) -> dict[str, An
             "dry_run": {"type": "boolean"},
             "expect": {"type": "integer", "minimum": 0, "maximum": bulk.MAX_SELECTED},
         },
+        # ids or a filter, one of them
+        "oneOf": [
+            {"required": ["ids"], "not": {"required": ["filter"]}},
+            {"required": ["filter"], "not": {"required": ["ids"]}},
+        ],
+        "allOf": [
+            # tasks go with retry only
+            {"if": {"required": ["tasks"]}, "then": {"properties": {"action": {"const": "retry"}}}},
+            # a filter acts only on the count expected (expect), unless it is a dry run
+            {
+                "if": {
+                    "required": ["filter"],
+                    "not": {"required": ["dry_run"], "properties": {"dry_run": {"const": True}}},
+                },
+                "then": {"required": ["expect"]},
+            },
+        ],
     }
     answer = {
         "type": "object",

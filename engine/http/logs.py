@@ -47,18 +47,19 @@ async def task_logs(api: Api, request: Request) -> Response:
     ):
         raise HttpError(400, f"after {after[:40]!r} is not a cursor this API answered")
     limit = _query_int(request, "limit", 1000, 1, MAX_LIMIT)
-    wait = _query_int(request, "wait", 0, 0, MAX_WAIT_S)
+    # a longer wait than the server's --max-wait waits that long, as every ?wait= does
+    wait_s = min(_query_int(request, "wait", 0, 0, MAX_WAIT_S), api.config.max_wait_s)
     wid, name = request.path_params["id"], request.path_params["name"]
 
     def read() -> tuple[list[Any], str]:
         lines, cursor = read_logs(api.engine, wid, name, after, limit)
-        if lines or not wait:
+        if lines or not wait_s:
             return lines, cursor
         if api.engine.state(wid).finished:  # its last lines may have come since the read
             return read_logs(api.engine, wid, name, after, limit)
         # wait for the workflow's next flush (any task's), then read again
         api.engine.store.logs.wait_log_entries(
-            wid, "$" if cursor == "-" else cursor, wait * 1000, 1
+            wid, "$" if cursor == "-" else cursor, int(wait_s * 1000), 1
         )
         return read_logs(api.engine, wid, name, after, limit)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.spec.definition import MAX_NAME
+from engine.spec.rate_limits import PERIOD_PATTERN
 
 from ..schedules.spec import CATCHUP, OVERLAP
 from ..store.triggers import AUTH_SCHEMES
@@ -46,6 +47,7 @@ WORKFLOW = {
         "name": {"type": "string", "minLength": 1},
         "tasks": {
             "type": "array",
+            "minItems": 1,
             "items": {
                 "type": "object",
                 "required": ["name"],
@@ -113,7 +115,11 @@ _RATE_PROPERTIES: dict[str, Any] = {
         "maximum": 1_000_000,
         "description": "starts per period, per key",
     },
-    "per": {"type": "string", "description": "the period: 1s, 30s, 1m, 1h (ms s m h d)"},
+    "per": {
+        "type": "string",
+        "pattern": PERIOD_PATTERN,
+        "description": "the period: 1s, 30s, 1m, 1h (ms s m h d), up to 366 days",
+    },
     "burst": {
         "type": "integer",
         "minimum": 1,

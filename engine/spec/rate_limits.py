@@ -31,7 +31,10 @@ MAX_LIMIT = 1_000_000
 MAX_BURST = 1_000_000
 MAX_KEY_BYTES = 512
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PERIOD = re.compile(r"^\s*(\d{1,9})?\s*(ms|s|m|h|d)\s*$")
+# a period's shape (its range, up to 366 days, is checked by period_ms): also the HTTP
+# API's schema for one
+PERIOD_PATTERN = r"^\s*(\d{1,9})?\s*(ms|s|m|h|d)\s*$"
+_PERIOD = re.compile(PERIOD_PATTERN)
 FIELDS = ("key", "limit", "per", "burst")
 INPUT, PAYLOAD = "input.", "payload."
 
