@@ -176,6 +176,21 @@ def agent_thread(
         raise errors[0]
 
 
+def promtool() -> str:
+    """promtool's path. Missing, the test is skipped, but not under CI (``CI=true``),
+    where .ci/run installs it (Debian's package ``prometheus``) and it must be there."""
+    import shutil
+
+    import pytest
+
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail("promtool is missing under CI: .ci/run installs it (package prometheus)")
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    return found
+
+
 def cli(
     *args: str,
     env: Mapping[str, str] | None = None,

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_helpers import Hand, run_agent, scan_keys
+from engine_helpers import Hand, promtool, run_agent, scan_keys
 from own_server import admin, server  # noqa: F401 - fixtures, named in signatures
 from test_http_server import Client, client  # noqa: F401 - the fixture
 
@@ -349,7 +349,6 @@ def test_a_logs_wait_is_cut_to_the_servers_max_wait(engine: Engine) -> None:
 
 
 def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> None:
-    import shutil
     import subprocess
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -375,11 +374,8 @@ def test_metrics_have_run_time_histograms(engine: Engine, api: httpx.Client) -> 
     assert m[(runs, (("outcome", "failed"), ("template", "nightly")))] == 0
     h = history(engine, "template")
     assert h["hour"]["nightly"].succeeded == 2
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed (apt-get install prometheus)")
     checked = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -25,6 +25,7 @@ from engine.runtime.handlers import (
     exec_handler,
     import_handler,
 )
+from engine.runtime.json_logs import JsonFormatter
 from engine.runtime.retrying import patiently
 from engine.runtime.side_work import SideWork
 from engine.spec.definition import check_name
@@ -154,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"{MAX_DESCENDANTS:,})",
     )
     p.add_argument("--until-idle", action="store_true", help="exit once nothing it serves can come")
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("REDISFLOW_LOG_FORMAT", "text"),
+        help="the agent's own log lines on stderr: text, or json (one object per line: "
+        "time, level, logger, message, and workflow_id, task, key, type, attempt for a "
+        "record about a task attempt; default: $REDISFLOW_LOG_FORMAT or text)",
+    )
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -180,11 +189,28 @@ def _start_patiently(args: argparse.Namespace) -> tuple[Engine, list[str], list[
     return patiently(start, args.connect_timeout, errors=unreachable, first_s=0.2)
 
 
+def _say(
+    shown: logging.Handler, args: argparse.Namespace, level: int, text: str, plain: str = ""
+) -> None:
+    """A line the agent always shows on stderr (a server warning, its last words): as
+    text, ``plain`` (or ``redisflow-agent: LEVEL: text``); with ``--log-format json``, a
+    record of logger ``redisflow.agent`` handed to the shown handler whatever the level."""
+    if args.log_format != "json":
+        name = logging.getLevelName(level)
+        print(plain or f"redisflow-agent: {name}: {text}", file=sys.stderr)
+        return
+    record = logging.LogRecord("redisflow.agent", level, __file__, 0, "%s", (text,), None)
+    shown.handle(record)
+
+
 @guarded
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     shown = logging.StreamHandler()  # sys.stderr
-    shown.setFormatter(VisibleFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    if args.log_format == "json":
+        shown.setFormatter(JsonFormatter())
+    else:
+        shown.setFormatter(VisibleFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[shown])
     if args.handler:
         if args.exec_env:
@@ -216,7 +242,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             # Before registering: an agent that cannot work must not half-start.
             return refuse(missing[0])
         for warning in warnings:
-            print(f"redisflow-agent: WARNING: {warning}", file=sys.stderr)
+            _say(shown, args, logging.WARNING, warning)
         side: list[SideWork] = []
         if args.scheduler:  # imported only then: an agent without one never loads it
             from ..schedules.scheduler import SchedulerThread
@@ -237,11 +263,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         except ValueError as e:
             return fail(str(e), EXIT_BAD_INPUT)
         agent.run(until_idle=args.until_idle)
-        print(
-            f"redisflow-agent {args.id}: {plural(agent.processed, 'task')} done, "
-            f"{agent.rejected:,} rejected",
-            file=sys.stderr,
-        )
+        done = f"{plural(agent.processed, 'task')} done, {agent.rejected:,} rejected"
+        _say(shown, args, logging.INFO, done, f"redisflow-agent {args.id}: {done}")
     finally:
         engine.close()
     return EXIT_OK

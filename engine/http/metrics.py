@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from engine.runtime.rollups import metric_families
+from engine.core.unserved import LIVE
+from engine.runtime.rollups import KINDS, metric_families
 
 if TYPE_CHECKING:
+    from engine.core.model import AgentInfo
+
     from ..client import Engine
 
 
@@ -72,6 +75,7 @@ class RedisCollector(Collector):
         for state in ("online", "stale", "dead", "stopped"):
             agents.add_metric([state], g.agents.get(state, 0))
         yield agents
+        yield from _agent_families(g.agent_list, [q.type for q in g.queues])
 
         yield GaugeMetricFamily(
             "redisflow_retention_backlog",
@@ -83,6 +87,31 @@ class RedisCollector(Collector):
             "How far the earliest due schedule is behind (0: none is late).",
             value=g.schedule_lag_s,
         )
+        yield GaugeMetricFamily(
+            "redisflow_workflows_past_deadline",
+            "Runs still running past their deadline (housekeeping fails them within seconds).",
+            value=g.past_deadline,
+        )
+        yield GaugeMetricFamily(
+            "redisflow_deadline_lag_seconds",
+            "How far the run longest past its deadline is behind it (0: none is).",
+            value=g.deadline_lag_s,
+        )
+        used = GaugeMetricFamily(
+            "redisflow_redis_memory_used_bytes",
+            "Memory Redis uses (INFO memory used_memory), per master.",
+            labels=["node"],
+        )
+        limit = GaugeMetricFamily(
+            "redisflow_redis_memory_max_bytes",
+            "Redis's maxmemory (0: no limit), per master.",
+            labels=["node"],
+        )
+        for m in g.memory:
+            used.add_metric([m.node], m.used)
+            limit.add_metric([m.node], m.limit)
+        yield used
+        yield limit
 
         rejected = CounterMetricFamily(
             "redisflow_http_rejected",
@@ -102,7 +131,61 @@ class RedisCollector(Collector):
                 deliveries.add_metric([what, kind], n)
         yield rejected
         yield deliveries
+        yield _attempts(self.engine)
         yield from metric_families(self.engine)  # run-time history (engine/runtime/rollups.py)
+
+
+def _agent_families(agents: list[AgentInfo], queued: list[str]) -> Iterator[Metric]:
+    """Live agents (online or stale: those that claim) per task type, every type with a
+    queue included (0: nothing serves it), and each live agent's load."""
+    live = [a for a in agents if a.state in LIVE]
+    serving = GaugeMetricFamily(
+        "redisflow_agents_serving",
+        "Live agents (online or stale) that run each task type (0: none does).",
+        labels=["type"],
+    )
+    counts = dict.fromkeys(queued, 0)
+    for a in live:
+        for t in set(a.types):
+            counts[t] = counts.get(t, 0) + 1
+    for t, n in sorted(counts.items()):
+        serving.add_metric([t], n)
+    yield serving
+    running = GaugeMetricFamily(
+        "redisflow_agent_running_tasks", "Tasks each live agent holds now.", labels=["agent"]
+    )
+    slots = GaugeMetricFamily(
+        "redisflow_agent_concurrency",
+        "Tasks each live agent runs at once at most (its --concurrency).",
+        labels=["agent"],
+    )
+    for a in live:
+        running.add_metric([a.id], len(a.running))
+        slots.add_metric([a.id], a.concurrency)
+    yield running
+    yield slots
+
+
+def _attempts(engine: Engine) -> Metric:
+    """Task attempts that ended, per type and outcome, from the history's totals (the
+    ``y|<type>|ok`` and ``y|<type>|bad`` fields agents add to)."""
+    family = CounterMetricFamily(
+        "redisflow_task_attempts",
+        "Task attempts that ended, per type and outcome (succeeded, failed: retried or not).",
+        labels=["type", "outcome"],
+    )
+    counts: dict[tuple[str, str], int] = {}
+    outcomes = {"ok": "succeeded", "bad": "failed"}
+    for f, v in engine.store.logs.history_totals().items():
+        kind, _, rest = str(f).partition("|")
+        name, _, stat = rest.rpartition("|")
+        if kind == KINDS["type"] and stat in outcomes:
+            for outcome in outcomes.values():
+                counts.setdefault((name, outcome), 0)
+            counts[(name, outcomes[stat])] += int(v)
+    for (name, outcome), n in sorted(counts.items()):
+        family.add_metric([name, outcome], n)
+    return family
 
 
 def registry_for(engine: Engine) -> CollectorRegistry:

@@ -40,6 +40,7 @@ from engine.core.task import Handler, Task, TaskFailed
 from engine.errors import EarlierReleaseError, LeaseLostError, NotReplicatedError
 from engine.runtime.deployment import Host
 from engine.runtime.handlers import EventLoop, awaited, is_async
+from engine.runtime.json_logs import about
 from engine.runtime.retrying import Backoff, transient
 from engine.runtime.side_work import SideWork
 from engine.runtime.tasklogs import BUDGET, TaskLogs
@@ -663,7 +664,13 @@ class Agent:
                 if transient(e) and not self._stopping.is_set():
                     self._stopping.wait(backoff.failed())
                     continue
-                log.warning("agent %s could not confirm it holds %s: %s", self.id, task.key, e)
+                log.warning(
+                    "agent %s could not confirm it holds %s: %s",
+                    self.id,
+                    task.key,
+                    e,
+                    extra=about(task),
+                )
                 self._unstarted.append(task)  # handed back when the agent leaves
                 return False
             if not alive:
@@ -681,6 +688,7 @@ class Agent:
             task.name,
             task.workflow_id,
             task.attempt,
+            extra=about(task),
         )
         self._dropped.put(task)
 
