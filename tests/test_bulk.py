@@ -100,7 +100,7 @@ def test_several_ids_in_one_command(engine: Engine, cli_env: dict[str, str]) -> 
     assert body["acted"] == [{"id": a, "count": 1}, {"id": b, "count": 1}]
     assert body["refused"] == [] and body["selected"] == 2
     one = cli("cancel", a, env=cli_env)  # one id alone: as before
-    assert (one.returncode, one.stdout) == (0, f"workflow {a}: cancel done (1 tasks)\n")
+    assert (one.returncode, one.stdout) == (0, f"workflow {a}: cancel done (1 task)\n")
 
 
 def test_a_filter_needs_yes_without_a_terminal(engine: Engine, cli_env: dict[str, str]) -> None:

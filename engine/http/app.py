@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from starlette.applications import Starlette
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -49,6 +50,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("redisflow.http")
 
+
+
+class Anything(PathConvertor):
+    """The rest of the path, line breaks and slashes too: an idempotency key is any text
+    (``path`` stops at a line break, and the request then met another route's 405)."""
+
+    regex = "(?s:.+)"
+
+
+register_url_convertor("anything", Anything())
 
 def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
     """The redisflow HTTP API over ``engine`` as a Starlette app (see the module doc)."""
@@ -110,7 +121,7 @@ def create_app(engine: Engine, config: HttpConfig | None = None) -> Starlette:
             api.by_method(GET=api.list_workflows, POST=api.on(r.push_workflow)),
             methods=["GET", "POST"],
         ),
-        Route("/v1/workflows/by-key/{key:path}", api.workflow_by_key, methods=["GET"]),
+        Route("/v1/workflows/by-key/{key:anything}", api.workflow_by_key, methods=["GET"]),
         Route("/v1/workflows/{id}", api.workflow, methods=["GET"], name="workflow"),
         Route("/v1/workflows/{id}/events", api.workflow_events, methods=["GET"]),
         Route("/v1/workflows/{id}/tasks/{name}/logs", api.on(task_logs), methods=["GET"]),

@@ -27,6 +27,11 @@ ROLES = ("read", "write")
 TOKEN_ENV = {"read": "REDISFLOW_HTTP_READ_TOKEN", "write": "REDISFLOW_HTTP_WRITE_TOKEN"}
 STANDARD_TOLERANCE_S = 300.0  # Standard Webhooks: how far webhook-timestamp may be from now
 WHSEC = "whsec_"
+# a Standard Webhooks secret standard_key takes, as a regex (the HTTP API's schema for one):
+# whsec_ and the base64 of 16 bytes or more
+WHSEC_PATTERN = (
+    r"^whsec_(?:[A-Za-z0-9+/]{4}){5,}(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
+)
 
 
 ANONYMOUS = "anonymous"  # who calls a server with no token configured (loopback only)

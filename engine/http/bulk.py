@@ -32,6 +32,9 @@ _FILTER_FIELDS = {"state", "name", "template", "created_after", "created_before"
 
 
 def _whole(value: Any, name: str, least: int, most: int) -> int:
+    # JSON says 3 and 3.0 alike: a whole number either way (as its schema's integer)
+    if type(value) is float and value.is_integer():
+        value = int(value)
     if type(value) is not int or not least <= value <= most:
         raise HttpError(400, f"{name} is a whole number from {least} to {most:,}")
     return value

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.spec.definition import MAX_NAME
+from engine.spec.definition import MAX_NAME, NAME_PATTERN
+from engine.spec.flow import MAX_TEMPLATE_NAME
+from engine.spec.options import BY_KEY, WORKFLOW_KEYS
 from engine.spec.rate_limits import PERIOD_PATTERN
 
 from ..schedules.spec import CATCHUP, OVERLAP
 from ..store.triggers import AUTH_SCHEMES
+from .auth import WHSEC_PATTERN
 from .stream import CURSOR_PATTERN, MAX_CURSOR
+from .triggers import HEADER
+from .triggers import NAME as TRIGGER_NAME
 
 Responses = dict[str, Any]
 
@@ -20,17 +25,36 @@ def json_body(schema: dict[str, Any], text: str) -> dict[str, Any]:
     return {"description": text, "content": {"application/json": {"schema": schema}}}
 
 
+def required_body(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    """A request body that must be there (an empty one is refused: 400)."""
+    return {"required": True, **json_body(schema, text)}
+
+
 def error(text: str) -> dict[str, Any]:
     return json_body({"$ref": "#/components/schemas/Error"}, text)
 
 
-def _name(what: str) -> dict[str, Any]:
+# a name, as the server takes one (engine.spec.definition.check_name)
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME, "pattern": NAME_PATTERN}
+
+
+# a template's name (engine.spec.flow.check_template_name: printable, which the server
+# checks in full, Unicode's format characters too)
+TEMPLATE_NAME = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_TEMPLATE_NAME,
+    "pattern": r"^[^\s/\u0000-\u001f\u007f-\u009f]+$",
+}
+
+
+def _name(what: str, schema: dict[str, Any] = NAME) -> dict[str, Any]:
     return {
         "name": "name",
         "in": "path",
         "required": True,
         "description": f"the {what}'s name",
-        "schema": {"type": "string"},
+        "schema": schema,
     }
 
 
@@ -38,20 +62,25 @@ _OBJECT = {"type": "object"}
 _REMOVED = json_body({"type": "object", "properties": {"removed": {"type": "string"}}}, "removed")
 
 # A workflow in the native file format, as JSON (docs/workflows.md says every field; the
-# server checks the rest: names unique, parents known, no cycle; 400 naming the line).
-_TASK_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
+# server checks the rest: names unique, parents known, no cycle; 400 naming the line). Its
+# keys and its tasks' are those the loader knows (engine.spec.options), no other.
+_TASK_NAME = NAME
 WORKFLOW = {
     "type": "object",
     "required": ["name", "tasks"],
+    "additionalProperties": False,
     "properties": {
-        "name": {"type": "string", "minLength": 1},
+        **dict.fromkeys(sorted(WORKFLOW_KEYS), {}),
+        "name": NAME,
         "tasks": {
             "type": "array",
             "minItems": 1,
             "items": {
                 "type": "object",
                 "required": ["name"],
+                "additionalProperties": False,
                 "properties": {
+                    **dict.fromkeys(sorted(BY_KEY), {}),
                     "name": _TASK_NAME,
                     "type": {"type": ["string", "null"]},
                     "payload": {},
@@ -62,11 +91,21 @@ WORKFLOW = {
                 },
             },
         },
-        "input_schema": {"description": "a JSON Schema every run's input must fit"},
+        "input_schema": {
+            "type": ["object", "boolean", "null"],
+            "description": "a JSON Schema every run's input must fit",
+        },
     },
 }
-# a template's workflow may leave out its name (the template's is used)
-TEMPLATE_WORKFLOW = {**WORKFLOW, "required": ["tasks"]}
+# a template's workflow may leave out its name, or leave it empty (the template's is used)
+TEMPLATE_WORKFLOW = {
+    **WORKFLOW,
+    "required": ["tasks"],
+    "properties": {
+        **WORKFLOW["properties"],  # type: ignore[dict-item]
+        "name": {"anyOf": [NAME, {"const": ""}]},
+    },
+}
 TEMPLATE = {
     "type": "object",
     "properties": {
@@ -143,7 +182,7 @@ _TYPE = {
     "in": "path",
     "required": True,
     "description": "the task type",
-    "schema": {"type": "string", "minLength": 1},
+    "schema": NAME,
 }
 TRIGGER = {
     "type": "object",
@@ -171,8 +210,21 @@ TRIGGER_SETTINGS = {
             "type": "string",
             "description": "what the scheme checks (none: no secret); written, never read back",
         },
-        "idempotency_header": {"type": "string"},
+        "idempotency_header": {
+            "anyOf": [{"const": ""}, {"type": "string", "pattern": HEADER.pattern}]
+        },
     },
+    "allOf": [
+        {  # none takes no secret; every other scheme needs one (a trigger never fails open)
+            "if": {"properties": {"auth": {"const": "none"}}},
+            "then": {"properties": {"secret": {"maxLength": 0}}},
+            "else": {"required": ["secret"], "properties": {"secret": {"minLength": 1}}},
+        },
+        {  # whsec_ and base64 of 16 bytes or more
+            "if": {"properties": {"auth": {"const": "standard-webhooks"}}},
+            "then": {"properties": {"secret": {"pattern": WHSEC_PATTERN}}},
+        },
+    ],
 }
 _SSE = {
     "description": "a stream of Server-Sent Events: event: the kind (task.succeeded...), "
@@ -287,7 +339,7 @@ def _templates(ops: _Ops) -> dict[str, Any]:
                 "templates",
                 json_body(TEMPLATE, "the template"),
                 parameters=[
-                    _name("template"),
+                    _name("template", TEMPLATE_NAME),
                     {
                         "name": "version",
                         "in": "query",
@@ -305,8 +357,8 @@ def _templates(ops: _Ops) -> dict[str, Any]:
                 "putTemplate",
                 "templates",
                 _put_answer({"version": {"type": "integer"}, "new": {"type": "boolean"}}),
-                parameters=[_name("template")],
-                requestBody=json_body(
+                parameters=[_name("template", TEMPLATE_NAME)],
+                requestBody=required_body(
                     TEMPLATE_WORKFLOW, "the workflow, in the native format as JSON"
                 ),
                 responses={
@@ -319,7 +371,7 @@ def _templates(ops: _Ops) -> dict[str, Any]:
                 "deleteTemplate",
                 "templates",
                 {"200": _REMOVED},
-                parameters=[_name("template")],
+                parameters=[_name("template", TEMPLATE_NAME)],
                 responses={"404": error("no such template")},
             ),
         },
@@ -355,7 +407,7 @@ def _rate_limits(ops: _Ops) -> dict[str, Any]:
                 "rate limits",
                 {"200": json_body(RATE_LIMIT_OF_TYPE, "stored: the type and its rate limit")},
                 parameters=[_TYPE],
-                requestBody=json_body(RATE_LIMIT, "the rate limit"),
+                requestBody=required_body(RATE_LIMIT, "the rate limit"),
                 responses={"400": error("a bad rate limit (what and why)"), **_too_large()},
             ),
             "delete": ops.change(
@@ -403,7 +455,7 @@ def _schedules(ops: _Ops) -> dict[str, Any]:
                 "schedules",
                 _put_answer({"new": {"type": "boolean"}}),
                 parameters=[_name("schedule")],
-                requestBody=json_body(SCHEDULE_SETTINGS, "the settings"),
+                requestBody=required_body(SCHEDULE_SETTINGS, "the settings"),
                 responses={
                     "400": error("a bad setting or unknown template (what and where)"),
                     **_too_large(),
@@ -564,7 +616,7 @@ def push_operation(
         "operationId": "pushWorkflow",
         "tags": ["runs"],
         "parameters": [wait, key_header],
-        "requestBody": json_body(WORKFLOW, "the workflow, validated as redisflow push does"),
+        "requestBody": required_body(WORKFLOW, "the workflow, validated as redisflow push does"),
         "responses": {
             **answers,
             "400": error(
@@ -580,7 +632,7 @@ def push_operation(
 
 def trigger_operations(common: Responses, write: Responses) -> dict[str, Any]:
     """GET, PUT and DELETE of ``/v1/triggers/{name}`` (its POST is a delivery)."""
-    name = _name("trigger")
+    name = {**_name("trigger"), "schema": {"type": "string", "pattern": TRIGGER_NAME.pattern}}
     return {
         "get": {
             "summary": "One webhook trigger (its secret never included)",
@@ -598,7 +650,7 @@ def trigger_operations(common: Responses, write: Responses) -> dict[str, Any]:
             "operationId": "putTrigger",
             "tags": ["triggers"],
             "parameters": [name],
-            "requestBody": json_body(TRIGGER_SETTINGS, "the trigger's settings"),
+            "requestBody": required_body(TRIGGER_SETTINGS, "the trigger's settings"),
             "responses": {
                 "200": json_body(TRIGGER, "stored (the secret not echoed)"),
                 "400": error(

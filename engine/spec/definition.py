@@ -45,7 +45,13 @@ _encode_payload = json.JSONEncoder(
 _quote: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined, unused-ignore]
 # Names end up in keys, channels, JSON and one-line messages: no control characters, line
 # breaks or lone surrogates (which cannot be encoded as UTF-8).
-_BAD_NAME_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_BAD = r"\u0000-\u001f\u007f-\u009f\u2028\u2029"
+_BAD_NAME_CHAR = re.compile(f"[{_BAD}\\ud800-\\udfff]")
+# a name check_name takes, as a regex (the HTTP API's schema for one): not blank, and no
+# control characters or line breaks (its length is maxLength's; lone surrogates, which
+# no regex engine of JSON Schema's can name and JSON's UTF-8 cannot carry, are refused
+# too)
+NAME_PATTERN = f"^[^{_BAD}]*[^{_BAD}\\s][^{_BAD}]*$"
 
 
 class Workflow:

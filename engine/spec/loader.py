@@ -73,7 +73,7 @@ from engine.spec.definition import (
 )
 from engine.spec.mapping import MapSpec, element_key
 from engine.spec.messages import refuse_unknown
-from engine.spec.options import BY_KEY, MAP_KEYS, Form
+from engine.spec.options import BY_KEY, MAP_KEYS, WORKFLOW_KEYS, Form
 from engine.spec.wait_tasks import WaitSpec, wait_of
 
 _TOO_DEEP = f"nested more than {MAX_FILE_DEPTH} levels deep"
@@ -605,23 +605,15 @@ def _text(value: Any, what: str, where: str) -> str | None:
     raise DefinitionError(f"{where}: {what} must be a string, not {show_value(value)} (quote it)")
 
 
-def _known(node: dict[str, Any], allowed: set[str], what: str, name: Any, where: str) -> None:
+def _known(
+    node: dict[str, Any], allowed: set[str] | frozenset[str], what: str, name: Any, where: str
+) -> None:
     """Refuse fields not in ``allowed`` of ``what`` (``name``: its name as written)."""
     whose = what if name is _NO_KEY else f"{what} {show_value(name)}"
     refuse_unknown(node, allowed, f"{where}: {whose}")
 
 
-NATIVE_WORKFLOW = {
-    "name",
-    "tasks",
-    "retry_backoff",
-    "retry_backoff_max",
-    "deadline",
-    "ttl",
-    "concurrency",
-    "input_schema",
-    "rate_limits",
-}
+NATIVE_WORKFLOW = WORKFLOW_KEYS
 NATIVE_TASK = set(BY_KEY)  # a task's keys (engine.spec.options.TASK_OPTIONS)
 MAP_FIELDS = {"over", "key", *MAP_KEYS}
 MANAGER_WORKFLOW = {"name", "steps", "tasks", "vhosts"}
@@ -659,7 +651,7 @@ def _native(doc: dict[str, Any], source: str, max_tasks: int) -> list[Workflow]:
     _known(doc, NATIVE_WORKFLOW, "the workflow", _NO_KEY, where)
     tasks = _list(doc.get("tasks"), "'tasks'", where, max_tasks)
     wf = Workflow(
-        doc.get("name") or "",
+        _text(doc.get("name"), "the workflow's name", where) or "",
         retry_backoff=doc.get("retry_backoff", 1.0),
         retry_backoff_max=doc.get("retry_backoff_max", DEFAULT_BACKOFF_MAX),
         where=where,
@@ -786,7 +778,7 @@ def _manager_format(doc: dict[str, Any], source: str, max_tasks: int) -> list[Wo
             _known(sub, MANAGER_TASK, "task", sub.get("name"), here)
             subtasks[_text(sub.get("name"), "a task's name", here)] = sub
         _names(w.get("vhosts"), "vhosts", wwhere)  # accepted as the manager documents it
-        wf = Workflow(w.get("name") or "", where=wwhere)
+        wf = Workflow(_text(w.get("name"), "a workflow's name", wwhere) or "", where=wwhere)
         for snode in steps:
             here = _where(source, snode)
             s = _mapping(snode, "a step", here)

@@ -336,6 +336,11 @@ TASK_OPTIONS: tuple[TaskOption, ...] = (
 
 BY_NAME = {o.name: o for o in TASK_OPTIONS}
 # A native file's task: its keys (aliases too), each to its option.
+# A native file's workflow keys (its tasks' are BY_KEY's)
+WORKFLOW_KEYS = frozenset({
+    "name", "tasks", "retry_backoff", "retry_backoff_max", "deadline", "ttl", "concurrency",
+    "input_schema", "rate_limits",
+})  # fmt: skip
 BY_KEY = {k: o for o in TASK_OPTIONS if o.key and "." not in o.key for k in (o.key, *o.aliases)}
 # A native file's map: its keys beyond `over` and `key`, each to its option.
 MAP_KEYS = {

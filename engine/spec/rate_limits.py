@@ -108,6 +108,11 @@ class RateLimit:
         return {"key": self.key, "limit": self.limit, "per": self.per, "burst": self.burst}
 
 
+def _whole(value: Any) -> Any:
+    """A number as written, a whole float as the integer it is (JSON's ``3.0`` is ``3``)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 def rate_limit_from(value: Any, where: str) -> RateLimit | None:
     """A :class:`RateLimit` from what a file or a call says (a mapping ``{key, limit, per,
     burst}``, or a RateLimit), checked; None stays None."""
@@ -126,7 +131,8 @@ def rate_limit_from(value: Any, where: str) -> RateLimit | None:
         if need not in value:
             raise DefinitionError(f"{where}: rate_limit needs a {need} ({what})")
     key = value["key"]
-    r = RateLimit(key, value["limit"], value.get("per", "1s"), value.get("burst", 1))
+    limit, burst = _whole(value["limit"]), _whole(value.get("burst", 1))
+    r = RateLimit(key, limit, value.get("per", "1s"), burst)
     r.check(where)
     return r
 
