@@ -77,6 +77,15 @@ MAX_EVALUATORS = 4  # condition evaluator processes an agent keeps at most
 FENCE_SHARE = 0.5
 
 
+# An Outcome made as the tuple it is: a NamedTuple's own constructor costs four times as much
+# (a hot path: one per task).
+_new_outcome = tuple.__new__
+
+
+def _outcome(task: Task, kind: str, value: str) -> Outcome:
+    return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, kind, value))
+
+
 class Agent:
     """A worker that runs tasks of the types it has handlers for.
 
@@ -179,6 +188,7 @@ class Agent:
         self._pubsub: Any = None
         self._beat: threading.Thread | None = None  # started once registered
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._ran: list[Outcome] = []  # inline handlers' outcomes (the loop's thread alone)
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._event_loop: EventLoop | None = None
@@ -466,15 +476,18 @@ class Agent:
             began = time.perf_counter()
             ran = 0
             self._inline = tasks
+            # a hot path: names bound once per batch; outcomes kept in a list of the
+            # loop's own, which the next report takes (_collect)
+            stopping, execute, done = self._stopping, self._execute, self._ran
             for t in tasks:
-                if self._stopping.is_set():
+                if stopping.is_set():
                     # the rest of the batch goes back to ready when we leave, its
                     # attempt not counted
                     self._unstarted.extend(tasks[ran:])
                     break
-                outcome = self._execute(t, epoch)
+                outcome = execute(t, epoch)
                 if outcome is not None:
-                    self._results.put(outcome)
+                    done.append(outcome)
                 ran += 1
             self._inline = []
             if self._adaptive and ran:
@@ -510,11 +523,13 @@ class Agent:
 
     def _execute(self, task: Task, epoch: int) -> Outcome | None:
         """Run ``task`` (claimed in lease epoch ``epoch``): its outcome, or None when its
-        attempt was no longer this agent's and its handler was not run."""
+        attempt was no longer this agent's and its handler was not run. (A hot path: a
+        task with no condition nor timeout pays a clock read, the log mark and its
+        handler, no call more.)"""
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task, self._conditions)
             if decided is not None:
-                return Outcome(task.workflow_id, task.key, task.attempt, *decided)
+                return _outcome(task, *decided)
         # Fencing: the handler runs only while the attempt is surely ours. Nobody can take
         # it but by reaping this agent, and Redis reaps it only once its lease has run out:
         # a lease renewal that began at t (heartbeat or registration) keeps it ours until
@@ -523,24 +538,25 @@ class Agent:
         # lease after t, and with no loss or registration since the claim (the epoch), no
         # question to Redis is needed: the plain path pays one clock read. Past it (a slow
         # condition, a long wait for a thread, a stalled heartbeat) Redis is asked.
-        if self._fenced(epoch) and not self._still_ours(task, epoch):
+        if (epoch != self._epoch or time.monotonic() >= self._held_until) and not (
+            self._still_ours(task, epoch)  # _fenced, written out
+        ):
             self._drop(task)
             return None
-        token = self._logs.begin(task)  # what the handler writes is this attempt's
-        outcome = self._run_handler(task)
-        self._logs.end(token, outcome.kind == "ok")
-        return outcome
-
-    def _run_handler(self, task: Task) -> Outcome:
+        logs = self._logs
+        mark = logs.begin(task)  # what the handler writes is this attempt's
         if task.timeout is not None:
-            return self._execute_watched(task)
-        try:
-            out = self._handler(task)(task)
-            if out is not None and inspect.isawaitable(out):  # async, not told by is_async
-                out = asyncio.run(awaited(out))
-            return self._succeeded(task, out)
-        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
-            return self._failed(task, e)
+            outcome = self._execute_watched(task)
+        else:
+            try:
+                out = self._handler(task)(task)
+                if out is not None and inspect.isawaitable(out):  # async, not told by is_async
+                    out = asyncio.run(awaited(out))
+                outcome = self._succeeded(task, out)
+            except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+                outcome = self._failed(task, e)
+        logs.end(mark, outcome[3] == "ok")
+        return outcome
 
     def _execute_watched(self, task: Task) -> Outcome:
         """_execute for a task with a timeout: its `cancelled` is set at the deadline."""
@@ -562,7 +578,7 @@ class Agent:
             # in a thread: the loop goes on with other handlers while a worker evaluates
             decided = await asyncio.to_thread(gate, task, self._conditions)
             if decided is not None:
-                self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
+                self._results.put(_outcome(task, *decided))
                 return
         if self._fenced(epoch):  # as in _execute
             if not await asyncio.to_thread(self._still_ours, task, epoch):
@@ -695,10 +711,12 @@ class Agent:
                 task.cancelled.set()
 
     def _succeeded(self, task: Task, out: Any) -> Outcome:
-        text = "" if out is None else json.dumps(out, separators=(",", ":"))
+        if out is None:
+            return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, "ok", ""))
+        text = json.dumps(out, separators=(",", ":"))
         if len(text) > self._max_output:
             raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
-        return Outcome(task.workflow_id, task.key, task.attempt, "ok", text)
+        return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, "ok", text))
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
         kind = outcome_of(e)
@@ -706,15 +724,15 @@ class Agent:
             how, msg = kind
             if how == SKIP and task.item_index is not None:
                 how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
-            return Outcome(task.workflow_id, task.key, task.attempt, how, msg[:65536])
+            return _outcome(task, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()
-        return Outcome(task.workflow_id, task.key, task.attempt, "err", msg[:65536])
+        return _outcome(task, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
-        out: list[Outcome] = []
+        out, self._ran = self._ran, []
         while True:
             try:
                 out.append(self._results.get_nowait())
