@@ -207,7 +207,8 @@ class Agent:
         # every task running here (pool, event loop; an inline batch): their `cancelled`
         # is set when the lease is lost
         self._running: dict[int, Task] = {}
-        self._inline: list[Task] = []
+        self._inline: list[Task] = []  # an inline batch's tasks not started yet
+        self._inline_task: Task | None = None  # and the one running
         self._watch_lock = threading.Lock()
         # beside the tasks: the wait keeper (every agent's), then what it was handed
         self.side: list[SideWork] = [WaitKeeper(engine, maintain_s), *side]
@@ -431,24 +432,28 @@ class Agent:
         elif not outcomes:
             return 0
         replies = self._execute_pipe(pipe, outcomes)
-        reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
-        failed = self._count_reports(reported, outcomes)
+        reports = len(self._report_shards(outcomes)) if outcomes else 0
+        failed = self._count_reports(replies[:reports], outcomes)
+        # the outcomes go before the claimed tasks are decoded (ClaimRows)
+        del outcomes
         self._expand()
-        tasks = self._claimed(replies[len(reported) :], shards[0])
+        tasks = self._claimed(replies[reports:], shards[0])
+        del replies
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
                 break
             pipe = self._scripts.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, []), shard))
+        claimed = len(tasks)
         self._start(tasks, epoch)
         if failed is not None:
             raise failed  # after the claims' tasks started: the loop backs off
-        return len(tasks)
+        return claimed
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
         # one claim over all our types: the best `count` tasks among them
-        pipe.add(self._calls.claim_call(shard, self.id, self.types, count))
+        pipe.add(self._calls.claim_rows_call(shard, self.id, self.types, count))
 
     def _claimed(self, replies: list[Any], shard: ShardKeys) -> list[Task]:
         """The tasks in claim replies (of ``shard``); a lost lease is flagged for the
@@ -460,14 +465,16 @@ class Agent:
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            token_in = getattr(reply, "token_in_s", None)
+            claimed = reply.tasks()  # ClaimRows, or a Claimed
+            token_in = claimed.token_in_s
             if token_in is not None:  # a rate limit's next token: sleep no longer
                 self._token_at = min(self._token_at, time.monotonic() + token_in)
-            tasks.extend(reply)
+            tasks.extend(claimed)
         return tasks
 
     def _start(self, tasks: list[Task], epoch: int | None = None) -> None:
-        """Run ``tasks``, claimed in lease epoch ``epoch`` (default: the current one)."""
+        """Run ``tasks``, claimed in lease epoch ``epoch`` (default: the current one).
+        Inline, ``tasks`` is emptied as they run, each let go once it ran."""
         if not tasks:
             return
         if epoch is None:
@@ -475,21 +482,27 @@ class Agent:
         if self._pool is None:
             began = time.perf_counter()
             ran = 0
-            self._inline = tasks
-            # a hot path: names bound once per batch; outcomes kept in a list of the
-            # loop's own, which the next report takes (_collect)
+            # A hot path: names bound once per batch; outcomes kept in a list of the
+            # loop's own, which the next report takes (_collect). Each task is popped
+            # and let go once it ran (the list held the caller's only reference): a
+            # batch never holds its tasks and all their outcomes at once, which would
+            # cost a garbage collection per batch.
+            tasks.reverse()
+            self._inline = tasks  # those not started yet, and the one running (below)
             stopping, execute, done = self._stopping, self._execute, self._ran
-            for t in tasks:
+            while tasks:
                 if stopping.is_set():
                     # the rest of the batch goes back to ready when we leave, its
                     # attempt not counted
-                    self._unstarted.extend(tasks[ran:])
+                    self._unstarted.extend(reversed(tasks))
+                    tasks.clear()
                     break
+                t = self._inline_task = tasks.pop()
                 outcome = execute(t, epoch)
                 if outcome is not None:
                     done.append(outcome)
                 ran += 1
-            self._inline = []
+            self._inline, self._inline_task = [], None
             if self._adaptive and ran:
                 per_task = (time.perf_counter() - began) / ran
                 self.batch = max(
@@ -621,11 +634,11 @@ class Agent:
         be refused. The loop registers there again."""
         one = len(self._shards) == 1
         with self._watch_lock:
-            # the pool's and event loop's tasks, and an inline batch (its tasks that ended
-            # are told too: harmless, nobody looks any more)
+            # the pool's and event loop's tasks, and an inline batch's: the one running
+            # and those not started yet (told too: harmless, fencing drops them)
             running = [
                 t
-                for t in [*self._running.values(), *self._inline]
+                for t in [*self._running.values(), *self._inline, *self._inline_now()]
                 if one or self.engine.keys.shard_of(t.workflow_id).shard == shard.shard
             ]
             if self._lost_shards is not None:
@@ -643,6 +656,10 @@ class Agent:
                 self.id,
                 len(running),
             )
+
+    def _inline_now(self) -> list[Task]:
+        task = self._inline_task
+        return [] if task is None else [task]
 
     def _renewed(self, began: float, epoch: int) -> None:
         """Every shard's lease was renewed by calls that began at ``began`` (monotonic):
