@@ -332,23 +332,24 @@ class Scripts:
         self.client = client
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self._registered: dict[str, Any] | None = None
+        self._registered: dict[str, Any] = {}
+        self._flavour: tuple[bool, bool] | None = None  # (shebang, sharded), asked once
 
-    @property
-    def _scripts(self) -> dict[str, Any]:
-        # Registered on first use, as the server's version picks the source: a handle that
-        # only reads never runs a script (nor needs the permission to).
-        if self._registered is None:
-            shebang = supports_shebang(self.client)
-            sharded = shebang and is_cluster(self.client)  # SPUBLISH: Redis 7 clusters
-            self._registered = {
-                name: self.client.register_script(script_source(name, shebang, sharded))
-                for name in SCRIPT_NAMES
-            }
-        return self._registered
+    def _script(self, name: str) -> Any:
+        """Script ``name`` registered on the client, built at its first use: the server's
+        version picks the source, a handle that only reads never runs a script (nor
+        needs the permission to), and an agent builds only the scripts it runs."""
+        script = self._registered.get(name)
+        if script is None:
+            if self._flavour is None:
+                shebang = supports_shebang(self.client)
+                self._flavour = shebang, shebang and is_cluster(self.client)  # SPUBLISH
+            source = script_source(name, *self._flavour)
+            script = self._registered[name] = self.client.register_script(source)
+        return script
 
     def sha(self, name: str) -> str:
-        return str(self._scripts[name].sha)
+        return str(self._script(name).sha)
 
     def run(self, call: Call[T], short: list[NotReplicatedError] | None = None) -> T:
         """Run one call (EVALSHA, loading the script if the server lacks it).
@@ -369,7 +370,7 @@ class Scripts:
                 raise reply
             return reply  # type: ignore[no-any-return]
         try:
-            reply = self._scripts[call.name](keys=call.keys, args=call.args)
+            reply = self._script(call.name)(keys=call.keys, args=call.args)
         except redis.ResponseError as e:
             raise script_error(e, call.name) from None
         return call.decode(reply)
@@ -379,8 +380,9 @@ class Scripts:
         return ScriptBatch(self)
 
     def load_all(self) -> None:
-        """Load every script into the server (after a restart or SCRIPT FLUSH)."""
-        for script in self._scripts.values():
+        """Load every script this handle has run into the server (after a restart or
+        SCRIPT FLUSH); another one is loaded when it first meets NOSCRIPT."""
+        for script in list(self._registered.values()):
             self.client.script_load(script.script)
 
 
