@@ -319,7 +319,7 @@ class Call(Generic[T]):
 
 
 class Scripts:
-    """Every engine script registered on one Redis client.
+    """The engine's scripts, each registered on one Redis client at its first use.
 
     With ``wait_replicas`` above 0 every call and batch is followed by ``WAIT
     wait_replicas wait_timeout_ms`` on its own connection (:mod:`.durable`), and fewer
