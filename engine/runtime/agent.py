@@ -729,11 +729,11 @@ class Agent:
 
     def _succeeded(self, task: Task, out: Any) -> Outcome:
         if out is None:
-            return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, "ok", ""))
+            return _outcome(task, "ok", "")
         text = json.dumps(out, separators=(",", ":"))
         if len(text) > self._max_output:
             raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
-        return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, "ok", text))
+        return _outcome(task, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
         kind = outcome_of(e)

@@ -73,7 +73,7 @@ class Claimed(list[Task]):
 
 
 def _claimed(reply: Any) -> Claimed:
-    return _claim_rows(reply).tasks()
+    return ClaimRows(reply).tasks()
 
 
 class ClaimRows:
@@ -96,10 +96,6 @@ class ClaimRows:
             out.next_at_ms, out.now_ms = self.reply[0], self.now_ms
         out.extend(decode_claim_rows(self.reply, 2))
         return out
-
-
-def _claim_rows(reply: Any) -> ClaimRows:
-    return ClaimRows(reply)
 
 
 @dataclass
@@ -376,7 +372,7 @@ class Calls:
     ) -> Call[ClaimRows]:
         """:meth:`claim_call`, its reply left to decode when the tasks run (an agent's)."""
         args = [*self._common(shard), agent, count]
-        return Call("claim", [shard.queue(t) for t in types], args, _claim_rows)
+        return Call("claim", [shard.queue(t) for t in types], args, ClaimRows)
 
     def complete_call(
         self, shard: ShardKeys, agent: str, outcomes: Sequence[Outcome]
