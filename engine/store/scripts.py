@@ -380,10 +380,10 @@ class Scripts:
         return ScriptBatch(self)
 
     def load_all(self) -> None:
-        """Load every script this handle has run into the server (after a restart or
-        SCRIPT FLUSH); another one is loaded when it first meets NOSCRIPT."""
-        for script in list(self._registered.values()):
-            self.client.script_load(script.script)
+        """Load every script into the server (after a restart or SCRIPT FLUSH): those
+        not run here yet too, so no other client meets NOSCRIPT on its first call."""
+        for name in SCRIPT_NAMES:
+            self.client.script_load(self._script(name).script)
 
 
 class ScriptBatch:
