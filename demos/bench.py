@@ -251,7 +251,7 @@ def agent_process(
     stamps: list[Stamp] = []
     if cfg.handler_latency:
         step = sample_step(cfg.workflows, cfg.latency_sample)
-        handler = stamped(cast(Callable[[Any], Any], handler), step, stamps)
+        handler = stamped(cast(Callable[[Any], Any], handler), step, stamps, engine.keys.shards)
     agent = Agent(
         engine,
         agent_id=f"demo-{os.getpid()}-{index}",

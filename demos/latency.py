@@ -35,14 +35,15 @@ def sample_step(workflows: int, sample: int) -> int:
 
 
 def stamped(
-    handler: Callable[[Task], Any], step: int, stamps: list[Stamp]
+    handler: Callable[[Task], Any], step: int, stamps: list[Stamp], shards: int = 1
 ) -> Callable[[Task], Any]:
     """``handler``, noting start and end of the tasks of every ``step``-th workflow (by
-    id) in ``stamps``."""
+    id) in ``stamps``. Ids go up by ``shards`` (the deployment's shard count) from one
+    workflow to the next."""
     clock = time.time
 
     def note(task: Task) -> Any:
-        if int(task.workflow_id) % step:
+        if int(task.workflow_id) // shards % step:
             return handler(task)
         began = clock()
         try:
