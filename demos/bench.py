@@ -42,6 +42,7 @@ from engine.store.codec import parse_record as task_record
 from engine.store.keys import ShardKeys
 from engine.store.layout import is_cluster
 
+from .latency import Stamp, handler_latency, sample_step, stamped
 from .shapes import SHAPES, random_dag
 from .work import bench_handler
 
@@ -49,6 +50,7 @@ SHAPE_NAMES = ("diamond4", "chain9", "chain10", "fan10", "random")
 DISTINCT = ("", "input", "payloads")
 PUSH_CHUNK = 1024  # workflows per push_many call
 POLL_S = 0.02  # how often the monitor reads the counters
+RATE_TICK_S = 0.02  # with a rate: a push every this often at most
 
 
 @dataclass
@@ -70,6 +72,8 @@ class BenchConfig:
     task_io: bool = False  # each handler does one Redis round trip of its own
     async_handlers: bool = False  # handlers are ``async def``
     latency_sample: int = 2000
+    handler_latency: bool = False  # handlers note their start and end (demos/latency.py)
+    rate: float = 0.0  # workflows pushed per second (0: as fast as pushing goes)
     seed: int = 0
     max_payload: int = 1024 * 1024
     timeout_s: float = 3600.0
@@ -110,6 +114,14 @@ class BenchResult:
     bytes_per_task_pushed: float | None = None
     bytes_per_task_basis: str = "peak"
     latency_sampled_tasks: int = 0
+    # with handler_latency (demos/latency.py): ready -> handler start, and the last
+    # parent's handler end -> handler start, in ms
+    dispatch_p50_ms: float | None = None
+    dispatch_p99_ms: float | None = None
+    step_p50_ms: float | None = None
+    step_p99_ms: float | None = None
+    handler_sampled_tasks: int = 0
+    rate: float = 0.0
     succeeded: int = 0
     failed: int = 0
     skipped: int = 0
@@ -236,6 +248,10 @@ def agent_process(
         io=(cfg.url, f"{cfg.namespace}:io:{index}") if cfg.task_io else None,
         is_async=cfg.async_handlers,
     )
+    stamps: list[Stamp] = []
+    if cfg.handler_latency:
+        step = sample_step(cfg.workflows, cfg.latency_sample)
+        handler = stamped(cast(Callable[[Any], Any], handler), step, stamps, engine.keys.shards)
     agent = Agent(
         engine,
         agent_id=f"demo-{os.getpid()}-{index}",
@@ -256,7 +272,7 @@ def agent_process(
         agent.run()
     finally:
         cpu = time.process_time() - cpu
-        report.put(("done", index, agent.processed, agent.rejected, cpu))
+        report.put(("done", index, agent.processed, agent.rejected, cpu, stamps))
         engine.close()
 
 
@@ -466,6 +482,7 @@ def run_bench(
     processed = rejected = 0
     done_agents = 0
     agents_cpu = 0.0
+    stamps: list[Stamp] = []
     try:
         ready = 0
         while ready < cfg.agents:
@@ -486,7 +503,10 @@ def run_bench(
         if cfg.phases == "overlap":
             go.set()
         run_start = t0
-        for chunk in iter_chunks(make, cfg.workflows, PUSH_CHUNK):
+        chunk_size = PUSH_CHUNK if cfg.rate <= 0 else max(1, int(cfg.rate * RATE_TICK_S))
+        for chunk in iter_chunks(make, cfg.workflows, chunk_size):
+            if cfg.rate > 0:  # this chunk's turn: as many as the rate allows by now
+                time.sleep(max(0.0, t0 + len(wids) / cfg.rate - time.monotonic()))
             inputs = None
             if cfg.distinct == "input":
                 at = len(wids)
@@ -531,7 +551,7 @@ def run_bench(
         deadline_join = time.monotonic() + 30
         while done_agents < len(procs) and time.monotonic() < deadline_join:
             try:
-                kind, _, n_ok, n_rej, cpu_s = report.get(timeout=1)
+                kind, _, n_ok, n_rej, cpu_s, *more = report.get(timeout=1)
             except queue.Empty:
                 if not any(p.is_alive() for p in procs):
                     break
@@ -541,6 +561,7 @@ def run_bench(
                 processed += n_ok
                 rejected += n_rej
                 agents_cpu += cpu_s
+                stamps += more[0] if more else []
         for p in procs:
             p.join(timeout=5)
             if p.is_alive():
@@ -555,6 +576,7 @@ def run_bench(
 
     counted = recount(engine, wids)
     lat = sample_latency(engine, wids, cfg.latency_sample)
+    dispatch, steps = handler_latency(engine, stamps)
     problems = _check(cfg, tasks_total, wids, final, counted, processed, rejected, done_agents)
     push_s = t_push - t0
     run_s = t_end - run_start
@@ -592,6 +614,12 @@ def run_bench(
             None if pushed_mem is None else round((pushed_mem - baseline) / max(1, tasks_total), 1)
         ),
         latency_sampled_tasks=len(lat),
+        dispatch_p50_ms=_round(percentile(dispatch, 50)),
+        dispatch_p99_ms=_round(percentile(dispatch, 99)),
+        step_p50_ms=_round(percentile(steps, 50)),
+        step_p99_ms=_round(percentile(steps, 99)),
+        handler_sampled_tasks=len(stamps),
+        rate=cfg.rate,
         succeeded=counted["tasks"].get("succeeded", 0),
         failed=counted["tasks"].get("failed", 0),
         skipped=counted["tasks"].get("skipped", 0),

@@ -127,7 +127,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=2000,
         metavar="N",
-        help="workflows read back for the ready-to-start latency (default: 2000)",
+        help="workflows read back for the latencies (default: 2000)",
+    )
+    p.add_argument(
+        "--handler-latency",
+        action="store_true",
+        help="handlers note when they start and end, in the sampled workflows: dispatch "
+        "latency (ready -> handler start) and step latency (a parent's end -> its child's "
+        "handler start); costs the agents a check per task",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="push W workflows a second, spread evenly (default: as fast as it goes): "
+        "a few a second is an idle deployment",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of random shapes and failures")
     p.add_argument(
@@ -204,7 +219,10 @@ def summary_table(res: BenchResult) -> Table:
     if res.redis_cpu_split:
         row("Redis CPU by master", "  ".join(f"{v:.0f}%" for v in res.redis_cpu_split.values()))
     row("agents' CPU per task", f"{res.agent_us_per_task:.1f} us")
-    row("ready-to-start p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
+    row("ready-to-claim p50 / p99", f"{res.latency_p50_ms} / {res.latency_p99_ms} ms")
+    if res.handler_sampled_tasks:
+        row("dispatch p50 / p99", f"{res.dispatch_p50_ms} / {res.dispatch_p99_ms} ms")
+        row("step p50 / p99", f"{res.step_p50_ms} / {res.step_p99_ms} ms")
     row(
         "succeeded / failed / upstream_failed / skipped",
         f"{res.succeeded} / {res.failed} / {res.upstream_failed} / {res.skipped}",
@@ -222,6 +240,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return fail("--workflows, --agents and --concurrency must be at least 1", EXIT_BAD_INPUT)
     if not 0.0 <= args.fail_rate <= 1.0:
         return fail("--fail-rate must be between 0 and 1", EXIT_BAD_INPUT)
+    if args.rate < 0:
+        return fail("--rate must be 0 or more", EXIT_BAD_INPUT)
+    if args.handler_latency and args.async_handlers:
+        return fail("--handler-latency notes plain handlers only, not --async", EXIT_BAD_INPUT)
     engine = connect(args)
     try:
         if args.flush:
@@ -254,6 +276,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             claim_batch=args.claim_batch,
             phases=args.phases,
             latency_sample=args.latency_sample,
+            handler_latency=args.handler_latency,
+            rate=args.rate,
             seed=args.seed,
             max_payload=args.max_payload,
             timeout_s=args.timeout,

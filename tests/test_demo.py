@@ -157,3 +157,26 @@ def test_demo_distinct_inputs_reach_the_handlers(redis_url: str) -> None:
         assert engine.status(wid).input == workflow_input(3)
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_demo_handler_latency_at_a_rate(redis_url: str) -> None:
+    proc = run_demo(
+        redis_url, "--workflows", "20", "--rate", "40", "--handler-latency",
+        "--latency-sample", "10",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ok"] is True, out["problems"]
+    assert out["rate"] == 40
+    assert out["push_s"] >= 0.4  # 20 workflows at 40 a second
+    sampled = out["handler_sampled_tasks"]  # about every second workflow's 10 tasks
+    assert 0 < sampled < 200 and sampled % 10 == 0
+    for name in ("dispatch_p50_ms", "dispatch_p99_ms", "step_p50_ms", "step_p99_ms"):
+        assert out[name] is not None and out[name] >= 0, name
+
+
+def test_demo_handler_latency_needs_plain_handlers(redis_url: str) -> None:
+    proc = run_demo(redis_url, "--workflows", "10", "--handler-latency", "--async")
+    assert proc.returncode == 2
+    assert "plain handlers" in proc.stderr

@@ -78,6 +78,15 @@ MAX_EVALUATORS = 4  # condition evaluator processes an agent keeps at most
 FENCE_SHARE = 0.5
 
 
+# An Outcome made as the tuple it is: a NamedTuple's own constructor costs four times as much
+# (a hot path: one per task).
+_new_outcome = tuple.__new__
+
+
+def _outcome(task: Task, kind: str, value: str) -> Outcome:
+    return _new_outcome(Outcome, (task.workflow_id, task.key, task.attempt, kind, value))
+
+
 class Agent:
     """A worker that runs tasks of the types it has handlers for.
 
@@ -180,6 +189,7 @@ class Agent:
         self._pubsub: Any = None
         self._beat: threading.Thread | None = None  # started once registered
         self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._ran: list[Outcome] = []  # inline handlers' outcomes (the loop's thread alone)
         self._inflight = 0
         self._pool: ThreadPoolExecutor | None = None
         self._event_loop: EventLoop | None = None
@@ -198,7 +208,8 @@ class Agent:
         # every task running here (pool, event loop; an inline batch): their `cancelled`
         # is set when the lease is lost
         self._running: dict[int, Task] = {}
-        self._inline: list[Task] = []
+        self._inline: list[Task] = []  # an inline batch's tasks not started yet
+        self._inline_task: Task | None = None  # and the one running
         self._watch_lock = threading.Lock()
         # beside the tasks: the wait keeper (every agent's), then what it was handed
         self.side: list[SideWork] = [WaitKeeper(engine, maintain_s), *side]
@@ -422,24 +433,28 @@ class Agent:
         elif not outcomes:
             return 0
         replies = self._execute_pipe(pipe, outcomes)
-        reported = replies[: len(self._report_shards(outcomes))] if outcomes else []
-        failed = self._count_reports(reported, outcomes)
+        reports = len(self._report_shards(outcomes)) if outcomes else 0
+        failed = self._count_reports(replies[:reports], outcomes)
+        # the outcomes go before the claimed tasks are decoded (ClaimRows)
+        del outcomes
         self._expand()
-        tasks = self._claimed(replies[len(reported) :], shards[0])
+        tasks = self._claimed(replies[reports:], shards[0])
+        del replies
         for shard in shards[1:] if want else []:
             if len(tasks) >= want or self._lease_lost.is_set():
                 break
             pipe = self._scripts.batch()
             self._queue_claim(pipe, shard, want - len(tasks))
             tasks.extend(self._claimed(self._execute_pipe(pipe, []), shard))
+        claimed = len(tasks)
         self._start(tasks, epoch)
         if failed is not None:
             raise failed  # after the claims' tasks started: the loop backs off
-        return len(tasks)
+        return claimed
 
     def _queue_claim(self, pipe: ScriptBatch, shard: ShardKeys, count: int) -> None:
         # one claim over all our types: the best `count` tasks among them
-        pipe.add(self._calls.claim_call(shard, self.id, self.types, count))
+        pipe.add(self._calls.claim_rows_call(shard, self.id, self.types, count))
 
     def _claimed(self, replies: list[Any], shard: ShardKeys) -> list[Task]:
         """The tasks in claim replies (of ``shard``); a lost lease is flagged for the
@@ -451,14 +466,16 @@ class Agent:
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            token_in = getattr(reply, "token_in_s", None)
+            claimed = reply.tasks()  # ClaimRows, or a Claimed
+            token_in = claimed.token_in_s
             if token_in is not None:  # a rate limit's next token: sleep no longer
                 self._token_at = min(self._token_at, time.monotonic() + token_in)
-            tasks.extend(reply)
+            tasks.extend(claimed)
         return tasks
 
     def _start(self, tasks: list[Task], epoch: int | None = None) -> None:
-        """Run ``tasks``, claimed in lease epoch ``epoch`` (default: the current one)."""
+        """Run ``tasks``, claimed in lease epoch ``epoch`` (default: the current one).
+        Inline, ``tasks`` is emptied as they run, each let go once it ran."""
         if not tasks:
             return
         if epoch is None:
@@ -466,18 +483,27 @@ class Agent:
         if self._pool is None:
             began = time.perf_counter()
             ran = 0
-            self._inline = tasks
-            for t in tasks:
-                if self._stopping.is_set():
+            # A hot path: names bound once per batch; outcomes kept in a list of the
+            # loop's own, which the next report takes (_collect). Each task is popped
+            # and let go once it ran (the list held the caller's only reference): a
+            # batch never holds its tasks and all their outcomes at once, which would
+            # cost a garbage collection per batch.
+            tasks.reverse()
+            self._inline = tasks  # those not started yet, and the one running (below)
+            stopping, execute, done = self._stopping, self._execute, self._ran
+            while tasks:
+                if stopping.is_set():
                     # the rest of the batch goes back to ready when we leave, its
                     # attempt not counted
-                    self._unstarted.extend(tasks[ran:])
+                    self._unstarted.extend(reversed(tasks))
+                    tasks.clear()
                     break
-                outcome = self._execute(t, epoch)
+                t = self._inline_task = tasks.pop()
+                outcome = execute(t, epoch)
                 if outcome is not None:
-                    self._results.put(outcome)
+                    done.append(outcome)
                 ran += 1
-            self._inline = []
+            self._inline, self._inline_task = [], None
             if self._adaptive and ran:
                 per_task = (time.perf_counter() - began) / ran
                 self.batch = max(
@@ -511,11 +537,13 @@ class Agent:
 
     def _execute(self, task: Task, epoch: int) -> Outcome | None:
         """Run ``task`` (claimed in lease epoch ``epoch``): its outcome, or None when its
-        attempt was no longer this agent's and its handler was not run."""
+        attempt was no longer this agent's and its handler was not run. (A hot path: a
+        task with no condition nor timeout pays a clock read, the log mark and its
+        handler, no call more.)"""
         if task._when is not None:  # a condition: decided before the handler runs
             decided = gate(task, self._conditions)
             if decided is not None:
-                return Outcome(task.workflow_id, task.key, task.attempt, *decided)
+                return _outcome(task, *decided)
         # Fencing: the handler runs only while the attempt is surely ours. Nobody can take
         # it but by reaping this agent, and Redis reaps it only once its lease has run out:
         # a lease renewal that began at t (heartbeat or registration) keeps it ours until
@@ -524,24 +552,25 @@ class Agent:
         # lease after t, and with no loss or registration since the claim (the epoch), no
         # question to Redis is needed: the plain path pays one clock read. Past it (a slow
         # condition, a long wait for a thread, a stalled heartbeat) Redis is asked.
-        if self._fenced(epoch) and not self._still_ours(task, epoch):
+        if (epoch != self._epoch or time.monotonic() >= self._held_until) and not (
+            self._still_ours(task, epoch)  # _fenced, written out
+        ):
             self._drop(task)
             return None
-        token = self._logs.begin(task)  # what the handler writes is this attempt's
-        outcome = self._run_handler(task)
-        self._logs.end(token, outcome.kind == "ok")
-        return outcome
-
-    def _run_handler(self, task: Task) -> Outcome:
+        logs = self._logs
+        mark = logs.begin(task)  # what the handler writes is this attempt's
         if task.timeout is not None:
-            return self._execute_watched(task)
-        try:
-            out = self._handler(task)(task)
-            if out is not None and inspect.isawaitable(out):  # async, not told by is_async
-                out = asyncio.run(awaited(out))
-            return self._succeeded(task, out)
-        except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
-            return self._failed(task, e)
+            outcome = self._execute_watched(task)
+        else:
+            try:
+                out = self._handler(task)(task)
+                if out is not None and inspect.isawaitable(out):  # async, not told by is_async
+                    out = asyncio.run(awaited(out))
+                outcome = self._succeeded(task, out)
+            except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
+                outcome = self._failed(task, e)
+        logs.end(mark, outcome[3] == "ok")
+        return outcome
 
     def _execute_watched(self, task: Task) -> Outcome:
         """_execute for a task with a timeout: its `cancelled` is set at the deadline."""
@@ -563,7 +592,7 @@ class Agent:
             # in a thread: the loop goes on with other handlers while a worker evaluates
             decided = await asyncio.to_thread(gate, task, self._conditions)
             if decided is not None:
-                self._results.put(Outcome(task.workflow_id, task.key, task.attempt, *decided))
+                self._results.put(_outcome(task, *decided))
                 return
         if self._fenced(epoch):  # as in _execute
             if not await asyncio.to_thread(self._still_ours, task, epoch):
@@ -606,11 +635,11 @@ class Agent:
         be refused. The loop registers there again."""
         one = len(self._shards) == 1
         with self._watch_lock:
-            # the pool's and event loop's tasks, and an inline batch (its tasks that ended
-            # are told too: harmless, nobody looks any more)
+            # the pool's and event loop's tasks, and an inline batch's: the one running
+            # and those not started yet (told too: harmless, fencing drops them)
             running = [
                 t
-                for t in [*self._running.values(), *self._inline]
+                for t in [*self._running.values(), *self._inline, *self._inline_now()]
                 if one or self.engine.keys.shard_of(t.workflow_id).shard == shard.shard
             ]
             if self._lost_shards is not None:
@@ -628,6 +657,10 @@ class Agent:
                 self.id,
                 len(running),
             )
+
+    def _inline_now(self) -> list[Task]:
+        task = self._inline_task
+        return [] if task is None else [task]
 
     def _renewed(self, began: float, epoch: int) -> None:
         """Every shard's lease was renewed by calls that began at ``began`` (monotonic):
@@ -703,10 +736,12 @@ class Agent:
                 task.cancelled.set()
 
     def _succeeded(self, task: Task, out: Any) -> Outcome:
-        text = "" if out is None else json.dumps(out, separators=(",", ":"))
+        if out is None:
+            return _outcome(task, "ok", "")
+        text = json.dumps(out, separators=(",", ":"))
         if len(text) > self._max_output:
             raise TaskFailed(f"output is {len(text)} bytes, over the {self._max_output}-byte limit")
-        return Outcome(task.workflow_id, task.key, task.attempt, "ok", text)
+        return _outcome(task, "ok", text)
 
     def _failed(self, task: Task, e: Exception) -> Outcome:
         kind = outcome_of(e)
@@ -714,15 +749,15 @@ class Agent:
             how, msg = kind
             if how == SKIP and task.item_index is not None:
                 how, msg = FATAL, f"Skip is not supported in an item of a map ({msg})"
-            return Outcome(task.workflow_id, task.key, task.attempt, how, msg[:65536])
+            return _outcome(task, how, msg[:65536])
         if isinstance(e, TaskFailed):
             msg = str(e)
         else:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip()
-        return Outcome(task.workflow_id, task.key, task.attempt, "err", msg[:65536])
+        return _outcome(task, "err", msg[:65536])
 
     def _collect(self) -> list[Outcome]:
-        out: list[Outcome] = []
+        out, self._ran = self._ran, []
         while True:
             try:
                 out.append(self._results.get_nowait())

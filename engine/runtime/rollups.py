@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +39,22 @@ def bucket_of(ms: float) -> int:
 _BOUNDS_S = tuple(b / 1000 for b in BOUNDS_MS)
 
 
+def _bucket_counts(values: list[Any], bounds: tuple[float, ...]) -> list[int]:
+    """How many of ``values`` fall in each bucket of ``bounds`` (as :func:`bucket_of`
+    puts one: up to and including its bound; one more bucket past the last)."""
+    ordered = sorted(values)
+    upto = [bisect.bisect_right(ordered, b) for b in bounds] + [len(ordered)]
+    return [upto[0]] + [upto[k] - upto[k - 1] for k in range(1, len(upto))]
+
+
 class Rollups:
     """An agent's counters not sent yet: per minute, per task type. A hot path: an
     attempt's :meth:`add` (or the agent's own :meth:`sample`) only appends a sample; the
-    thread that sends them (:meth:`take`) folds them into the counters."""
+    thread that sends them (:meth:`take`) folds them into the counters.
+
+    A sample is five values appended to one flat list, not a tuple kept: seconds of
+    samples kept as tuples (a hundred thousand objects for the garbage collector to
+    track) made the agent's collections cost it more per task than the samples did."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -51,40 +64,77 @@ class Rollups:
         self._minute = -1  # the minute `_types` counts
         self._types: dict[str, list[Any]] = {}
         self._sent = time.monotonic()
-        # (type, succeeded, seconds, minute or -1: this batch's, ms it waited ready or -1)
-        # not folded in yet; list.append is atomic, so adding takes no lock
-        self._samples: list[tuple[str, bool, float, int, int]] = []
-        self.sample = self._samples.append
+        # type, succeeded, seconds, minute or -1: this batch's, ms it waited ready or -1:
+        # five values a sample, flat, not folded in yet; list.extend of a tuple is atomic,
+        # so adding takes no lock, and the tuple goes at once
+        self._samples: list[Any] = []
+        self.sample: Callable[[tuple[str, bool, float, int, int]], None] = self._samples.extend
 
     def _fold(self) -> None:
         """Fold the samples taken so far into the counters (one thread at a time); a
         sample without its own minute counts in the current one."""
         with self._lock:
             n = len(self._samples)  # those appended meanwhile stay for the next fold
-            samples = self._samples[:n]
+            flat = self._samples[:n]
             del self._samples[:n]
+            if not flat:
+                return
             current = int(time.time()) // 60
-            # one loop, its names local: a fold costs about 0.3 µs per attempt
-            find, run_bounds, wait_bounds = bisect.bisect_left, _BOUNDS_S, BOUNDS_MS
+            types, oks, minutes = flat[0::5], flat[1::5], flat[3::5]
+            k = len(types)
+            if (
+                types.count(types[0]) == k
+                and oks.count(oks[0]) == k
+                and (minutes.count(minutes[0]) == k)
+            ):  # the usual fold: one type, one outcome, one minute, counted at once
+                minute = minutes[0] if minutes[0] >= 0 else current
+                self._add_all(self._account(minute, types[0]), oks[0], flat[2::5], flat[4::5])
+                return
+            self._add_each(flat, current)
+
+    def _account(self, minute: int, task_type: str) -> list[Any]:
+        """The accumulator of ``task_type`` in ``minute`` (made at first)."""
+        if minute != self._minute:
+            self._minute, self._types = minute, self._acc.setdefault(minute, {})
+        acc = self._types.get(task_type)
+        if acc is None:
+            acc = self._types[task_type] = [0, 0, 0.0] + [0] * (2 * len(BOUNDS_MS) + 4)
+        return acc
+
+    @staticmethod
+    def _add_all(acc: list[Any], ok: bool, seconds: list[float], waits: list[int]) -> None:
+        """Count attempts of one type, outcome and minute: their run times ``seconds``,
+        and ``waits`` (ms ready before their claims; -1: not known). Sums and bucket
+        counts in C (sorted, then cut at the bounds): a few tens of ns an attempt."""
+        acc[0 if ok else 1] += len(seconds)
+        acc[2] = sum(seconds, acc[2])  # in order, as one at a time would add them
+        for b, n in enumerate(_bucket_counts(seconds, _BOUNDS_S)):
+            acc[3 + b] += n
+        if min(waits) < 0:
+            waits = [w for w in waits if w >= 0]
+        if waits:
             at = 4 + len(BOUNDS_MS)  # where an accumulator's waits start
-            types, counted = self._types, self._minute
-            for task_type, ok, seconds, minute, waited in samples:
-                if minute < 0:
-                    minute = current
-                if minute != counted:
-                    counted = minute
-                    types = self._acc.setdefault(minute, {})
-                acc = types.get(task_type)
-                if acc is None:
-                    acc = types[task_type] = [0, 0, 0.0] + [0] * (2 * len(BOUNDS_MS) + 4)
-                acc[0 if ok else 1] += 1
-                acc[2] += seconds
-                acc[3 + find(run_bounds, seconds)] += 1
-                if waited >= 0:
-                    acc[at] += 1
-                    acc[at + 1] += waited
-                    acc[at + 2 + find(wait_bounds, waited)] += 1
-            self._types, self._minute = types, counted
+            acc[at] += len(waits)
+            acc[at + 1] = sum(waits, acc[at + 1])
+            for b, n in enumerate(_bucket_counts(waits, BOUNDS_MS)):
+                acc[at + 2 + b] += n
+
+    def _add_each(self, flat: list[Any], current: int) -> None:
+        """Fold samples of several types, outcomes or minutes, one at a time."""
+        find, run_bounds, wait_bounds = bisect.bisect_left, _BOUNDS_S, BOUNDS_MS
+        at = 4 + len(BOUNDS_MS)  # where an accumulator's waits start
+        values = iter(flat)
+        for task_type, ok, seconds, minute, waited in zip(
+            values, values, values, values, values, strict=True
+        ):
+            acc = self._account(minute if minute >= 0 else current, task_type)
+            acc[0 if ok else 1] += 1
+            acc[2] += seconds
+            acc[3 + find(run_bounds, seconds)] += 1
+            if waited >= 0:
+                acc[at] += 1
+                acc[at + 1] += waited
+                acc[at + 2 + find(wait_bounds, waited)] += 1
 
     def add(
         self,

@@ -67,13 +67,35 @@ class Claimed(list[Task]):
             return None
         return max(0.0, (self.next_at_ms - self.now_ms) / 1000)
 
+    def tasks(self) -> Claimed:
+        """Itself: decoded already (as :meth:`ClaimRows.tasks` gives them)."""
+        return self
+
 
 def _claimed(reply: Any) -> Claimed:
-    out = Claimed()
-    if reply[0]:  # a bucket ran out of tokens: when its next one exists, and the claim's time
-        out.next_at_ms, out.now_ms = reply[0], reply[1]
-    out.extend(decode_claim_rows(reply, 2))
-    return out
+    return ClaimRows(reply).tasks()
+
+
+class ClaimRows:
+    """claim.lua's reply as it came, decoded by :meth:`tasks` when an agent is ready to
+    run them: once the outcomes of its previous claim are gone. A claim's worth of tasks
+    and outcomes alive at once (256 of each) cost the agent a garbage collection per
+    claim, whose survivors went on to the slow full collections."""
+
+    __slots__ = ("now_ms", "reply")
+
+    def __init__(self, reply: list[Any]) -> None:
+        self.reply = reply
+        # when a bucket ran out of tokens: when its next one exists, and the claim's time
+        self.now_ms: int | None = reply[1] if reply[0] else None
+
+    def tasks(self) -> Claimed:
+        """The claimed tasks, decoded (:class:`Claimed`)."""
+        out = Claimed()
+        if self.now_ms is not None:
+            out.next_at_ms, out.now_ms = self.reply[0], self.now_ms
+        out.extend(decode_claim_rows(self.reply, 2))
+        return out
 
 
 @dataclass
@@ -344,6 +366,13 @@ class Calls:
         limit's bucket out of tokens says when its next one comes (:class:`Claimed`)."""
         args = [*self._common(shard), agent, count]
         return Call("claim", [shard.queue(t) for t in types], args, _claimed)
+
+    def claim_rows_call(
+        self, shard: ShardKeys, agent: str, types: Sequence[str], count: int
+    ) -> Call[ClaimRows]:
+        """:meth:`claim_call`, its reply left to decode when the tasks run (an agent's)."""
+        args = [*self._common(shard), agent, count]
+        return Call("claim", [shard.queue(t) for t in types], args, ClaimRows)
 
     def complete_call(
         self, shard: ShardKeys, agent: str, outcomes: Sequence[Outcome]

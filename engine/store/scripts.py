@@ -124,6 +124,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(_COMMENT.sub("", text)))
 
 
+@cache
 def _lua(name: str) -> str:
     return (resources.files("engine.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
@@ -139,15 +140,21 @@ FIELD_NAMES: dict[str, str] = {
 }
 
 
-def with_fields(code: str) -> str:
+# A word shaped like a field name; those codec/fields.py declares are replaced.
+_FIELD_WORD = re.compile(r"\b[FDMTI]_[A-Z_]+\b")
+
+
+def with_fields(code: str, words: frozenset[str] | None = None) -> str:
     """``code`` with the field names it says written as their values: a constant, not a
     local (Lua allows 200 locals in a chunk, and every helper that named one would
-    capture it as an upvalue on each call)."""
-    used = _words(code) & FIELD_NAMES.keys()
+    capture it as an upvalue on each call). Names only its comments say stay as they are
+    (``words``: the names its code uses, when known). One pattern for every name: no
+    regex compiled per script, so building them all costs an agent's start a few ms."""
+    used = (_words(code) if words is None else words) & FIELD_NAMES.keys()
     if not used:
         return code
-    names = re.compile(r"\b(" + "|".join(sorted(used, key=len, reverse=True)) + r")\b")
-    return names.sub(lambda m: f"'{FIELD_NAMES[m.group(1)]}'", code)
+    quoted = {name: f"'{FIELD_NAMES[name]}'" for name in used}
+    return _FIELD_WORD.sub(lambda m: quoted.get(m.group(), m.group()), code)
 
 
 @cache
@@ -161,9 +168,9 @@ def library() -> str:
 
 
 @cache
-def _lib_commands() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str, str]]:
-    """The library read once: the commands its top level runs, each helper's own
-    commands, and each helper's text (to find the helpers it calls)."""
+def _lib_commands() -> tuple[frozenset[str], dict[str, tuple[frozenset[str], frozenset[str]]]]:
+    """The library read once: the commands its top level runs, and each helper's own
+    commands and the helpers it calls."""
     lib = library()
     starts = list(_FUNCTION.finditer(lib))
     top = frozenset(_CALL.findall(lib[: starts[0].start()])) if starts else frozenset()
@@ -171,21 +178,27 @@ def _lib_commands() -> tuple[frozenset[str], dict[str, frozenset[str]], dict[str
     for k, m in enumerate(starts):
         end = starts[k + 1].start() if k + 1 < len(starts) else len(lib)
         texts[m.group(1)] = lib[m.end() : end]
-    return top, {f: frozenset(_CALL.findall(t)) for f, t in texts.items()}, texts
+    helpers = {
+        f: (frozenset(_CALL.findall(t)), frozenset(_CALLED.findall(t)) & texts.keys())
+        for f, t in texts.items()
+    }
+    return top, helpers
 
 
 @cache
 def script_commands(name: str) -> frozenset[str]:
     """Every Redis command script ``name`` may call, its helpers' included (upper case)."""
-    top, own, texts = _lib_commands()
-    found, todo, seen = set(top), [_lua(name)], set()
+    top, helpers = _lib_commands()
+    text = _lua(name)
+    found = set(top) | set(_CALL.findall(text))
+    todo = list(frozenset(_CALLED.findall(text)) & helpers.keys())
+    seen = set(todo)
     while todo:
-        text = todo.pop()
-        found.update(_CALL.findall(text))
-        for helper in set(_CALLED.findall(text)) & own.keys():
-            if helper not in seen:
-                seen.add(helper)
-                todo.append(texts[helper])
+        own, calls = helpers[todo.pop()]
+        found |= own
+        for helper in calls - seen:
+            seen.add(helper)
+            todo.append(helper)
     return frozenset(c.upper() for c in found)
 
 
@@ -215,16 +228,22 @@ def lib_for(text: str) -> str:
     in the library's order. Every call of a script runs its helpers' definitions again (a
     closure each), so a script carries only its own: the whole library costs tens of µs
     per call."""
+    return _lib_with_words(_words(text))[0]
+
+
+def _lib_with_words(words: frozenset[str]) -> tuple[str, frozenset[str]]:
+    """lib_for of a text using ``words``, and the words its code uses."""
     blocks, where = _lib_blocks()
     need: set[int] = {0}
-    todo = [_words(text)]
+    todo = [words]
     while todo:
         for n in todo.pop() & where.keys():
             i = where[n]
             if i not in need:
                 need.add(i)
                 todo.append(blocks[i][2])
-    return "".join(b for i, (_, b, _) in enumerate(blocks) if i in need)
+    used = [blocks[i] for i in sorted(need)]
+    return "".join(b for _, b, _ in used), frozenset().union(*(w for _, _, w in used))
 
 
 @cache
@@ -238,8 +257,10 @@ def script_source(name: str, shebang: bool = False, sharded: bool = False) -> st
         return script_source(name, shebang).replace("'PUBLISH'", "'SPUBLISH'")
     need = ",".join(f"'{c}'" for c in sorted(script_commands(name)))
     guard = f"do local no = denied({{{need}}}) if no then return redis.error_reply(no) end end"
-    body = f"{guard}\n{_lua(name)}\nflush()"
-    source = with_fields(f"{lib_for(body)}\n{guard}\n{_lua(name)}")
+    own = f"{guard}\n{_lua(name)}"
+    own_words = _words(own)
+    lib, lib_words = _lib_with_words(own_words | {"flush"})
+    source = with_fields(f"{lib}\n{own}", lib_words | own_words)
     if not shebang:
         return source
     flags = " flags=allow-oom" if name in ALLOW_OOM else ""
@@ -298,7 +319,7 @@ class Call(Generic[T]):
 
 
 class Scripts:
-    """Every engine script registered on one Redis client.
+    """The engine's scripts, each registered on one Redis client at its first use.
 
     With ``wait_replicas`` above 0 every call and batch is followed by ``WAIT
     wait_replicas wait_timeout_ms`` on its own connection (:mod:`.durable`), and fewer
@@ -311,23 +332,24 @@ class Scripts:
         self.client = client
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self._registered: dict[str, Any] | None = None
+        self._registered: dict[str, Any] = {}
+        self._flavour: tuple[bool, bool] | None = None  # (shebang, sharded), asked once
 
-    @property
-    def _scripts(self) -> dict[str, Any]:
-        # Registered on first use, as the server's version picks the source: a handle that
-        # only reads never runs a script (nor needs the permission to).
-        if self._registered is None:
-            shebang = supports_shebang(self.client)
-            sharded = shebang and is_cluster(self.client)  # SPUBLISH: Redis 7 clusters
-            self._registered = {
-                name: self.client.register_script(script_source(name, shebang, sharded))
-                for name in SCRIPT_NAMES
-            }
-        return self._registered
+    def _script(self, name: str) -> Any:
+        """Script ``name`` registered on the client, built at its first use: the server's
+        version picks the source, a handle that only reads never runs a script (nor
+        needs the permission to), and an agent builds only the scripts it runs."""
+        script = self._registered.get(name)
+        if script is None:
+            if self._flavour is None:
+                shebang = supports_shebang(self.client)
+                self._flavour = shebang, shebang and is_cluster(self.client)  # SPUBLISH
+            source = script_source(name, *self._flavour)
+            script = self._registered[name] = self.client.register_script(source)
+        return script
 
     def sha(self, name: str) -> str:
-        return str(self._scripts[name].sha)
+        return str(self._script(name).sha)
 
     def run(self, call: Call[T], short: list[NotReplicatedError] | None = None) -> T:
         """Run one call (EVALSHA, loading the script if the server lacks it).
@@ -348,7 +370,7 @@ class Scripts:
                 raise reply
             return reply  # type: ignore[no-any-return]
         try:
-            reply = self._scripts[call.name](keys=call.keys, args=call.args)
+            reply = self._script(call.name)(keys=call.keys, args=call.args)
         except redis.ResponseError as e:
             raise script_error(e, call.name) from None
         return call.decode(reply)
@@ -358,9 +380,10 @@ class Scripts:
         return ScriptBatch(self)
 
     def load_all(self) -> None:
-        """Load every script into the server (after a restart or SCRIPT FLUSH)."""
-        for script in self._scripts.values():
-            self.client.script_load(script.script)
+        """Load every script into the server (after a restart or SCRIPT FLUSH): those
+        not run here yet too, so no other client meets NOSCRIPT on its first call."""
+        for name in SCRIPT_NAMES:
+            self.client.script_load(self._script(name).script)
 
 
 class ScriptBatch:

@@ -24,23 +24,26 @@ def decode_claim_rows(reply: Sequence[Any], at: int = 0) -> list[Task]:
     ``errors`` of tolerated items, a condition's ``when`` and its parents' ``states`` (in
     their order). (A hot path: one per task.)"""
     tasks: list[Task] = []
+    append = tasks.append
     end = len(reply)
     while at < end:
         wid, idx, name, typ, attempt, parent_names, extras = reply[at].split("\0")
-        payload, given, waited, k = reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4]
-        at += 5
-        outputs = reply[at : at + k]
-        at += k
-        parents = (
-            {p: _decode_value(out) for p, out in zip(_names(parent_names), outputs, strict=True)}
-            if k
-            else {}
-        )
-        given_value = decode_json(given) if given else None
+        k = reply[at + 4]
+        parents = _parents(parent_names, reply[at + 5 : at + 5 + k]) if k else {}
+        given = reply[at + 2]
         c, dot, rest = idx.partition(".")
         task = Task(
-            wid, int(c), name, typ, _decode_value(payload), int(attempt), parents, given_value
+            wid,
+            int(c),
+            name,
+            typ,
+            _decode_value(reply[at + 1]),
+            int(attempt),
+            parents,
+            decode_json(given) if given else None,
         )
+        task._waited_ms = reply[at + 3]
+        at += 5 + k
         if dot:
             item, _, s = rest.partition(".")
             task.item_index = int(item)
@@ -48,10 +51,9 @@ def decode_claim_rows(reply: Sequence[Any], at: int = 0) -> list[Task]:
             at += 1
             if s:
                 task.step = int(s)
-        task._waited_ms = waited
         if extras:  # the attempt's timeout, a gather's errors of tolerated items, a condition
             _extras(task, decode_json(extras), parents)
-        tasks.append(task)
+        append(task)
     return tasks
 
 
@@ -78,6 +80,7 @@ def _extras(task: Task, extras: dict[str, Any], parents: dict[str, Any]) -> None
 # outputs like "null"): decode each once. Only immutable values are kept, so no handler
 # can change what another task is given.
 _CACHE_MAX = 4096
+_KEPT_TEXT = 4096  # longer texts are decoded each time: the caches stay small
 _decoded: dict[str, Any] = {}
 _IMMUTABLE = (str, int, float, bool, type(None))
 
@@ -89,7 +92,7 @@ def _decode_value(text: str | None) -> Any:
     if value is not _decoded:
         return value
     value = decode_json(text)
-    if isinstance(value, _IMMUTABLE):
+    if isinstance(value, _IMMUTABLE) and len(text) <= _KEPT_TEXT:
         if len(_decoded) >= _CACHE_MAX:
             _decoded.clear()
         _decoded[text] = value
@@ -99,3 +102,23 @@ def _decode_value(text: str | None) -> Any:
 @functools.lru_cache(maxsize=_CACHE_MAX)
 def _names(text: str) -> tuple[str, ...]:
     return tuple(json.loads(text))
+
+
+# The parents of tasks that share them (a fan-out's: the same names and outputs), made
+# once and copied for each task (its own dict), when every output is immutable.
+_parent_maps: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def _parents(names: str, outputs: Sequence[str]) -> dict[str, Any]:
+    key = (names, tuple(outputs))
+    shared = _parent_maps.get(key)
+    if shared is not None:
+        return shared.copy()
+    parents = {p: _decode_value(out) for p, out in zip(_names(names), outputs, strict=True)}
+    if sum(map(len, outputs)) <= _KEPT_TEXT and all(
+        isinstance(v, _IMMUTABLE) for v in parents.values()
+    ):
+        if len(_parent_maps) >= _CACHE_MAX:
+            _parent_maps.clear()
+        _parent_maps[key] = parents.copy()
+    return parents
