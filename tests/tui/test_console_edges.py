@@ -1,0 +1,73 @@
+"""Edges of the console a new operator meets first: marks, maps, approvals, keys, links."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from support import wait_for, widget_lines, workflow_open
+
+from engine import LOOKS, TASK_LOOKS, Agent, Engine, Skip, Task, Workflow
+from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.workflow import WorkflowScreen
+from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.task_table import TaskTable
+from redisflow_tui.widgets.workflow_table import WorkflowTable
+
+# what the console shows and does with its keys: the same on a cluster
+pytestmark = pytest.mark.same_on_cluster
+
+SIZE = (160, 45)
+
+
+def skips_b(task: Task) -> Any:
+    if task.name == "b":
+        raise Skip("nothing to do")
+    return task.name
+
+
+def test_every_task_state_has_a_mark_of_its_own() -> None:
+    marks = [LOOKS[look].glyph for look in TASK_LOOKS]
+    assert len(set(marks)) == len(marks), marks
+    assert LOOKS["skipped"].glyph != LOOKS["cancelled"].glyph
+
+
+async def test_skipped_and_cancelled_look_different(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wf = Workflow("skips")
+    a = wf.task("a")
+    wf.task("b", after=[a])
+    skipped_wid = engine.push(wf)
+    Agent(engine, "tester", {"": skips_b}).run(until_idle=True)
+    stopped = Workflow("stops")
+    stopped.task("x")
+    cancelled_wid = engine.push(stopped)
+    engine.cancel(cancelled_wid)
+    skip, cancel = LOOKS["skipped"].glyph, LOOKS["cancelled"].glyph
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        home = app.screen.query_one(WorkflowTable)
+        await wait_for(pilot, lambda: len(home.wids) == 2, what="both workflows listed")
+        at = home.wids.index(cancelled_wid)
+        assert home.text(at, "state") == f"{cancel} cancelled"
+        app.goto(cancelled_wid)
+        await wait_for(pilot, lambda: workflow_open(app) and app.screen.wid == cancelled_wid)
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        tasks = screen.query_one(TaskTable)
+        await wait_for(pilot, lambda: tasks.row_count == 1, what="the cancelled task")
+        assert tasks.text(0, "state") == f"{cancel} cancelled"
+        dag = screen.query_one(DagView)
+        await wait_for(pilot, lambda: f"[{cancel} x]" in "\n".join(widget_lines(dag)))
+        await pilot.press("escape")
+        app.goto(skipped_wid)
+        await wait_for(pilot, lambda: workflow_open(app) and app.screen.wid == skipped_wid)
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        tasks = screen.query_one(TaskTable)
+        await wait_for(pilot, lambda: tasks.row_count == 2, what="the skipped workflow's tasks")
+        assert tasks.text(1, "state") == f"{skip} skipped"
+        dag = screen.query_one(DagView)
+        await wait_for(pilot, lambda: f"[{skip} b]" in "\n".join(widget_lines(dag)))
