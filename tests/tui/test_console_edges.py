@@ -71,3 +71,27 @@ async def test_skipped_and_cancelled_look_different(
         assert tasks.text(1, "state") == f"{skip} skipped"
         dag = screen.query_one(DagView)
         await wait_for(pilot, lambda: f"[{skip} b]" in "\n".join(widget_lines(dag)))
+
+
+async def test_a_map_not_expanded_yet_says_so(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wf = Workflow("sections")
+    split = wf.task("split")
+    wf.task("count", map=split["sections"], max_attempts=2)
+    wid = engine.push(wf)
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        app.goto(wid)
+        await wait_for(pilot, lambda: workflow_open(app))
+        screen = app.screen
+        assert isinstance(screen, WorkflowScreen)
+        tasks = screen.query_one(TaskTable)
+        await wait_for(pilot, lambda: tasks.row_count == 2, what="the tasks")
+        tasks.focus()
+        tasks.select_task(1)
+        await wait_for(pilot, lambda: screen.sel_task == 1)
+        body = str(screen.query_one("#detail-body").render())
+        assert "items not expanded yet" in body, body
+        assert "2 allowed per item" in body, body
+        assert "expanding" not in body and "0 started" not in body, body
