@@ -28,7 +28,7 @@ from ..data.dag import GLYPH
 from ..data.feed import Changes
 from ..data.items import ItemsQuery
 from ..data.layout import DagLayout
-from ..data.workflow import DAG_MODES, WorkflowView, read_workflow
+from ..data.workflow import DAG_MODES, WorkflowView, read_workflow, waiting_for_signal
 from ..widgets.dag_view import DagView
 from ..widgets.levels import LevelsView
 from ..widgets.live_table import LiveTable
@@ -72,7 +72,12 @@ class WorkflowScreen(LiveScreen):
             "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
         ),
         Binding("l", "timeline", "Timeline", tooltip="Every attempt on a time axis (Gantt)"),
-        Binding("a", "signal('approve')", "Approve", tooltip="Approve the selected wait task"),
+        Binding(
+            "a",
+            "signal('approve')",
+            "Approve",
+            tooltip="Approve the selected wait task (or the only one waiting)",
+        ),
         Binding("j", "signal('reject')", "Reject", tooltip="Reject the selected wait task"),
         Binding(
             "d",
@@ -491,7 +496,8 @@ class WorkflowScreen(LiveScreen):
 
     def action_signal(self, how: str) -> None:
         """Approve or reject the selected wait task (one waiting for a signal), asking for
-        a comment first; the signal records who did it (the console's user)."""
+        a comment first; the signal records who did it (the console's user). Approving
+        with another task selected approves the one task that waits, if only one does."""
         tasks = self.view.tasks
         task = (
             tasks[self.sel_task]
@@ -499,8 +505,14 @@ class WorkflowScreen(LiveScreen):
             else None
         )
         if task is None or task.wait is None or "signal" not in task.wait or task.state.terminal:
-            self.notify("Select a task waiting for a signal first", severity="warning")
-            return
+            # approving the one task that waits needs no choosing; a rejection (it fails
+            # the task) is only ever of the task selected
+            waiting = waiting_for_signal(tasks)
+            if how != "approve" or len(waiting) != 1:
+                self.notify("Select a task waiting for a signal first", severity="warning")
+                return
+            task = waiting[0]
+        assert task.wait is not None
         name = task.wait["signal"]
 
         def answered(comment: str | None) -> None:

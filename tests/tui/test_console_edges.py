@@ -9,8 +9,11 @@ import pytest
 from support import wait_for, widget_lines, workflow_open
 
 from engine import LOOKS, TASK_LOOKS, Agent, Engine, Skip, Task, Workflow
+from engine.runtime.wait_keeper import WaitKeeper
 from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.prompt import PromptScreen
 from redisflow_tui.screens.workflow import WorkflowScreen
+from redisflow_tui.screens.workflows import WorkflowsScreen
 from redisflow_tui.widgets.dag_view import DagView
 from redisflow_tui.widgets.task_table import TaskTable
 from redisflow_tui.widgets.workflow_table import WorkflowTable
@@ -95,3 +98,45 @@ async def test_a_map_not_expanded_yet_says_so(
         assert "items not expanded yet" in body, body
         assert "2 allowed per item" in body, body
         assert "expanding" not in body and "0 started" not in body, body
+
+
+def gates(n: int) -> Workflow:
+    """``n`` tasks waiting for a signal (``gate0``…), and a plain task ``work`` first."""
+    wf = Workflow("gates")
+    wf.task("work")
+    for k in range(n):
+        wf.task(f"gate{k}", wait={"signal": f"go{k}"})
+    return wf
+
+
+async def test_approve_picks_the_only_waiting_task(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    one = str(engine.push(gates(1)))
+    two = str(engine.push(gates(2)))
+    WaitKeeper(engine).step()
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        for wid in (two, one):
+            app.goto(wid)
+            await wait_for(pilot, lambda wid=wid: workflow_open(app) and app.screen.wid == wid)
+            screen = app.screen
+            assert isinstance(screen, WorkflowScreen)
+            tasks = screen.query_one(TaskTable)
+            await wait_for(pilot, lambda tasks=tasks: tasks.row_count > 1, what="the tasks")
+            tasks.focus()
+            tasks.select_task(0)  # work: not a wait task
+            await wait_for(pilot, lambda screen=screen: screen.sel_task == 0)
+            await pilot.press("a")
+            if wid == two:  # which one? the operator selects it, as before
+                await pilot.pause(0.2)
+                assert not isinstance(app.screen, PromptScreen)
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen))
+        prompt = app.screen
+        assert isinstance(prompt, PromptScreen)
+        assert "gate0" in str(prompt.query_one("#dialog-title").render())
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: engine.status(one).task("gate0").state == "succeeded")
+        assert [t.state for t in engine.status(two).tasks[1:]] == ["suspended", "suspended"]
