@@ -11,6 +11,7 @@ from textual.widgets import Footer, Input
 
 from ..data.feed import Changes
 from ..widgets.event_log import EventLogView
+from ..widgets.filter_box import FilterBox
 from ..widgets.text_line import TextLine
 from .base import LiveScreen, OpenWorkflow
 
@@ -32,7 +33,7 @@ class EventsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
-        yield Input(
+        yield FilterBox(
             placeholder="filter: words to match in kind, workflow id, #task, task name, detail "
             "(e.g. “failed”, “task.claimed agent-a”)",
             id="event-filter",

@@ -20,6 +20,7 @@ from ..data import bulk as bulk_actions
 from ..data.feed import Changes
 from ..data.home import HomePage, HomeQuery, read_page
 from ..data.sorting import Sort
+from ..widgets.filter_box import FilterBox
 from ..widgets.live_table import LiveTable
 from ..widgets.name_suggester import NameSuggester
 from ..widgets.rates import RatePanel
@@ -99,7 +100,7 @@ class WorkflowsScreen(LiveScreen):
             yield RatePanel("Queued", "ready tasks", id="queued")
         with Horizontal(id="listbar"):
             yield TextLine(id="listinfo")
-            yield Input(
+            yield FilterBox(
                 placeholder="workflow name (Tab completes, Enter filters, Esc clears)",
                 id="search",
                 suggester=NameSuggester(self.console.engine),

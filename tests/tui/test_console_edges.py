@@ -7,10 +7,13 @@ from typing import Any
 
 import pytest
 from support import wait_for, widget_lines, workflow_open
+from textual.widgets import Input
 
+from demos import shapes
 from engine import LOOKS, TASK_LOOKS, Agent, Engine, Skip, Task, Workflow
 from engine.runtime.wait_keeper import WaitKeeper
 from redisflow_tui.app import RedisflowApp
+from redisflow_tui.screens.help import HelpScreen
 from redisflow_tui.screens.prompt import PromptScreen
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.screens.workflows import WorkflowsScreen
@@ -140,3 +143,63 @@ async def test_approve_picks_the_only_waiting_task(
         await pilot.press("enter")
         await wait_for(pilot, lambda: engine.status(one).task("gate0").state == "succeeded")
         assert [t.state for t in engine.status(two).tasks[1:]] == ["suspended", "suspended"]
+
+
+async def test_tab_keys_and_escape_work_from_any_focused_widget(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = str(engine.push(shapes.diamond4()))
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query_one(WorkflowTable).wids) == 1)
+        # an empty search box: the digits are tab keys; once typing began, text
+        await pilot.press("slash")
+        box = app.screen.query_one("#search", Input)
+        assert app.focused is box
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "agents", what="agents from the box")
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "workflows")
+        await pilot.press("d", "2")
+        assert box.value == "d2" and app.current_mode == "workflows"
+        await pilot.press("escape")  # one step back: the filter cleared, the list focused
+        await wait_for(pilot, lambda: box.value == "" and app.focused is not box)
+        # a dialog typing an id keeps its digits
+        await pilot.press("g", "1", "2")
+        assert isinstance(app.screen, PromptScreen) and app.current_mode == "workflows"
+        assert app.screen.query_one(Input).value == "12"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+        # the help closes and the tab shows
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.current_mode == "schedules", what="help → schedules")
+        await pilot.press("1")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+        # every widget of a workflow's screen: 3 shows the events, Esc goes back one step
+        app.goto(wid)
+        await wait_for(pilot, lambda: workflow_open(app))
+        screen = app.screen
+        focusable = [w for w in screen.query("*") if w.focusable]
+        assert len(focusable) >= 3, focusable
+        for widget in focusable:
+            widget.focus()
+            await pilot.press("3")
+            await wait_for(pilot, lambda: app.current_mode == "events", what=f"3 from {widget}")
+            await pilot.press("1")
+            await wait_for(pilot, lambda: app.screen is screen)
+            widget.focus()
+            await pilot.press("escape")
+            await wait_for(
+                pilot, lambda: isinstance(app.screen, WorkflowsScreen), what=f"esc from {widget}"
+            )
+            app.push_screen(screen)
+            await wait_for(pilot, lambda: app.screen is screen)
+        # the events' filter box: 2 from it while empty
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.current_mode == "events")
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.focused, Input))
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "agents", what="agents from a filter")
