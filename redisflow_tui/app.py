@@ -126,8 +126,10 @@ class RedisflowApp(App[None]):
         keyspace: bool = True,
         tick_s: float = 0.25,
         theme: str | None = None,
+        open_wid: str | None = None,
     ) -> None:
         super().__init__()
+        self.open_wid = open_wid  # the workflow shown first (--open), over the list
         self.engine = engine
         self.read_only = read_only
         self.clock = clock or Clock()
@@ -154,6 +156,8 @@ class RedisflowApp(App[None]):
         self.run_worker(self._check_server, thread=True, name="health", exit_on_error=False)
         self.set_interval(self.tick_s, self._tick)
         self.set_interval(1.0, self._sample)
+        if self.open_wid:
+            self.goto(self.open_wid)
 
     def _check_server(self) -> None:
         """Warn, and keep the warning up, when the server's settings can lose workflows

@@ -203,3 +203,20 @@ async def test_tab_keys_and_escape_work_from_any_focused_widget(
         await wait_for(pilot, lambda: isinstance(app.focused, Input))
         await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "agents", what="agents from a filter")
+
+
+async def test_open_starts_on_a_workflow(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = str(engine.push(shapes.diamond4()))
+    engine.push(shapes.chain9())
+    app = console(open_wid=wid)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: workflow_open(app) and app.screen.wid == wid)
+        await pilot.press("escape")  # the list is under it
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+    missing = console(open_wid="999")
+    async with missing.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: bool(missing._notifications), what="a notice")
+        assert isinstance(missing.screen, WorkflowsScreen)
+        assert "No workflow 999" in str(list(missing._notifications)[0].message)
