@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from engine import Engine, bulk
 
@@ -21,6 +21,7 @@ from ..data.feed import Changes
 from ..data.home import HomePage, HomeQuery, read_page
 from ..data.sorting import Sort
 from ..widgets.filter_box import FilterBox
+from ..widgets.key_bar import KeyBar
 from ..widgets.live_table import LiveTable
 from ..widgets.name_suggester import NameSuggester
 from ..widgets.rates import RatePanel
@@ -106,7 +107,7 @@ class WorkflowsScreen(LiveScreen):
                 suggester=NameSuggester(self.console.engine),
             )
         yield WorkflowTable(id="workflows")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from support import wait_for, widget_lines, workflow_open
@@ -18,6 +18,9 @@ from redisflow_tui.screens.prompt import PromptScreen
 from redisflow_tui.screens.workflow import WorkflowScreen
 from redisflow_tui.screens.workflows import WorkflowsScreen
 from redisflow_tui.widgets.dag_view import DagView
+from redisflow_tui.widgets.key_bar import KeyBar
+from redisflow_tui.widgets.live_table import LiveTable
+from redisflow_tui.widgets.task_detail import TaskDetail
 from redisflow_tui.widgets.task_table import TaskTable
 from redisflow_tui.widgets.workflow_table import WorkflowTable
 
@@ -25,6 +28,13 @@ from redisflow_tui.widgets.workflow_table import WorkflowTable
 pytestmark = pytest.mark.same_on_cluster
 
 SIZE = (160, 45)
+W = TypeVar("W")
+
+
+async def composed(pilot: Any, screen: Any, kind: type[W]) -> W:
+    """``screen``'s widget of ``kind`` once it is mounted (a pushed screen composes later)."""
+    await wait_for(pilot, lambda: screen.query_one(kind), what=kind.__name__)
+    return screen.query_one(kind)
 
 
 def skips_b(task: Task) -> Any:
@@ -62,20 +72,20 @@ async def test_skipped_and_cancelled_look_different(
         await wait_for(pilot, lambda: workflow_open(app) and app.screen.wid == cancelled_wid)
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
-        tasks = screen.query_one(TaskTable)
+        tasks = await composed(pilot, screen, TaskTable)
         await wait_for(pilot, lambda: tasks.row_count == 1, what="the cancelled task")
         assert tasks.text(0, "state") == f"{cancel} cancelled"
-        dag = screen.query_one(DagView)
+        dag = await composed(pilot, screen, DagView)
         await wait_for(pilot, lambda: f"[{cancel} x]" in "\n".join(widget_lines(dag)))
         await pilot.press("escape")
         app.goto(skipped_wid)
         await wait_for(pilot, lambda: workflow_open(app) and app.screen.wid == skipped_wid)
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
-        tasks = screen.query_one(TaskTable)
+        tasks = await composed(pilot, screen, TaskTable)
         await wait_for(pilot, lambda: tasks.row_count == 2, what="the skipped workflow's tasks")
         assert tasks.text(1, "state") == f"{skip} skipped"
-        dag = screen.query_one(DagView)
+        dag = await composed(pilot, screen, DagView)
         await wait_for(pilot, lambda: f"[{skip} b]" in "\n".join(widget_lines(dag)))
 
 
@@ -92,7 +102,7 @@ async def test_a_map_not_expanded_yet_says_so(
         await wait_for(pilot, lambda: workflow_open(app))
         screen = app.screen
         assert isinstance(screen, WorkflowScreen)
-        tasks = screen.query_one(TaskTable)
+        tasks = await composed(pilot, screen, TaskTable)
         await wait_for(pilot, lambda: tasks.row_count == 2, what="the tasks")
         tasks.focus()
         tasks.select_task(1)
@@ -125,7 +135,7 @@ async def test_approve_picks_the_only_waiting_task(
             await wait_for(pilot, lambda wid=wid: workflow_open(app) and app.screen.wid == wid)
             screen = app.screen
             assert isinstance(screen, WorkflowScreen)
-            tasks = screen.query_one(TaskTable)
+            tasks = await composed(pilot, screen, TaskTable)
             await wait_for(pilot, lambda tasks=tasks: tasks.row_count > 1, what="the tasks")
             tasks.focus()
             tasks.select_task(0)  # work: not a wait task
@@ -220,3 +230,84 @@ async def test_open_starts_on_a_workflow(
         await wait_for(pilot, lambda: bool(missing._notifications), what="a notice")
         assert isinstance(missing.screen, WorkflowsScreen)
         assert "No workflow 999" in str(list(missing._notifications)[0].message)
+
+
+def _shows(table: LiveTable, column: str) -> bool:
+    """Whether ``column`` of ``table`` fits in its width, from the left edge."""
+    right = 0
+    for key, _, width in table.columns:
+        right += width + (1 if key != column else 0)
+        if key == column:
+            return right <= table.scrollable_content_region.width
+    raise AssertionError(column)
+
+
+async def test_the_focused_pane_is_always_marked(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wid = str(engine.push(shapes.diamond4()))
+    app = console()
+    async with app.run_test(size=SIZE) as pilot:
+        home = app.screen.query_one(WorkflowTable)
+        await wait_for(pilot, lambda: home.wids == [wid])
+        assert app.focused is home
+        marked = home._style("header")
+        await pilot.press("slash")  # the search box takes focus: the table's header is plain
+        await wait_for(pilot, lambda: home._style("header") != marked, what="plain header")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.focused is home and home._style("header") == marked)
+        app.goto(wid)
+        await wait_for(pilot, lambda: workflow_open(app))
+        screen = app.screen
+        dag = await composed(pilot, screen, DagView)
+        tasks = await composed(pilot, screen, TaskTable)
+        detail = await composed(pilot, screen, TaskDetail)
+        accent = app.theme_variables["accent"]
+        await wait_for(
+            pilot, lambda: dag.layout_ is not None and screen.view.status is not None
+        )  # (a new graph view may take the focus back)
+        await wait_for(pilot, lambda: app.focused is dag)
+        assert dag.styles.border_top[0] == "round" and dag.styles.border_top[1].hex == accent
+        assert detail.styles.border_left[1].hex != accent
+        tasks.focus()
+        await wait_for(pilot, lambda: dag.styles.border_top[0] == "blank", what="dag plain")
+        assert tasks._style("header") == marked
+        detail.focus()
+        await wait_for(pilot, lambda: detail.styles.border_left[1].hex == accent)
+        assert tasks._style("header") != marked
+
+
+async def test_80_by_24_keeps_names_states_and_keys(
+    engine: Engine, console: Callable[..., RedisflowApp]
+) -> None:
+    wf = Workflow("billing-sync-nightly")
+    a = wf.task("fetch-accounts")
+    wf.task("charge", after=[a])
+    wid = str(engine.push(wf))
+    Agent(engine, "tester", {"": skips_b}).run(until_idle=True)
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        home = app.screen.query_one(WorkflowTable)
+        await wait_for(pilot, lambda: home.wids == [wid])
+        await wait_for(pilot, lambda: _shows(home, "name") and _shows(home, "state"))
+        assert app.screen.query_one(KeyBar).compact
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "agents")
+        agents = await composed(pilot, app.screen, LiveTable)
+        assert [c[0] for c in agents.columns][:2] == ["id", "state"]
+        await wait_for(pilot, lambda: _shows(agents, "state"), what="agents' states")
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.current_mode == "schedules")
+        await wait_for(pilot, lambda: _shows(app.screen.query_one("#schedules", LiveTable), "name"))
+        await pilot.press("1")
+        app.goto(wid)
+        await wait_for(pilot, lambda: workflow_open(app))
+        tasks = await composed(pilot, app.screen, TaskTable)
+        await wait_for(pilot, lambda: tasks.row_count == 2)
+        await wait_for(pilot, lambda: _shows(tasks, "name") and _shows(tasks, "state"))
+        keys = app.screen.query_one(KeyBar)
+        assert keys.compact and keys.size.width == 80
+        # at the usual size the detail keeps its width and the keys their padding
+        await pilot.resize_terminal(160, 45)
+        await wait_for(pilot, lambda: app.screen.query_one(TaskDetail).outer_size.width == 60)
+        assert not app.screen.query_one(KeyBar).compact
