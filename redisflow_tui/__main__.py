@@ -35,11 +35,20 @@ from engine import (
     redact,
 )
 
+from .data import WORKFLOW_ID
+
 EXIT_BAD_INPUT = 2  # a bad option or value, as redisflow's
 EXIT_UNREACHABLE = 3
 EXIT_NO_CONSOLE = 2  # the console extra is not installed
 CONSOLE_MODULES = ("textual", "networkx")  # what the 'console' extra brings
 SERVE_MODULES = ("textual_serve",)
+
+
+def workflow_id(text: str) -> str:
+    """A workflow id as given to ``--open`` (a whole number)."""
+    if not WORKFLOW_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a workflow id (a whole number): {text!r}")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not enable keyspace notifications (CONFIG SET); use the event channel only",
     )
     p.add_argument("--theme", default=None, help="colour theme (e.g. nord, gruvbox)")
+    p.add_argument(
+        "--open",
+        metavar="ID",
+        type=workflow_id,
+        default=None,
+        help="open on workflow ID (with --serve: the address printed opens it; any address "
+        "of the served console takes ?workflow=ID)",
+    )
     p.add_argument(
         "--serve", action="store_true", help="serve the console in a browser (textual-serve)"
     )
@@ -140,14 +157,20 @@ def _serve(args: argparse.Namespace, url: str, token: str, given: str | None) ->
     host = args.host if ":" not in args.host else f"[{args.host}]"
     shown = "127.0.0.1" if host in ("0.0.0.0", "[::]") else host
     address = f"http://{shown}:{args.port}/"
+    linked = f"&workflow={args.open}" if args.open else ""
     if given is None:
-        print(f"redisflow-tui: serving on {address}?token={token}", flush=True)
+        print(f"redisflow-tui: serving on {address}?token={token}{linked}", flush=True)
     else:
         print(
-            f"redisflow-tui: serving on {address} (open {address}?token=TOKEN once, TOKEN "
-            f"the one in {given})",
+            f"redisflow-tui: serving on {address} (open {address}?token=TOKEN{linked} once, "
+            f"TOKEN the one in {given})",
             flush=True,
         )
+    print(
+        f"redisflow-tui: add ?workflow=ID (or &workflow=ID) to the address to open on a "
+        f"workflow, e.g. {address}?workflow=42",
+        flush=True,
+    )
     # stop cleanly on SIGTERM too, so the private Redis and the demo go with us
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -219,6 +242,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             label=label,
             keyspace=not args.no_keyspace,
             theme=args.theme,
+            open_wid=args.open,
         )
         app.run()
         close_client(engine.redis)

@@ -84,10 +84,11 @@ class RedisflowApp(App[None]):
     }
     DEFAULT_MODE = "workflows"
     BINDINGS = [
-        Binding("1", "show('workflows')", "Workflows", show=False),
-        Binding("2", "show('agents')", "Agents", show=False),
-        Binding("3", "show('events')", "Events", show=False),
-        Binding("4", "show('schedules')", "Schedules", show=False),
+        # before whatever has focus (but a dialog: check_action)
+        Binding("1", "show('workflows')", "Workflows", show=False, priority=True),
+        Binding("2", "show('agents')", "Agents", show=False, priority=True),
+        Binding("3", "show('events')", "Events", show=False, priority=True),
+        Binding("4", "show('schedules')", "Schedules", show=False, priority=True),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key"),
         Binding("g", "goto", "Go to", tooltip="Go to a workflow by id"),
         Binding("o", "push_file", "Push", tooltip="Push a workflow file (YAML or JSON)"),
@@ -125,8 +126,10 @@ class RedisflowApp(App[None]):
         keyspace: bool = True,
         tick_s: float = 0.25,
         theme: str | None = None,
+        open_wid: str | None = None,
     ) -> None:
         super().__init__()
+        self.open_wid = open_wid  # the workflow shown first (--open), over the list
         self.engine = engine
         self.read_only = read_only
         self.clock = clock or Clock()
@@ -153,6 +156,8 @@ class RedisflowApp(App[None]):
         self.run_worker(self._check_server, thread=True, name="health", exit_on_error=False)
         self.set_interval(self.tick_s, self._tick)
         self.set_interval(1.0, self._sample)
+        if self.open_wid:
+            self.goto(self.open_wid)
 
     def _check_server(self) -> None:
         """Warn, and keep the warning up, when the server's settings can lose workflows
@@ -284,10 +289,20 @@ class RedisflowApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.read_only:
             return False
+        if action == "show":
+            return self._tabs_switch()
         return True
 
+    def _tabs_switch(self) -> bool:
+        """Whether 1–4 switch tabs now: from any widget (a box being typed in keeps
+        them: widgets.filter_box), but not while a dialog waits for an answer."""
+        screen = self.screen
+        return not screen.is_modal or isinstance(screen, HelpScreen)
+
     def action_show(self, mode: str) -> None:
-        """Show one of the main screens."""
+        """Show one of the main screens (closing the help first)."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
         if self.current_mode != mode:
             self.switch_mode(mode)
 

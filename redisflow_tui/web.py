@@ -13,10 +13,12 @@ its path alone (:class:`PathAccessLogger`): the token in ``/?token=T`` never rea
 from __future__ import annotations
 
 import asyncio
+import copy
 import hmac
 import os
 import re
 import secrets
+import shlex
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,6 +30,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
 from textual_serve.server import Server
+
+from .data import WORKFLOW_ID
 
 TOKEN_ENV = "REDISFLOW_TUI_TOKEN"
 COOKIE = "redisflow_console"
@@ -88,7 +92,8 @@ def token_guard(token: str) -> Any:
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if _same(request.query.get("token"), token):
             if request.path == "/" and request.method == "GET":  # keep it out of the URL
-                page = web.HTTPFound("/")
+                kept = [(k, v) for k, v in request.query.items() if k != "token"]
+                page = web.HTTPFound(str(request.rel_url.with_query(kept)) if kept else "/")
                 page.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
                 raise page
             return await handler(request)
@@ -104,13 +109,24 @@ def token_guard(token: str) -> Any:
                 "(http://HOST:PORT/?token=...)\n",
             )
         origin = request.headers.get("Origin")
-        if request.path == "/ws" and origin is not None:
+        if _is_socket(request.path) and origin is not None:
             own = {f"http://{request.host}", f"https://{request.host}"}
             if origin.lower().rstrip("/") not in own:
                 return web.Response(status=403, text="a page of another origin\n")
         return await handler(request)
 
     return guard
+
+
+def _is_socket(path: str) -> bool:
+    """Whether ``path`` is a websocket that drives a console (``/ws``, ``/ws/<id>``)."""
+    return path == "/ws" or path.startswith("/ws/")
+
+
+def linked_workflow(query: Any) -> str | None:
+    """The workflow a page's address links to (``?workflow=ID``), if it is an id."""
+    wid = str(query.get("workflow", "")).strip()
+    return wid if WORKFLOW_ID.fullmatch(wid) else None
 
 
 class PathAccessLogger(AbstractAccessLogger):
@@ -138,6 +154,9 @@ class ConsoleServer(Server):
 
     async def _make_app(self) -> web.Application:
         app: web.Application = await super()._make_app()
+        # a page linked to a workflow drives a console opened on it: textual-serve hands
+        # the app nothing of the page's address, so the websocket's path carries the id
+        app.router.add_get("/ws/{wid}", self.handle_linked_websocket, name="linked-websocket")
         page = (Path(self.templates_path) / "app_index.html").read_text(encoding="utf-8")
         loader = jinja2.DictLoader({"app_index.html": local_page(page)})
         aiohttp_jinja2.setup(app, loader=loader)
@@ -169,4 +188,18 @@ class ConsoleServer(Server):
         # the links in the page (static files, the websocket) as the browser reached us,
         # not the bound address (0.0.0.0 is no address a browser can open)
         self.public_url = f"{request.scheme}://{request.host}"
-        return await super().handle_index(request)
+        # textual-serve's page context (its handler is wrapped to render it), then the page
+        context = await Server.handle_index.__wrapped__(self, request)  # type: ignore[attr-defined]
+        wid = linked_workflow(request.query)
+        if wid is not None:  # ?workflow=ID: its console opens on that workflow
+            context["app_websocket_url"] += f"/{wid}"
+        return aiohttp_jinja2.render_template("app_index.html", request, context)
+
+    async def handle_linked_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """The websocket of a page linked to a workflow: a console run with ``--open``."""
+        wid = linked_workflow({"workflow": request.match_info["wid"]})
+        if wid is None:
+            raise web.HTTPNotFound(text="not a workflow id\n")
+        linked = copy.copy(self)  # this connection's command only, the rest shared
+        linked.command = f"{self.command} --open {shlex.quote(wid)}"
+        return await Server.handle_websocket(linked, request)

@@ -34,7 +34,7 @@ LOOKS: dict[str, Look] = {
     "succeeded": Look("✔", "success", "green", graph=("#e8f5e9", "#2e7d32")),
     "failed": Look("✖", "error", "red", bold=True, graph=("#ffebee", "#c62828")),
     "upstream_failed": Look("⇣", "text-warning", "dark_orange", graph=("#fff3e0", "#e65100")),
-    "skipped": Look("⊘", "foreground-muted", "dim", graph=("#fafafa", "#9e9e9e")),
+    "skipped": Look("↷", "foreground-muted", "dim", graph=("#fafafa", "#9e9e9e")),
     "cancelled": Look("⊘", "text-secondary", "magenta", graph=("#f3e5f5", "#6a1b9a")),
     # a workflow's other states
     "paused": Look("‖", "text-primary", "yellow"),

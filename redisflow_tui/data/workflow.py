@@ -32,6 +32,16 @@ def read_workflow(engine: Engine, wid: str) -> WorkflowStatus | None:
         return None
 
 
+def waiting_for_signal(tasks: Sequence[TaskStatus]) -> list[TaskStatus]:
+    """The wait tasks reached that wait for a signal now (one not reached yet is not
+    waiting, though a signal sent to it would be kept for it)."""
+    return [
+        t
+        for t in tasks
+        if t.wait is not None and "signal" in t.wait and t.state in ("ready", "suspended")
+    ]
+
+
 def task_matches(task: TaskStatus, filter_: str) -> bool:
     """Whether a task passes the table's filter (``all``, ``failed``, ``running``)."""
     if filter_ == "failed":

@@ -7,12 +7,13 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine import AgentInfo, Engine
 
 from ..data.agents import LEGEND, counts, plan_drain, read_agents, running_text, thresholds
 from ..data.feed import Changes
+from ..widgets.key_bar import KeyBar
 from ..widgets.live_table import LiveTable, Row
 from ..widgets.looks import AGENT_GLYPH, markup_var
 from ..widgets.text_line import TextLine
@@ -54,7 +55,7 @@ class AgentsScreen(LiveScreen):
         yield TextLine(id="agents-counts")
         yield Static(LEGEND, id="agents-legend")
         yield LiveTable(COLUMNS, id="agents")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -10,12 +10,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine import Engine, NotFoundError, TemplateInfo, WorkflowSummary, plural
 
 from ..data import schedules as sd
 from ..data.feed import Changes
+from ..widgets.key_bar import KeyBar
 from ..widgets.live_table import LiveTable
 from ..widgets.looks import markup_var
 from ..widgets.text_line import TextLine
@@ -97,7 +98,7 @@ class ScheduleDetailScreen(DetailScreen):
             yield Static(id="detail-ticks")
         yield TextLine(id="detail-runs-title")
         yield WorkflowTable(id="detail-runs")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -191,7 +192,7 @@ class TemplateDetailScreen(DetailScreen):
             yield Static(id="detail-text")
         yield TextLine(id="detail-runs-title")
         yield WorkflowTable(id="detail-runs")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -7,10 +7,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from ..data.feed import Changes
 from ..widgets.event_log import EventLogView
+from ..widgets.filter_box import FilterBox
+from ..widgets.key_bar import KeyBar
 from ..widgets.text_line import TextLine
 from .base import LiveScreen, OpenWorkflow
 
@@ -32,14 +34,14 @@ class EventsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield from self.frame()
-        yield Input(
+        yield FilterBox(
             placeholder="filter: words to match in kind, workflow id, #task, task name, detail "
             "(e.g. “failed”, “task.claimed agent-a”)",
             id="event-filter",
         )
         yield TextLine(id="events-status")
         yield EventLogView(self.console.clock, id="events")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

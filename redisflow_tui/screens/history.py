@@ -11,11 +11,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine import Engine, HistoryStat, history, sparkline
 
 from ..data.feed import Changes
+from ..widgets.key_bar import KeyBar
 from ..widgets.looks import look_style
 from .base import LiveScreen
 
@@ -49,7 +50,7 @@ class HistoryScreen(LiveScreen):
         yield Static(id="history-title")
         with VerticalScroll(id="history-body"):
             yield Static(id="history-table")
-        yield Footer()
+        yield KeyBar()
 
     def read(self, engine: Engine, changes: Changes) -> Any:
         return history(engine, self.by)

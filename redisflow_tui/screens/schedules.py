@@ -8,12 +8,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
-from textual.widgets import Footer
 
 from engine import Engine, ScheduleInfo, TemplateInfo, plural
 
 from ..data import schedules as sd
 from ..data.feed import Changes
+from ..widgets.key_bar import KeyBar
 from ..widgets.live_table import Cell, LiveTable, Row
 from ..widgets.looks import WORKFLOW_GLYPH, markup_var
 from ..widgets.text_line import TextLine
@@ -96,7 +96,7 @@ class SchedulesScreen(RunsTemplates):
         yield LiveTable(TEMPLATE_COLUMNS, id="templates")
         yield TextLine(id="schedules-title")
         yield LiveTable(SCHEDULE_COLUMNS, id="schedules")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

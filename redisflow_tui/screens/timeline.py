@@ -9,11 +9,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine import Engine, Timeline, plural
 
 from ..data.feed import Changes
+from ..widgets.key_bar import KeyBar
 from ..widgets.looks import look_style
 from ..widgets.timeline import render_timeline
 from .base import LiveScreen
@@ -36,7 +37,7 @@ class TimelineScreen(LiveScreen):
         yield Static(id="timeline-title")
         with VerticalScroll(id="timeline-body"):
             yield Static(id="timeline-chart")
-        yield Footer()
+        yield KeyBar()
 
     def read(self, engine: Engine, changes: Changes) -> Any:
         return engine.timeline(self.wid)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Footer
+from textual.css.query import NoMatches
 
 from engine import (
     Engine,
@@ -28,8 +28,9 @@ from ..data.dag import GLYPH
 from ..data.feed import Changes
 from ..data.items import ItemsQuery
 from ..data.layout import DagLayout
-from ..data.workflow import DAG_MODES, WorkflowView, read_workflow
+from ..data.workflow import DAG_MODES, WorkflowView, read_workflow, waiting_for_signal
 from ..widgets.dag_view import DagView
+from ..widgets.key_bar import KeyBar
 from ..widgets.levels import LevelsView
 from ..widgets.live_table import LiveTable
 from ..widgets.looks import WORKFLOW_GLYPH, markup_var
@@ -45,6 +46,9 @@ MODE_NAMES = {
     "focus": "around the selected task",
     "levels": "per level",
 }
+DETAIL_WIDTH = 60  # the task detail's columns (app.tcss #detail), where they fit
+DETAIL_MIN = 24
+TASKS_MIN = 51  # the task table's number, name, type and state columns, and its scrollbar
 BIG = 3000  # above this many tasks, drawing every task is skipped when cycling views
 
 
@@ -72,7 +76,12 @@ class WorkflowScreen(LiveScreen):
             "n", "filter('running')", "Running", tooltip="Show running tasks only (again: all)"
         ),
         Binding("l", "timeline", "Timeline", tooltip="Every attempt on a time axis (Gantt)"),
-        Binding("a", "signal('approve')", "Approve", tooltip="Approve the selected wait task"),
+        Binding(
+            "a",
+            "signal('approve')",
+            "Approve",
+            tooltip="Approve the selected wait task (or the only one waiting)",
+        ),
         Binding("j", "signal('reject')", "Reject", tooltip="Reject the selected wait task"),
         Binding(
             "d",
@@ -108,13 +117,22 @@ class WorkflowScreen(LiveScreen):
                 yield TextLine(id="tasks-title")
                 yield TaskTable(id="tasks")
             yield TaskDetail(id="detail")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()
         self._watch_open()
         self.query_one(DagView).focus()
         self._header()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # a narrow terminal narrows the detail first: the task table keeps its number,
+        # name, type and state columns (and its scrollbar)
+        width = max(DETAIL_MIN, min(DETAIL_WIDTH, event.size.width - TASKS_MIN))
+        try:
+            self.query_one(TaskDetail).styles.width = width
+        except NoMatches:
+            pass  # not composed yet
 
     def on_unmount(self) -> None:
         super().on_unmount()
@@ -491,7 +509,8 @@ class WorkflowScreen(LiveScreen):
 
     def action_signal(self, how: str) -> None:
         """Approve or reject the selected wait task (one waiting for a signal), asking for
-        a comment first; the signal records who did it (the console's user)."""
+        a comment first; the signal records who did it (the console's user). Approving
+        with another task selected approves the one task that waits, if only one does."""
         tasks = self.view.tasks
         task = (
             tasks[self.sel_task]
@@ -499,8 +518,14 @@ class WorkflowScreen(LiveScreen):
             else None
         )
         if task is None or task.wait is None or "signal" not in task.wait or task.state.terminal:
-            self.notify("Select a task waiting for a signal first", severity="warning")
-            return
+            # approving the one task that waits needs no choosing; a rejection (it fails
+            # the task) is only ever of the task selected
+            waiting = waiting_for_signal(tasks)
+            if how != "approve" or len(waiting) != 1:
+                self.notify("Select a task waiting for a signal first", severity="warning")
+                return
+            task = waiting[0]
+        assert task.wait is not None
         name = task.wait["signal"]
 
         def answered(comment: str | None) -> None:

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from engine import Engine, bulk
 
@@ -20,6 +20,8 @@ from ..data import bulk as bulk_actions
 from ..data.feed import Changes
 from ..data.home import HomePage, HomeQuery, read_page
 from ..data.sorting import Sort
+from ..widgets.filter_box import FilterBox
+from ..widgets.key_bar import KeyBar
 from ..widgets.live_table import LiveTable
 from ..widgets.name_suggester import NameSuggester
 from ..widgets.rates import RatePanel
@@ -99,13 +101,13 @@ class WorkflowsScreen(LiveScreen):
             yield RatePanel("Queued", "ready tasks", id="queued")
         with Horizontal(id="listbar"):
             yield TextLine(id="listinfo")
-            yield Input(
+            yield FilterBox(
                 placeholder="workflow name (Tab completes, Enter filters, Esc clears)",
                 id="search",
                 suggester=NameSuggester(self.console.engine),
             )
         yield WorkflowTable(id="workflows")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -36,17 +36,25 @@ def _names(names: list[str], most: int = 12) -> str:
     return shown if len(names) <= most else f"{shown}, … ({len(names):,} in all)"
 
 
-def _items(items: dict[str, int]) -> str:
-    """A map's items by state: ``22 succeeded, 3 failed of 25``."""
+def _items(task: TaskStatus, items: dict[str, int]) -> str:
+    """A map's items by state: ``22 succeeded, 3 failed of 25``; or that it has none yet:
+    a map expands (its items are stored) once it runs, after its parents succeeded."""
     shown = ", ".join(f"{items[s]:,} {s}" for s in ITEM_STATES if items.get(s))
     total = items.get("total")
-    return (shown or "none yet") + (" (expanding)" if total is None else f" of {total:,}")
+    if total is not None:
+        return f"{shown or 'none'} of {total:,} · enter: list them"
+    if task.state == "running":
+        return f"{shown} so far (expanding) · enter: list them" if shown else "none yet (expanding)"
+    return "not expanded yet" if task.state in ("waiting", "ready") else "never expanded"
 
 
 def _runs(run: TaskStatus | ItemStatus, most: int, clock: Clock) -> list[tuple[str, str]]:
-    """The rows of how a task (or an item) ran: attempts, agent, times."""
+    """The rows of how a task (or an item) ran: attempts, agent, times (a map's items
+    are tried, each on its own: the map says how many tries each is allowed)."""
+    is_map = isinstance(run, TaskStatus) and run.items is not None
+    tries = f"{run.attempts} started, {run.failures} failed, {most} allowed"
     return [
-        ("attempts", f"{run.attempts} started, {run.failures} failed, {most} allowed"),
+        ("attempts", f"{most} allowed per item" if is_map else tries),
         ("agent", run.agent or "—"),
         ("ready", _when(clock, run.ready_at)),
         ("started", _when(clock, run.started_at)),
@@ -137,7 +145,7 @@ class TaskDetail(VerticalScroll):
         if task.when:  # its condition (engine.spec.conditions)
             rows.append(("when", task.when))
         if task.items is not None:
-            rows.append(("items", _items(task.items) + " · enter: list them"))
+            rows.append(("items", _items(task, task.items)))
         rows += _limits(task, clock)
         self._fields(t, rows, task.error)
         t.append("\npayload\n", style="bold")

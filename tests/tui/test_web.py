@@ -4,6 +4,7 @@ the browser."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 
@@ -24,6 +26,8 @@ pytestmark = pytest.mark.same_on_cluster
 
 pytest.importorskip("textual_serve")
 
+from engine import Engine, Workflow  # noqa: E402
+from redisflow_tui.__main__ import build_parser  # noqa: E402
 from redisflow_tui.web import COOKIE, local_page, read_token  # noqa: E402
 
 TOKEN = "console-token-0123456789"
@@ -171,3 +175,65 @@ def test_the_page_keeps_its_own_links() -> None:
     page = '<link rel="stylesheet" href="x.css" />\n<link\n  rel="stylesheet"\n  href="https://fonts.googleapis.com/css?family=Roboto%20Mono"\n/>'
     out = local_page(page)
     assert 'href="x.css"' in out and "googleapis" not in out and "@font-face" in out
+
+
+def test_a_page_linked_to_a_workflow_opens_the_console_on_it(
+    redis_url: str, engine: Engine
+) -> None:
+    """``?workflow=ID`` in the address (with the token, or after it): the page's console
+    is started with ``--open ID``, its websocket under /ws/ID (same-origin only)."""
+    wf = Workflow("linked-run")
+    wf.task("only-on-its-screen")
+    wid = str(engine.push(wf))
+    env = {**os.environ, "REDISFLOW_TUI_TOKEN": TOKEN}
+    with serving_console(redis_url, env, "--open", wid) as (base, printed):
+        with httpx.Client(base_url=base) as browser:
+            first = browser.get(f"/?token={TOKEN}&workflow={wid}")
+            assert first.status_code == 302 and first.headers["location"] == f"/?workflow={wid}"
+            page = browser.get(f"/?workflow={wid}")
+            assert page.status_code == 200
+            assert re.search(rf'data-session-websocket-url="ws://[^"]+/ws/{wid}"', page.text)
+            plain = browser.get("/")
+            assert re.search(r'data-session-websocket-url="ws://[^"]+/ws"', plain.text)
+            bad = browser.get("/?workflow=1;rm")  # not an id: the plain console
+            assert re.search(r'data-session-websocket-url="ws://[^"]+/ws"', bad.text)
+            assert browser.get("/ws/abc").status_code == 404
+            evil = browser.get(f"/ws/{wid}", headers={"Origin": "http://evil.example"})
+            assert evil.status_code == 403
+            assert httpx.get(f"{base}/ws/{wid}").status_code == 401  # no token
+        linked, home = (_screen_text(base, path) for path in (f"/ws/{wid}", "/ws"))
+        assert "only-on-its-screen" in linked, linked[-2000:]
+        assert "linked-run" in home and "only-on-its-screen" not in home
+    assert f"?token=TOKEN&workflow={wid} once" in printed[0]
+
+
+def _screen_text(base: str, path: str, seconds: float = 8.0) -> str:
+    """What the console served at websocket ``path`` draws in its first seconds (its
+    terminal output, escapes and all)."""
+
+    async def read() -> str:
+        out = bytearray()
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with aiohttp.ClientSession(headers=headers) as session:
+            url = base.replace("http", "ws", 1) + path + "?width=160&height=45"
+            async with session.ws_connect(url) as ws:
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    try:
+                        msg = await ws.receive(timeout=deadline - time.monotonic())
+                    except TimeoutError:
+                        break
+                    if msg.type == aiohttp.WSMsgType.BINARY:
+                        out += msg.data
+                    elif msg.type != aiohttp.WSMsgType.TEXT:
+                        break
+        return out.decode("utf-8", "replace")
+
+    return asyncio.run(read())
+
+
+def test_open_takes_a_workflow_id_only() -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--open", "12; rm -rf /"])
+    assert exit_.value.code == 2
+    assert build_parser().parse_args(["--open", "12"]).open == "12"
