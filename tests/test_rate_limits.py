@@ -17,7 +17,7 @@ from test_http_server import client  # noqa: F401 - the fixture
 from engine import Agent, DefinitionError, EmbeddedRedis, Engine, Task, Workflow
 from engine.spec.loader import load_text
 from engine.spec.rate_limits import RateLimit
-from engine.store.calls import Claimed
+from engine.store.calls import Claimed, ClaimRows
 from engine.store.codec import compile_workflow
 from engine.store.keys import bucket_id
 
@@ -283,8 +283,7 @@ def test_status_says_a_throttled_task_waits_and_until_when(
 
 def test_the_agent_sleeps_until_the_next_token_the_claim_names(engine: Engine) -> None:
     agent = Agent(engine, "sleeper", {"api": lambda t: None}, idle_check_s=30)
-    reply = Claimed()
-    reply.next_at_ms, reply.now_ms = 10_250, 10_000  # a token in 250 ms
+    reply = ClaimRows([10_250, 10_000])  # claim.lua's reply: a token in 250 ms, no task
     assert agent._claimed([reply], engine.keys.shard(0)) == []
     assert 0.2 < agent._next_due() <= 0.25
     assert agent._next_due() == pytest.approx(30, abs=1)  # used once: the next wait is its own

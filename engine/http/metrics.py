@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from engine.core.unserved import LIVE
-from engine.runtime.rollups import KINDS, metric_families
+from engine.runtime.rollups import metric_families
 
 if TYPE_CHECKING:
     from engine.core.model import AgentInfo
@@ -131,7 +131,6 @@ class RedisCollector(Collector):
                 deliveries.add_metric([what, kind], n)
         yield rejected
         yield deliveries
-        yield _attempts(self.engine)
         yield from metric_families(self.engine)  # run-time history (engine/runtime/rollups.py)
 
 
@@ -164,28 +163,6 @@ def _agent_families(agents: list[AgentInfo], queued: list[str]) -> Iterator[Metr
         slots.add_metric([a.id], a.concurrency)
     yield running
     yield slots
-
-
-def _attempts(engine: Engine) -> Metric:
-    """Task attempts that ended, per type and outcome, from the history's totals (the
-    ``y|<type>|ok`` and ``y|<type>|bad`` fields agents add to)."""
-    family = CounterMetricFamily(
-        "redisflow_task_attempts",
-        "Task attempts that ended, per type and outcome (succeeded, failed: retried or not).",
-        labels=["type", "outcome"],
-    )
-    counts: dict[tuple[str, str], int] = {}
-    outcomes = {"ok": "succeeded", "bad": "failed"}
-    for f, v in engine.store.logs.history_totals().items():
-        kind, _, rest = str(f).partition("|")
-        name, _, stat = rest.rpartition("|")
-        if kind == KINDS["type"] and stat in outcomes:
-            for outcome in outcomes.values():
-                counts.setdefault((name, outcome), 0)
-            counts[(name, outcomes[stat])] += int(v)
-    for (name, outcome), n in sorted(counts.items()):
-        family.add_metric([name, outcome], n)
-    return family
 
 
 def registry_for(engine: Engine) -> CollectorRegistry:

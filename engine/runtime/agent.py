@@ -466,7 +466,7 @@ class Agent:
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            claimed = reply.tasks()  # ClaimRows, or a Claimed
+            claimed = reply.tasks()  # a ClaimRows, decoded now that the outcomes are gone
             token_in = claimed.token_in_s
             if token_in is not None:  # a rate limit's next token: sleep no longer
                 self._token_at = min(self._token_at, time.monotonic() + token_in)

@@ -279,7 +279,9 @@ def metric_families(engine: Deployment) -> list[Any]:
     """/metrics' view of the history totals: ``redisflow_task_duration_seconds`` and
     ``redisflow_queue_wait_seconds`` (histograms per task type: how long attempts ran,
     and waited ready before their claim), ``redisflow_template_run_duration_seconds``
-    (per template) and ``redisflow_template_runs_total`` (per template and outcome)."""
+    (per template), ``redisflow_template_runs_total`` (per template and outcome) and
+    ``redisflow_task_attempts_total`` (per type and outcome: succeeded, or failed whether
+    retried or not)."""
     from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
     raw = {f: str(v) for f, v in engine.store.logs.history_totals().items()}
@@ -313,10 +315,16 @@ def metric_families(engine: Deployment) -> list[Any]:
                 bound = f"{BOUNDS_MS[k] / 1000:g}" if k < len(BOUNDS_MS) else "+Inf"
                 cumulative.append((bound, seen))
             family.add_metric([name], cumulative, s.total_ms / 1000)
-    for name, s in sorted(runs.items()):
-        counts.add_metric([name, "succeeded"], s.succeeded)
-        counts.add_metric([name, "failed"], s.failed)
-    return [tasks, queued, templates, counts]
+    attempts = CounterMetricFamily(
+        "redisflow_task_attempts",
+        "Task attempts that ended, per type and outcome (succeeded, failed: retried or not).",
+        labels=["type", "outcome"],
+    )
+    for outcomes, stats in ((counts, runs), (attempts, totals)):
+        for name, s in sorted(stats.items()):
+            outcomes.add_metric([name, "succeeded"], s.succeeded)
+            outcomes.add_metric([name, "failed"], s.failed)
+    return [tasks, queued, templates, counts, attempts]
 
 
 def sparkline(values: list[int], empty: str = "·") -> str:

@@ -67,10 +67,6 @@ class Claimed(list[Task]):
             return None
         return max(0.0, (self.next_at_ms - self.now_ms) / 1000)
 
-    def tasks(self) -> Claimed:
-        """Itself: decoded already (as :meth:`ClaimRows.tasks` gives them)."""
-        return self
-
 
 def _claimed(reply: Any) -> Claimed:
     return ClaimRows(reply).tasks()
@@ -364,8 +360,8 @@ class Calls:
         """claim.lua: up to ``count`` tasks over ``types`` (the best by priority, then age);
         refused with :class:`~engine.LeaseLostError` when the agent holds no lease. A rate
         limit's bucket out of tokens says when its next one comes (:class:`Claimed`)."""
-        args = [*self._common(shard), agent, count]
-        return Call("claim", [shard.queue(t) for t in types], args, _claimed)
+        rows = self.claim_rows_call(shard, agent, types, count)
+        return Call(rows.name, rows.keys, rows.args, _claimed)
 
     def claim_rows_call(
         self, shard: ShardKeys, agent: str, types: Sequence[str], count: int
