@@ -552,9 +552,7 @@ class Agent:
         # lease after t, and with no loss or registration since the claim (the epoch), no
         # question to Redis is needed: the plain path pays one clock read. Past it (a slow
         # condition, a long wait for a thread, a stalled heartbeat) Redis is asked.
-        if (epoch != self._epoch or time.monotonic() >= self._held_until) and not (
-            self._still_ours(task, epoch)  # _fenced, written out
-        ):
+        if self._fenced(epoch) and not self._still_ours(task, epoch):
             self._drop(task)
             return None
         logs = self._logs
@@ -569,7 +567,7 @@ class Agent:
                 outcome = self._succeeded(task, out)
             except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
                 outcome = self._failed(task, e)
-        logs.end(mark, outcome[3] == "ok")
+        logs.end(mark, outcome.kind == "ok")
         return outcome
 
     def _execute_watched(self, task: Task) -> Outcome:
