@@ -947,7 +947,8 @@ class Reads:
 
     def nothing_left(self, shards: Iterable[ShardKeys], types: Iterable[str]) -> bool:
         """True when the queues of ``types`` hold no work and nothing in ``shards`` could
-        make more of it: no retry waiting and no task running, or else no running or
+        make more of it: no retry waiting, no map waiting for its items (being expanded:
+        its items come in a moment) and no task running, or else no running or
         paused workflow with a task of ``types`` (an item or a step of a map's included)
         that has not ended (:mod:`engine.store.idle`)."""
         shards, types = list(shards), list(types)
@@ -955,14 +956,15 @@ class Reads:
         for shard in shards:
             for t in types:
                 pipe.zcard(shard.queue(t))
+            pipe.zcard(shard.expanding)
             pipe.zcard(shard.delayed)
             pipe.hget(shard.stats, "t:running")
         counts = [int(x or 0) for x in pipe.execute()]
         if all(x <= 0 for x in counts):
             return True
-        per = len(types) + 2
-        if any(x > 0 for n in range(len(shards)) for x in counts[n * per : n * per + len(types)]):
-            return False  # work in our queues now
+        per, now = len(types) + 3, len(types) + 1  # our queues and the maps being expanded
+        if any(x > 0 for n in range(len(shards)) for x in counts[n * per : n * per + now]):
+            return False  # work in our queues now, or a map's items about to be
         # something runs or waits for a retry: could it still make work of our types?
         if self._idle is None:
             self._idle = IdleCheck(self.redis)
